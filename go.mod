@@ -1,0 +1,3 @@
+module github.com/m0serve/m0
+
+go 1.26.8

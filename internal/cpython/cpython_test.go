@@ -1,0 +1,201 @@
+package cpython
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func startT(t *testing.T) *Runtime {
+	t.Helper()
+	rt, err := Start()
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	dir, _ := filepath.Abs("testdata")
+	if err := rt.Main(func(th *Thread) error {
+		return th.Exec("import sys\nif " + quote(dir) + " not in sys.path: sys.path.insert(0, " + quote(dir) + ")\nimport apps")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "\\'") + "'" }
+
+func loadT(t *testing.T, rt *Runtime, attr string) *WSGI {
+	t.Helper()
+	app, err := rt.Load("apps:"+attr, "", "")
+	if err != nil {
+		t.Fatalf("Load %s: %v", attr, err)
+	}
+	w, err := rt.NewWSGI(app, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// onThread runs fn on a fresh Python thread and waits for it.
+func onThread(rt *Runtime, fn func(*Thread)) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	rt.Go("test", func(t *Thread) { defer wg.Done(); fn(t) })
+	wg.Wait()
+}
+
+func request(method, path string, headers ...string) *Environ {
+	e := &Environ{}
+	e.Add("REQUEST_METHOD", method)
+	e.Add("PATH_INFO", path)
+	e.Add("QUERY_STRING", "")
+	e.Add("SERVER_NAME", "localhost")
+	e.Add("SERVER_PORT", "80")
+	e.Add("SERVER_PROTOCOL", "HTTP/1.1")
+	for i := 0; i+1 < len(headers); i += 2 {
+		e.AddHeader(headers[i], headers[i+1])
+	}
+	return e
+}
+
+func TestEval(t *testing.T) {
+	rt := startT(t)
+	err := rt.Main(func(th *Thread) error {
+		got, err := th.Eval("6*7")
+		if err != nil || got != "42" {
+			t.Errorf("Eval = %q, %v", got, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.Interp.Library == "" || rt.Interp.Version == "" {
+		t.Errorf("interpreter not described: %+v", rt.Interp)
+	}
+}
+
+func TestExceptionCarriesTraceback(t *testing.T) {
+	rt := startT(t)
+	onThread(rt, func(th *Thread) {
+		err := th.Exec("def f():\n    raise KeyError('missing')\nf()")
+		var pe *Error
+		if !errors.As(err, &pe) {
+			t.Fatalf("err = %v, want *Error", err)
+		}
+		for _, want := range []string{"Traceback (most recent call last)", "in f", "KeyError: 'missing'"} {
+			if !strings.Contains(pe.Traceback, want) {
+				t.Errorf("traceback lacks %q:\n%s", want, pe.Traceback)
+			}
+		}
+		if pe.Error() != "python: KeyError: 'missing'" {
+			t.Errorf("Error() = %q", pe.Error())
+		}
+		if th.GILHeld() {
+			t.Error("GIL held after a failed Exec")
+		}
+	})
+}
+
+func TestCallBuffered(t *testing.T) {
+	rt := startT(t)
+	w := loadT(t, rt, "echo_environ")
+	onThread(rt, func(th *Thread) {
+		res, err := th.Call(w, request("POST", "/caf\xc3\xa9", "X-Test", "yes"), []byte("body!"), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != 201 || res.Stream {
+			t.Errorf("result = %+v", res)
+		}
+		if got, want := string(th.Body()), "POST /caf\xc3\xa9 b'body!' yes"; got != want {
+			t.Errorf("body = %q, want %q", got, want)
+		}
+		var names []string
+		th.Headers(func(n, v []byte) { names = append(names, string(n)+": "+string(v)) })
+		if len(names) != 1 || names[0] != "Content-Type: text/plain" {
+			t.Errorf("headers = %q", names)
+		}
+	})
+}
+
+func TestCallStreams(t *testing.T) {
+	rt := startT(t)
+	for _, attr := range []string{"stream", "generator_app"} {
+		w := loadT(t, rt, attr)
+		onThread(rt, func(th *Thread) {
+			res, err := th.Call(w, request("GET", "/"), nil, true)
+			if err != nil || !res.Stream || res.Status != 200 {
+				t.Fatalf("%s: Call = %+v, %v", attr, res, err)
+			}
+			got := string(th.Body())
+			for {
+				res, err = th.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got += string(th.Body())
+				if !res.Stream {
+					break
+				}
+			}
+			if want := map[string]string{"stream": "chunk0;chunk1;chunk2;", "generator_app": "firstsecond"}[attr]; got != want {
+				t.Errorf("%s: streamed %q, want %q", attr, got, want)
+			}
+		})
+	}
+	onThread(rt, func(th *Thread) {
+		closed, _ := th.Eval("apps.closed")
+		if closed != "1" {
+			t.Errorf("close() called %s times, want 1", closed)
+		}
+	})
+}
+
+func TestCallRejectsBadApplications(t *testing.T) {
+	rt := startT(t)
+	cases := []struct{ attr, want string }{
+		{"raises", "ZeroDivisionError: deliberate"},
+		{"non_bytes", "must be bytes, not str"},
+		{"no_start", "without calling start_response"},
+		{"bad_status", "malformed status"},
+		{"crlf", "control character"},
+	}
+	for _, c := range cases {
+		w := loadT(t, rt, c.attr)
+		onThread(rt, func(th *Thread) {
+			_, err := th.Call(w, request("GET", "/"), nil, true)
+			var pe *Error
+			if !errors.As(err, &pe) || !strings.Contains(pe.Traceback, c.want) {
+				t.Errorf("%s: err = %v, want one containing %q", c.attr, err, c.want)
+			}
+			if th.GILHeld() {
+				t.Errorf("%s: GIL held after the error", c.attr)
+			}
+		})
+	}
+}
+
+func TestValidatorAcceptsEnviron(t *testing.T) {
+	rt := startT(t)
+	w := loadT(t, rt, "validated")
+	onThread(rt, func(th *Thread) {
+		if _, err := th.Call(w, request("GET", "/"), nil, true); err != nil {
+			t.Fatal(err)
+		}
+		if string(th.Body()) != "hello" {
+			t.Errorf("body %q", th.Body())
+		}
+	})
+}
+
+func TestMain(m *testing.M) {
+	if _, err := Start(); err != nil {
+		os.Stderr.WriteString("cpython tests need a python3 with a shared libpython: " + err.Error() + "\n")
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}

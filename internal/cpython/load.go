@@ -1,0 +1,44 @@
+package cpython
+
+import "encoding/json"
+
+// App is an application callable imported into the interpreter.
+type App struct {
+	Spec     string // the MODULE:ATTR that was found, after discovery
+	Protocol string // "wsgi" or "asgi"
+	Obj      Object // the callable, held for the life of the process
+}
+
+// Load imports the application a spec names. MODULE:ATTR names it outright;
+// a bare MODULE tries MODULE.asgi:application, MODULE.wsgi:application,
+// MODULE:app, MODULE.main:app and then MODULE:application. appDir, if not
+// empty, goes first on sys.path. protocol, if not empty, overrides the
+// detection (a coroutine function is ASGI, anything else WSGI).
+//
+// Load runs on the main thread, so an application may install signal
+// handlers while it imports; Go's are put back afterwards.
+func (rt *Runtime) Load(spec, appDir, protocol string) (*App, error) {
+	arg, _ := json.Marshal(map[string]string{"spec": spec, "app_dir": appDir, "protocol": protocol})
+	var app *App
+	err := rt.Main(func(t *Thread) error {
+		defer rt.RestoreSignals()
+		loaded, err := t.callHelper("_load", string(arg))
+		if err != nil {
+			return err
+		}
+		defer t.DecRef(loaded)
+		a := &App{}
+		if a.Spec, err = t.AttrStr(loaded, "spec"); err != nil {
+			return err
+		}
+		if a.Protocol, err = t.AttrStr(loaded, "protocol"); err != nil {
+			return err
+		}
+		if a.Obj, err = t.Attr(loaded, "app"); err != nil {
+			return err
+		}
+		app = a
+		return nil
+	})
+	return app, err
+}

@@ -1,0 +1,196 @@
+package cpython
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// LibraryEnv names the variable that points at a libpython outright.
+const LibraryEnv = "M0_PYTHON_LIBRARY"
+
+// Interpreter describes the CPython the server loads, as its own python3
+// reports it.
+type Interpreter struct {
+	Version     string   `json:"version"`       // "3.12.1"
+	Executable  string   `json:"executable"`    // the real interpreter binary
+	Library     string   `json:"library"`       // the libpython that is loaded
+	Prefix      string   `json:"prefix"`        // sys.prefix: the virtualenv, if one is active
+	BasePrefix  string   `json:"base_prefix"`   // sys.base_prefix
+	SitePackage []string `json:"site_packages"` // site-packages directories to put on sys.path
+	Shared      bool     `json:"shared"`        // Py_ENABLE_SHARED
+	GILDisabled bool     `json:"gil_disabled"`  // a free-threaded build
+}
+
+// Virtualenv returns the virtualenv's directory, or "" when none is active.
+func (in Interpreter) Virtualenv() string {
+	if in.Prefix != in.BasePrefix {
+		return in.Prefix
+	}
+	return ""
+}
+
+// ErrNoLibrary is the sentinel of every failure to find a usable libpython.
+var ErrNoLibrary = errors.New("cpython: no usable libpython")
+
+// LibraryError says why no libpython could be used, and how to fix it.
+type LibraryError struct {
+	Found string // what was found
+	Fix   string // what to do about it
+}
+
+func (e *LibraryError) Error() string { return e.Found + " (" + e.Fix + ")" }
+func (e *LibraryError) Unwrap() error { return ErrNoLibrary }
+
+const fixLibrary = "set " + LibraryEnv + " to the path of a shared libpython3.X.so of CPython 3.10 or newer, or put such a python3 first on PATH"
+
+// probe is what the interpreter prints about itself.
+const probe = `import json, site, sys, sysconfig
+v = sysconfig.get_config_var
+print(json.dumps({
+    "version": "%d.%d.%d" % sys.version_info[:3],
+    "executable": sys.executable,
+    "libdir": v("LIBDIR") or "",
+    "ldlibrary": v("LDLIBRARY") or "",
+    "instsoname": v("INSTSONAME") or "",
+    "shared": bool(v("Py_ENABLE_SHARED")),
+    "gil_disabled": bool(v("Py_GIL_DISABLED")),
+    "prefix": sys.prefix,
+    "base_prefix": sys.base_prefix,
+    "site_packages": site.getsitepackages() if hasattr(site, "getsitepackages") else [],
+}))`
+
+type probed struct {
+	Version     string   `json:"version"`
+	Executable  string   `json:"executable"`
+	LibDir      string   `json:"libdir"`
+	LDLibrary   string   `json:"ldlibrary"`
+	InstSoname  string   `json:"instsoname"`
+	Shared      bool     `json:"shared"`
+	GILDisabled bool     `json:"gil_disabled"`
+	Prefix      string   `json:"prefix"`
+	BasePrefix  string   `json:"base_prefix"`
+	SitePackage []string `json:"site_packages"`
+}
+
+func ask(python string) (probed, error) {
+	var p probed
+	var stderr bytes.Buffer
+	cmd := exec.Command(python, "-I", "-c", probe)
+	cmd.Stderr = &stderr
+	// -I: the answer must not depend on PYTHON* variables or the current
+	// directory; a virtualenv is still found from the interpreter's path.
+	out, err := cmd.Output()
+	if err != nil {
+		return p, fmt.Errorf("%s failed: %v %s", python, err, strings.TrimSpace(stderr.String()))
+	}
+	if err := json.Unmarshal(out, &p); err != nil {
+		return p, fmt.Errorf("%s printed something unexpected: %v", python, err)
+	}
+	return p, nil
+}
+
+// Locate finds the interpreter to load: the library M0_PYTHON_LIBRARY names,
+// or the one the python3 on PATH reports.
+func Locate() (Interpreter, error) {
+	explicit := os.Getenv(LibraryEnv)
+	python, lookErr := exec.LookPath("python3")
+	if explicit != "" {
+		if _, err := os.Stat(explicit); err != nil {
+			return Interpreter{}, &LibraryError{
+				Found: fmt.Sprintf("%s=%s does not exist", LibraryEnv, explicit),
+				Fix:   fixLibrary,
+			}
+		}
+		// The library's own interpreter knows its prefix; prefer it.
+		if exe := siblingPython(explicit); exe != "" {
+			python, lookErr = exe, nil
+		}
+	}
+	if lookErr != nil {
+		if explicit != "" {
+			return Interpreter{Library: explicit}, nil
+		}
+		return Interpreter{}, &LibraryError{Found: "no python3 on PATH", Fix: fixLibrary}
+	}
+	p, err := ask(python)
+	if err != nil {
+		if explicit != "" {
+			return Interpreter{Library: explicit}, nil
+		}
+		return Interpreter{}, &LibraryError{Found: err.Error(), Fix: fixLibrary}
+	}
+	in := Interpreter{
+		Version:     p.Version,
+		Executable:  p.Executable,
+		Prefix:      p.Prefix,
+		BasePrefix:  p.BasePrefix,
+		SitePackage: p.SitePackage,
+		Shared:      p.Shared,
+		GILDisabled: p.GILDisabled,
+	}
+	if !versionAtLeast(p.Version, 3, 10) {
+		return in, &LibraryError{
+			Found: fmt.Sprintf("%s is Python %s, older than 3.10", p.Executable, p.Version),
+			Fix:   fixLibrary,
+		}
+	}
+	if explicit != "" {
+		in.Library = explicit
+		return in, nil
+	}
+	if !p.Shared {
+		return in, &LibraryError{
+			Found: fmt.Sprintf("%s (Python %s) was built without a shared libpython", p.Executable, p.Version),
+			Fix:   fixLibrary,
+		}
+	}
+	for _, name := range []string{p.LDLibrary, p.InstSoname} {
+		if name == "" {
+			continue
+		}
+		if lib := filepath.Join(p.LibDir, name); fileExists(lib) {
+			in.Library = lib
+			return in, nil
+		}
+	}
+	return in, &LibraryError{
+		Found: fmt.Sprintf("%s reports its libpython at %s, which does not exist", p.Executable, filepath.Join(p.LibDir, p.LDLibrary)),
+		Fix:   fixLibrary,
+	}
+}
+
+// siblingPython finds the interpreter installed beside a libpython
+// (PREFIX/lib/libpython3.X.so and PREFIX/bin/python3.X).
+func siblingPython(lib string) string {
+	base := filepath.Base(lib)
+	ver := strings.TrimPrefix(base, "libpython")
+	if i := strings.Index(ver, ".so"); i >= 0 {
+		ver = ver[:i]
+	}
+	bin := filepath.Join(filepath.Dir(filepath.Dir(lib)), "bin")
+	for _, name := range []string{"python" + ver, "python3"} {
+		if exe := filepath.Join(bin, name); fileExists(exe) {
+			return exe
+		}
+	}
+	return ""
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+func versionAtLeast(v string, major, minor int) bool {
+	var a, b int
+	if _, err := fmt.Sscanf(v, "%d.%d", &a, &b); err != nil {
+		return false
+	}
+	return a > major || (a == major && b >= minor)
+}

@@ -1,0 +1,1013 @@
+#include "m0py.h"
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "_cgo_export.h"
+
+/* ---- the function table ------------------------------------------------ */
+
+#define METH_VARARGS 0x0001
+#define METH_KEYWORDS 0x0002
+#define METH_O 0x0008
+#define Py_file_input 257
+#define Py_eval_input 258
+
+#define M0_PY_FUNCS(X)                                                                 \
+	X(void, Py_InitializeEx, (int))                                                    \
+	X(int, Py_IsInitialized, (void))                                                   \
+	X(void, Py_SetProgramName, (const wchar_t *))                                      \
+	X(wchar_t *, Py_DecodeLocale, (const char *, size_t *))                            \
+	X(PyThreadState *, PyEval_SaveThread, (void))                                      \
+	X(void, PyEval_RestoreThread, (PyThreadState *))                                   \
+	X(PyThreadState *, PyThreadState_New, (PyInterpreterState *))                      \
+	X(void, PyThreadState_Clear, (PyThreadState *))                                    \
+	X(void, PyThreadState_Delete, (PyThreadState *))                                   \
+	X(PyInterpreterState *, PyInterpreterState_Get, (void))                            \
+	X(int, PyGILState_Check, (void))                                                   \
+	X(void, Py_IncRef, (PyObject *))                                                   \
+	X(void, Py_DecRef, (PyObject *))                                                   \
+	X(PyObject *, PyObject_Type, (PyObject *))                                         \
+	X(PyObject *, PyObject_GetAttrString, (PyObject *, const char *))                  \
+	X(int, PyObject_HasAttrString, (PyObject *, const char *))                         \
+	X(PyObject *, PyObject_Str, (PyObject *))                                          \
+	X(PyObject *, PyObject_Call, (PyObject *, PyObject *, PyObject *))                 \
+	X(PyObject *, PyObject_CallFunctionObjArgs, (PyObject *, ...))                     \
+	X(PyObject *, PyObject_GetIter, (PyObject *))                                      \
+	X(PyObject *, PyIter_Next, (PyObject *))                                           \
+	X(int, PyObject_IsTrue, (PyObject *))                                              \
+	X(PyObject *, PyErr_Occurred, (void))                                              \
+	X(void, PyErr_Fetch, (PyObject **, PyObject **, PyObject **))                      \
+	X(void, PyErr_NormalizeException, (PyObject **, PyObject **, PyObject **))         \
+	X(void, PyErr_Restore, (PyObject *, PyObject *, PyObject *))                       \
+	X(void, PyErr_SetString, (PyObject *, const char *))                               \
+	X(PyObject *, PyErr_Format, (PyObject *, const char *, ...))                       \
+	X(void, PyErr_Clear, (void))                                                       \
+	X(int, PyException_SetTraceback, (PyObject *, PyObject *))                         \
+	X(PyObject *, PyDict_New, (void))                                                  \
+	X(PyObject *, PyDict_Copy, (PyObject *))                                           \
+	X(int, PyDict_SetItem, (PyObject *, PyObject *, PyObject *))                       \
+	X(PyObject *, PyDict_GetItemString, (PyObject *, const char *))                    \
+	X(PyObject *, PyUnicode_DecodeLatin1, (const char *, Py_ssize_t, const char *))    \
+	X(PyObject *, PyUnicode_FromString, (const char *))                                \
+	X(PyObject *, PyUnicode_InternFromString, (const char *))                          \
+	X(PyObject *, PyUnicode_AsLatin1String, (PyObject *))                              \
+	X(const char *, PyUnicode_AsUTF8AndSize, (PyObject *, Py_ssize_t *))               \
+	X(PyObject *, PyBytes_FromStringAndSize, (const char *, Py_ssize_t))               \
+	X(int, PyBytes_AsStringAndSize, (PyObject *, char **, Py_ssize_t *))               \
+	X(PyObject *, PyBool_FromLong, (long))                                             \
+	X(Py_ssize_t, PySequence_Size, (PyObject *))                                       \
+	X(PyObject *, PySequence_GetItem, (PyObject *, Py_ssize_t))                        \
+	X(PyObject *, PyCFunction_NewEx, (PyMethodDef *, PyObject *, PyObject *))          \
+	X(PyObject *, PyModule_NewObject, (PyObject *))                                    \
+	X(int, PyModule_AddFunctions, (PyObject *, PyMethodDef *))                         \
+	X(PyObject *, PyModule_GetDict, (PyObject *))                                      \
+	X(PyObject *, PyImport_GetModuleDict, (void))                                      \
+	X(PyObject *, PyImport_ImportModule, (const char *))                               \
+	X(PyObject *, PyCapsule_New, (void *, const char *, void (*)(PyObject *)))         \
+	X(void *, PyCapsule_GetPointer, (PyObject *, const char *))                        \
+	X(PyObject *, Py_CompileString, (const char *, const char *, int))                 \
+	X(PyObject *, PyEval_EvalCode, (PyObject *, PyObject *, PyObject *))               \
+	X(int, PyArg_ParseTuple, (PyObject *, const char *, ...))
+
+#define M0_PY_DATA(X)          \
+	X(_Py_NoneStruct)          \
+	X(PyList_Type)             \
+	X(PyTuple_Type)            \
+	X(PyExc_TypeError)         \
+	X(PyExc_ValueError)        \
+	X(PyExc_RuntimeError)      \
+	X(PyExc_AssertionError)
+
+static struct {
+#define X(ret, name, args) ret(*name) args;
+	M0_PY_FUNCS(X)
+#undef X
+#define X(name) void *name;
+	M0_PY_DATA(X)
+#undef X
+} py;
+
+#define Py_None ((PyObject *)py._Py_NoneStruct)
+#define EXC(name) (*(PyObject **)py.name)
+
+static void *lib;
+
+int m0_load(const char *path, char *errbuf, size_t errlen)
+{
+	lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+	if (!lib) {
+		snprintf(errbuf, errlen, "%s", dlerror());
+		return -1;
+	}
+#define X(ret, name, args)                                                              \
+	py.name = (ret(*) args)dlsym(lib, #name);                                        \
+	if (!py.name) {                                                                  \
+		snprintf(errbuf, errlen, "%s does not export %s (not a CPython 3.10+ library)", \
+			 path, #name);                                                   \
+		return -1;                                                               \
+	}
+	M0_PY_FUNCS(X)
+#undef X
+#define X(name)                                                                         \
+	py.name = dlsym(lib, #name);                                                     \
+	if (!py.name) {                                                                  \
+		snprintf(errbuf, errlen, "%s does not export %s (not a CPython 3.10+ library)", \
+			 path, #name);                                                   \
+		return -1;                                                               \
+	}
+	M0_PY_DATA(X)
+#undef X
+	return 0;
+}
+
+/* ---- buffers ------------------------------------------------------------- */
+
+static int buf_reserve(m0_buf *b, size_t extra)
+{
+	if (b->len + extra <= b->cap)
+		return 0;
+	size_t cap = b->cap ? b->cap : 4096;
+	while (cap < b->len + extra)
+		cap *= 2;
+	char *p = realloc(b->p, cap);
+	if (!p)
+		return -1;
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+static int buf_put(m0_buf *b, const void *p, size_t n)
+{
+	if (buf_reserve(b, n) < 0)
+		return -1;
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+static int buf_put_u32(m0_buf *b, uint32_t v)
+{
+	return buf_put(b, &v, sizeof v);
+}
+
+static void buf_set(m0_buf *b, const char *s)
+{
+	b->len = 0;
+	buf_put(b, s, strlen(s));
+}
+
+/* Python holds on to at most this much of a buffer between requests. */
+#define M0_BUF_KEEP (1u << 20)
+
+static void buf_reset(m0_buf *b)
+{
+	b->len = 0;
+	if (b->cap > M0_BUF_KEEP) {
+		free(b->p);
+		b->p = NULL;
+		b->cap = 0;
+	}
+}
+
+/* ---- signals --------------------------------------------------------------
+ * Go owns signals. Their handlers are saved before Python starts and put back
+ * after it has started and after the application is imported, since both can
+ * install handlers of their own. */
+
+static const int m0_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+#define M0_NSIG (sizeof m0_signals / sizeof m0_signals[0])
+static struct sigaction m0_saved[M0_NSIG];
+
+void m0_save_signals(void)
+{
+	for (size_t i = 0; i < M0_NSIG; i++)
+		sigaction(m0_signals[i], NULL, &m0_saved[i]);
+}
+
+void m0_restore_signals(void)
+{
+	for (size_t i = 0; i < M0_NSIG; i++)
+		sigaction(m0_signals[i], &m0_saved[i], NULL);
+}
+
+/* ---- the interpreter ------------------------------------------------------ */
+
+static PyObject *m0_module;      /* _m0 */
+static PyObject *m0_dict;        /* its namespace, where the bootstrap runs */
+static PyObject *m0_format_exc;  /* _m0._format_exc(type, value, tb) -> str */
+static PyObject *m0_bytesio;     /* io.BytesIO */
+static PyObject *m0_empty_bytes; /* b"" */
+static m0_thread m0_main;        /* the thread that started the interpreter */
+
+static PyObject **m0_keys; /* interned environ keys, by id - 1 */
+static int m0_nkeys;
+
+static PyObject *m0_log(PyObject *self, PyObject *args)
+{
+	(void)self;
+	int level;
+	const char *msg;
+	if (!py.PyArg_ParseTuple(args, "is", &level, &msg))
+		return NULL;
+	go_log(level, (char *)msg);
+	py.Py_IncRef(Py_None);
+	return Py_None;
+}
+
+static PyMethodDef m0_methods[] = {
+	{"log", m0_log, METH_VARARGS, "log(level, message): write a line to the server's log."},
+	{NULL, NULL, 0, NULL},
+};
+
+static void capture_error(m0_thread *t);
+
+int m0_initialize(const char *program, const char *bootstrap, char *errbuf, size_t errlen)
+{
+	if (program && *program) {
+		/* The program name makes sys.executable the real interpreter and lets
+		 * getpath find the standard library and any pyvenv.cfg beside it. */
+		wchar_t *w = py.Py_DecodeLocale(program, NULL);
+		if (w)
+			py.Py_SetProgramName(w); /* kept for the life of the process */
+	}
+	py.Py_InitializeEx(0);
+	if (!py.Py_IsInitialized()) {
+		snprintf(errbuf, errlen, "Py_InitializeEx failed");
+		return -1;
+	}
+
+	PyObject *name = py.PyUnicode_FromString("_m0");
+	m0_module = py.PyModule_NewObject(name);
+	py.Py_DecRef(name);
+	if (!m0_module || py.PyModule_AddFunctions(m0_module, m0_methods) < 0)
+		goto fail;
+	if (py.PyDict_SetItem(py.PyImport_GetModuleDict(), py.PyUnicode_InternFromString("_m0"),
+			      m0_module) < 0)
+		goto fail;
+	m0_dict = py.PyModule_GetDict(m0_module); /* borrowed, lives with the module */
+
+	PyObject *code = py.Py_CompileString(bootstrap, "<m0 bootstrap>", Py_file_input);
+	if (!code)
+		goto fail;
+	PyObject *r = py.PyEval_EvalCode(code, m0_dict, m0_dict);
+	py.Py_DecRef(code);
+	if (!r)
+		goto fail;
+	py.Py_DecRef(r);
+
+	m0_format_exc = py.PyDict_GetItemString(m0_dict, "_format_exc");
+	if (!m0_format_exc) {
+		snprintf(errbuf, errlen, "bootstrap did not define _format_exc");
+		return -1;
+	}
+	py.Py_IncRef(m0_format_exc);
+	PyObject *io = py.PyImport_ImportModule("io");
+	if (!io)
+		goto fail;
+	m0_bytesio = py.PyObject_GetAttrString(io, "BytesIO");
+	py.Py_DecRef(io);
+	if (!m0_bytesio)
+		goto fail;
+	m0_empty_bytes = py.PyBytes_FromStringAndSize("", 0);
+
+	m0_main.ts = py.PyEval_SaveThread();
+	return 0;
+
+fail:
+	capture_error(&m0_main);
+	snprintf(errbuf, errlen, "%.*s", (int)m0_main.err.len, m0_main.err.p ? m0_main.err.p : "");
+	return -1;
+}
+
+int m0_gil_held(void)
+{
+	return py.PyGILState_Check();
+}
+
+/* ---- errors ------------------------------------------------------------------ */
+
+/* capture_error moves the pending Python exception into t->err as traceback
+ * text and clears it. The GIL is held. */
+static void capture_error(m0_thread *t)
+{
+	PyObject *type = NULL, *value = NULL, *tb = NULL;
+	py.PyErr_Fetch(&type, &value, &tb);
+	if (!type) {
+		buf_set(&t->err, "unknown error (no Python exception was set)");
+		return;
+	}
+	py.PyErr_NormalizeException(&type, &value, &tb);
+	if (value && tb)
+		py.PyException_SetTraceback(value, tb);
+	PyObject *s = NULL;
+	if (m0_format_exc)
+		s = py.PyObject_CallFunctionObjArgs(m0_format_exc, type, value ? value : Py_None,
+						    tb ? tb : Py_None, NULL);
+	if (!s && value)
+		s = py.PyObject_Str(value);
+	Py_ssize_t n = 0;
+	const char *u = s ? py.PyUnicode_AsUTF8AndSize(s, &n) : NULL;
+	if (u)
+		buf_set(&t->err, ""), buf_put(&t->err, u, (size_t)n);
+	else
+		buf_set(&t->err, "unprintable exception");
+	py.PyErr_Clear();
+	if (s)
+		py.Py_DecRef(s);
+	py.Py_DecRef(type);
+	if (value)
+		py.Py_DecRef(value);
+	if (tb)
+		py.Py_DecRef(tb);
+}
+
+/* ---- threads ------------------------------------------------------------------- */
+
+static PyObject *wsgi_start_response(PyObject *self, PyObject *args);
+static PyObject *wsgi_write(PyObject *self, PyObject *data);
+
+static PyMethodDef start_response_def = {
+	"start_response", wsgi_start_response, METH_VARARGS,
+	"start_response(status, headers, exc_info=None) -> write"};
+static PyMethodDef write_def = {"write", wsgi_write, METH_O, "write(data: bytes)"};
+
+/* bind_wsgi gives the thread its start_response and write. The GIL is held. */
+static int bind_wsgi(m0_thread *t)
+{
+	PyObject *cap = py.PyCapsule_New(t, "m0.thread", NULL);
+	if (!cap)
+		return -1;
+	t->start_response = py.PyCFunction_NewEx(&start_response_def, cap, m0_module);
+	t->write = py.PyCFunction_NewEx(&write_def, cap, m0_module);
+	py.Py_DecRef(cap);
+	return t->start_response && t->write ? 0 : -1;
+}
+
+m0_thread *m0_thread_main(void)
+{
+	if (!m0_main.start_response) {
+		py.PyEval_RestoreThread(m0_main.ts);
+		if (bind_wsgi(&m0_main) < 0)
+			capture_error(&m0_main);
+		m0_main.ts = py.PyEval_SaveThread();
+	}
+	return &m0_main;
+}
+
+/* m0_thread_new creates a thread state for the calling OS thread, which must
+ * use it for the rest of its life. */
+m0_thread *m0_thread_new(void)
+{
+	m0_thread *t = calloc(1, sizeof *t);
+	if (!t)
+		return NULL;
+	/* Any attached thread state gives the interpreter; the main one is idle. */
+	py.PyEval_RestoreThread(m0_main.ts);
+	PyInterpreterState *interp = py.PyInterpreterState_Get();
+	m0_main.ts = py.PyEval_SaveThread();
+
+	t->ts = py.PyThreadState_New(interp);
+	if (!t->ts) {
+		free(t);
+		return NULL;
+	}
+	py.PyEval_RestoreThread(t->ts);
+	int rc = bind_wsgi(t);
+	if (rc < 0)
+		capture_error(t);
+	py.PyEval_SaveThread();
+	return t;
+}
+
+void m0_thread_free(m0_thread *t)
+{
+	if (!t || t == &m0_main)
+		return;
+	py.PyEval_RestoreThread(t->ts);
+	if (t->start_response)
+		py.Py_DecRef(t->start_response);
+	if (t->write)
+		py.Py_DecRef(t->write);
+	py.PyThreadState_Clear(t->ts);
+	py.PyEval_SaveThread();
+	py.PyThreadState_Delete(t->ts);
+	free(t->head.p);
+	free(t->body.p);
+	free(t->err.p);
+	free(t);
+}
+
+/* ---- generic calls ------------------------------------------------------------- */
+
+int m0_exec(m0_thread *t, const char *code)
+{
+	py.PyEval_RestoreThread(t->ts);
+	int rc = 0;
+	PyObject *main = py.PyImport_ImportModule("__main__");
+	PyObject *c = main ? py.Py_CompileString(code, "<m0>", Py_file_input) : NULL;
+	PyObject *g = main ? py.PyModule_GetDict(main) : NULL;
+	PyObject *r = c ? py.PyEval_EvalCode(c, g, g) : NULL;
+	if (!r) {
+		capture_error(t);
+		rc = -1;
+	}
+	if (r)
+		py.Py_DecRef(r);
+	if (c)
+		py.Py_DecRef(c);
+	if (main)
+		py.Py_DecRef(main);
+	t->ts = py.PyEval_SaveThread();
+	return rc;
+}
+
+/* put_str puts str(o) into t->body as UTF-8. The GIL is held. */
+static int put_str(m0_thread *t, PyObject *o)
+{
+	PyObject *s = py.PyObject_Str(o);
+	Py_ssize_t n = 0;
+	const char *u = s ? py.PyUnicode_AsUTF8AndSize(s, &n) : NULL;
+	t->body.len = 0;
+	if (u)
+		buf_put(&t->body, u, (size_t)n);
+	if (s)
+		py.Py_DecRef(s);
+	return u ? 0 : -1;
+}
+
+/* m0_eval_str evaluates expr in __main__ and puts str() of the result in t->body. */
+int m0_eval_str(m0_thread *t, const char *expr)
+{
+	py.PyEval_RestoreThread(t->ts);
+	int rc = -1;
+	PyObject *main = py.PyImport_ImportModule("__main__");
+	PyObject *c = main ? py.Py_CompileString(expr, "<m0>", Py_eval_input) : NULL;
+	PyObject *g = main ? py.PyModule_GetDict(main) : NULL;
+	PyObject *r = c ? py.PyEval_EvalCode(c, g, g) : NULL;
+	if (r && put_str(t, r) == 0)
+		rc = 0;
+	if (rc < 0)
+		capture_error(t);
+	if (r)
+		py.Py_DecRef(r);
+	if (c)
+		py.Py_DecRef(c);
+	if (main)
+		py.Py_DecRef(main);
+	t->ts = py.PyEval_SaveThread();
+	return rc;
+}
+
+/* m0_call_helper calls _m0.NAME(arg) and hands back a new reference to the result. */
+int m0_call_helper(m0_thread *t, const char *name, const char *arg, uintptr_t *out)
+{
+	py.PyEval_RestoreThread(t->ts);
+	int rc = -1;
+	PyObject *fn = py.PyDict_GetItemString(m0_dict, name); /* borrowed */
+	PyObject *a = py.PyUnicode_FromString(arg);
+	PyObject *r = fn && a ? py.PyObject_CallFunctionObjArgs(fn, a, NULL) : NULL;
+	if (!fn && !py.PyErr_Occurred())
+		py.PyErr_Format(EXC(PyExc_RuntimeError), "_m0 has no helper %s", name);
+	if (r) {
+		*out = (uintptr_t)r;
+		rc = 0;
+	} else {
+		capture_error(t);
+	}
+	if (a)
+		py.Py_DecRef(a);
+	t->ts = py.PyEval_SaveThread();
+	return rc;
+}
+
+/* m0_str puts str(obj) in t->body. */
+int m0_str(m0_thread *t, uintptr_t obj)
+{
+	py.PyEval_RestoreThread(t->ts);
+	int rc = put_str(t, (PyObject *)obj);
+	if (rc < 0)
+		capture_error(t);
+	t->ts = py.PyEval_SaveThread();
+	return rc;
+}
+
+/* m0_getattr hands back a new reference to getattr(obj, name). */
+int m0_getattr(m0_thread *t, uintptr_t obj, const char *name, uintptr_t *out)
+{
+	py.PyEval_RestoreThread(t->ts);
+	PyObject *r = py.PyObject_GetAttrString((PyObject *)obj, name);
+	if (r)
+		*out = (uintptr_t)r;
+	else
+		capture_error(t);
+	t->ts = py.PyEval_SaveThread();
+	return r ? 0 : -1;
+}
+
+void m0_decref(m0_thread *t, uintptr_t obj)
+{
+	py.PyEval_RestoreThread(t->ts);
+	py.Py_DecRef((PyObject *)obj);
+	t->ts = py.PyEval_SaveThread();
+}
+
+/* ---- WSGI: start_response and write -------------------------------------------- */
+
+static m0_thread *self_thread(PyObject *self)
+{
+	return py.PyCapsule_GetPointer(self, "m0.thread");
+}
+
+static int is_tchar(unsigned char c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+		return 1;
+	return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+/* latin1 encodes a str as latin-1 bytes; the caller owns the result. */
+static PyObject *latin1(PyObject *s, const char *what)
+{
+	PyObject *b = py.PyUnicode_AsLatin1String(s);
+	if (!b) {
+		py.PyErr_Clear();
+		py.PyErr_Format(EXC(PyExc_ValueError),
+				"wsgi: %s must be a str of latin-1 characters", what);
+	}
+	return b;
+}
+
+/* parse_status checks "NNN reason" and returns the code, or -1 with an
+ * exception set. */
+static int parse_status(PyObject *status)
+{
+	PyObject *b = latin1(status, "the status");
+	if (!b)
+		return -1;
+	char *s;
+	Py_ssize_t n;
+	py.PyBytes_AsStringAndSize(b, &s, &n);
+	int ok = n >= 3 && s[0] >= '1' && s[0] <= '9' && s[1] >= '0' && s[1] <= '9' &&
+		 s[2] >= '0' && s[2] <= '9' && (n == 3 || s[3] == ' ');
+	for (Py_ssize_t i = 0; ok && i < n; i++)
+		ok = (unsigned char)s[i] >= 0x20 && s[i] != 0x7f;
+	int code = ok ? (s[0] - '0') * 100 + (s[1] - '0') * 10 + (s[2] - '0') : -1;
+	if (code >= 0 && code < 200)
+		ok = 0, code = -1; /* a final response; 1xx is not one */
+	if (!ok)
+		py.PyErr_Format(EXC(PyExc_ValueError),
+				"wsgi: malformed status %R (want a str such as '200 OK')", status);
+	py.Py_DecRef(b);
+	return code;
+}
+
+/* set_not_bytes sets a TypeError naming what was not bytes. */
+static void set_not_bytes(PyObject *o, const char *what)
+{
+	py.PyErr_Clear();
+	PyObject *tp = py.PyObject_Type(o);
+	PyObject *nm = tp ? py.PyObject_GetAttrString(tp, "__name__") : NULL;
+	const char *s = nm ? py.PyUnicode_AsUTF8AndSize(nm, NULL) : NULL;
+	py.PyErr_Clear();
+	py.PyErr_Format(EXC(PyExc_TypeError), "wsgi: %s must be bytes, not %s", what, s ? s : "?");
+	if (nm)
+		py.Py_DecRef(nm);
+	if (tp)
+		py.Py_DecRef(tp);
+}
+
+/* put_bytes appends a bytes object to t->body. */
+static int put_bytes(m0_thread *t, PyObject *o, const char *what)
+{
+	char *p;
+	Py_ssize_t n;
+	if (py.PyBytes_AsStringAndSize(o, &p, &n) < 0) {
+		set_not_bytes(o, what);
+		return -1;
+	}
+	if (buf_put(&t->body, p, (size_t)n) < 0) {
+		py.PyErr_SetString(EXC(PyExc_RuntimeError), "wsgi: out of memory buffering the body");
+		return -1;
+	}
+	return 0;
+}
+
+/* header_item returns a new reference to item i of a header pair, as latin-1 bytes. */
+static PyObject *header_item(PyObject *pair, Py_ssize_t i, const char *what)
+{
+	PyObject *s = py.PySequence_GetItem(pair, i);
+	if (!s)
+		return NULL;
+	PyObject *b = latin1(s, what);
+	py.Py_DecRef(s);
+	return b;
+}
+
+/* put_header checks one (name, value) pair and appends it to t->head. */
+static int put_header(m0_thread *t, PyObject *pair)
+{
+	if (py.PySequence_Size(pair) != 2) {
+		py.PyErr_Clear();
+		py.PyErr_Format(EXC(PyExc_ValueError),
+				"wsgi: each header must be a (name, value) tuple, got %R", pair);
+		return -1;
+	}
+	PyObject *nb = header_item(pair, 0, "a header name");
+	if (!nb)
+		return -1;
+	PyObject *vb = header_item(pair, 1, "a header value");
+	if (!vb) {
+		py.Py_DecRef(nb);
+		return -1;
+	}
+	int rc = -1;
+	char *n, *v;
+	Py_ssize_t nl, vl;
+	py.PyBytes_AsStringAndSize(nb, &n, &nl);
+	py.PyBytes_AsStringAndSize(vb, &v, &vl);
+	int ok = nl > 0;
+	for (Py_ssize_t i = 0; ok && i < nl; i++)
+		ok = is_tchar((unsigned char)n[i]);
+	if (!ok) {
+		py.PyErr_Format(EXC(PyExc_ValueError), "wsgi: invalid header name %R", nb);
+		goto out;
+	}
+	for (Py_ssize_t i = 0; i < vl; i++) {
+		unsigned char c = (unsigned char)v[i];
+		if ((c < 0x20 && c != '\t') || c == 0x7f) {
+			py.PyErr_Format(EXC(PyExc_ValueError),
+					"wsgi: header %R has a control character (CR, LF or NUL) in its value",
+					nb);
+			goto out;
+		}
+	}
+	if (nl == 14 && strncasecmp(n, "content-length", 14) == 0)
+		t->content_length = 1;
+	if (buf_put_u32(&t->head, (uint32_t)nl) < 0 || buf_put(&t->head, n, (size_t)nl) < 0 ||
+	    buf_put_u32(&t->head, (uint32_t)vl) < 0 || buf_put(&t->head, v, (size_t)vl) < 0) {
+		py.PyErr_SetString(EXC(PyExc_RuntimeError), "wsgi: out of memory");
+		goto out;
+	}
+	rc = 0;
+out:
+	py.Py_DecRef(nb);
+	py.Py_DecRef(vb);
+	return rc;
+}
+
+/* reraise raises the exception an exc_info tuple holds. */
+static PyObject *reraise(PyObject *exc_info)
+{
+	PyObject *type = py.PySequence_GetItem(exc_info, 0);
+	PyObject *value = type ? py.PySequence_GetItem(exc_info, 1) : NULL;
+	PyObject *tb = value ? py.PySequence_GetItem(exc_info, 2) : NULL;
+	if (!tb) {
+		if (type)
+			py.Py_DecRef(type);
+		if (value)
+			py.Py_DecRef(value);
+		return NULL;
+	}
+	if (tb == Py_None) {
+		py.Py_DecRef(tb);
+		tb = NULL;
+	}
+	py.PyErr_Restore(type, value, tb);
+	return NULL;
+}
+
+static PyObject *wsgi_start_response(PyObject *self, PyObject *args)
+{
+	m0_thread *t = self_thread(self);
+	PyObject *status, *headers, *exc_info = NULL;
+	if (!t || !py.PyArg_ParseTuple(args, "OO|O:start_response", &status, &headers, &exc_info))
+		return NULL;
+	if (exc_info && exc_info != Py_None) {
+		if (t->head_sent)
+			return reraise(exc_info);
+	} else if (t->status_set) {
+		py.PyErr_SetString(EXC(PyExc_AssertionError),
+				   "wsgi: start_response called a second time without exc_info");
+		return NULL;
+	}
+	int code = parse_status(status);
+	if (code < 0)
+		return NULL;
+	t->status_set = 0;
+	t->content_length = 0;
+	t->head.len = 0;
+	PyObject *it = py.PyObject_GetIter(headers);
+	if (!it)
+		return NULL;
+	PyObject *pair;
+	while ((pair = py.PyIter_Next(it))) {
+		int rc = put_header(t, pair);
+		py.Py_DecRef(pair);
+		if (rc < 0)
+			break;
+	}
+	py.Py_DecRef(it);
+	if (py.PyErr_Occurred()) {
+		t->head.len = 0;
+		return NULL;
+	}
+	t->status = code;
+	t->status_set = 1;
+	py.Py_IncRef(t->write);
+	return t->write;
+}
+
+static PyObject *wsgi_write(PyObject *self, PyObject *data)
+{
+	m0_thread *t = self_thread(self);
+	if (!t)
+		return NULL;
+	if (!t->status_set) {
+		py.PyErr_SetString(EXC(PyExc_AssertionError),
+				   "wsgi: write() called before start_response");
+		return NULL;
+	}
+	if (put_bytes(t, data, "write() data") < 0)
+		return NULL;
+	py.Py_IncRef(Py_None);
+	return Py_None;
+}
+
+/* ---- WSGI: the call --------------------------------------------------------------- */
+
+static PyObject *key_input;
+
+/* m0_wsgi_set_keys interns the environ keys Go names by number: packed holds
+ * n NUL-terminated names, key 1 first. */
+int m0_wsgi_set_keys(m0_thread *t, const char *packed, size_t len, int n)
+{
+	py.PyEval_RestoreThread(t->ts);
+	int rc = 0;
+	m0_keys = calloc((size_t)n, sizeof *m0_keys);
+	key_input = py.PyUnicode_InternFromString("wsgi.input");
+	size_t off = 0;
+	for (int i = 0; i < n && off < len; i++) {
+		m0_keys[i] = py.PyUnicode_InternFromString(packed + off);
+		off += strlen(packed + off) + 1;
+		m0_nkeys = i + 1;
+	}
+	if (!m0_keys || !key_input || m0_nkeys != n) {
+		capture_error(t);
+		rc = -1;
+	}
+	t->ts = py.PyEval_SaveThread();
+	return rc;
+}
+
+/* m0_wsgi_template returns a new reference to the dict every environ is copied from. */
+uintptr_t m0_wsgi_template(m0_thread *t, int multithread, int multiprocess)
+{
+	py.PyEval_RestoreThread(t->ts);
+	PyObject *fn = py.PyDict_GetItemString(m0_dict, "_wsgi_template");
+	PyObject *mt = py.PyBool_FromLong(multithread), *mp = py.PyBool_FromLong(multiprocess);
+	PyObject *r = fn ? py.PyObject_CallFunctionObjArgs(fn, mt, mp, NULL) : NULL;
+	if (!r)
+		capture_error(t);
+	py.Py_DecRef(mt);
+	py.Py_DecRef(mp);
+	t->ts = py.PyEval_SaveThread();
+	return (uintptr_t)r;
+}
+
+static int get_u16(const char *p, size_t len, size_t *i, size_t *out)
+{
+	uint16_t v;
+	if (*i + 2 > len)
+		return -1;
+	memcpy(&v, p + *i, 2);
+	*i += 2;
+	*out = v;
+	return 0;
+}
+
+static int get_u32(const char *p, size_t len, size_t *i, size_t *out)
+{
+	uint32_t v;
+	if (*i + 4 > len)
+		return -1;
+	memcpy(&v, p + *i, 4);
+	*i += 4;
+	*out = v;
+	return 0;
+}
+
+/* build_environ makes the environ from the template and Go's packed request:
+ * entries of [u8 key id][u16 len, key if the id is 0][u32 len][value], every
+ * string latin-1. */
+static PyObject *build_environ(PyObject *tmpl, const char *req, size_t len, const char *body,
+			       size_t bodylen)
+{
+	PyObject *env = py.PyDict_Copy(tmpl);
+	if (!env)
+		return NULL;
+	size_t i = 0;
+	while (i < len) {
+		unsigned id = (unsigned char)req[i++];
+		size_t kl = 0, vl = 0;
+		PyObject *key;
+		if (id) {
+			if ((int)id > m0_nkeys)
+				goto bad;
+			key = m0_keys[id - 1];
+			py.Py_IncRef(key);
+		} else {
+			if (get_u16(req, len, &i, &kl) < 0 || i + kl > len)
+				goto bad;
+			key = py.PyUnicode_DecodeLatin1(req + i, (Py_ssize_t)kl, NULL);
+			i += kl;
+		}
+		if (!key)
+			goto fail;
+		if (get_u32(req, len, &i, &vl) < 0 || i + vl > len) {
+			py.Py_DecRef(key);
+			goto bad;
+		}
+		PyObject *val = py.PyUnicode_DecodeLatin1(req + i, (Py_ssize_t)vl, NULL);
+		i += vl;
+		int rc = val ? py.PyDict_SetItem(env, key, val) : -1;
+		py.Py_DecRef(key);
+		if (val)
+			py.Py_DecRef(val);
+		if (rc < 0)
+			goto fail;
+	}
+	PyObject *b;
+	if (bodylen) {
+		b = py.PyBytes_FromStringAndSize(body, (Py_ssize_t)bodylen);
+	} else {
+		b = m0_empty_bytes;
+		py.Py_IncRef(b);
+	}
+	PyObject *input = b ? py.PyObject_CallFunctionObjArgs(m0_bytesio, b, NULL) : NULL;
+	if (b)
+		py.Py_DecRef(b);
+	int rc = input ? py.PyDict_SetItem(env, key_input, input) : -1;
+	if (input)
+		py.Py_DecRef(input);
+	if (rc < 0)
+		goto fail;
+	return env;
+bad:
+	py.PyErr_SetString(EXC(PyExc_RuntimeError), "wsgi: malformed request buffer");
+fail:
+	py.Py_DecRef(env);
+	return NULL;
+}
+
+/* close_result calls close() on what the application returned, if it has one,
+ * and lets go of it. A failure is kept in t->err unless one is there already. */
+static void close_result(m0_thread *t)
+{
+	if (t->iter) {
+		py.Py_DecRef(t->iter);
+		t->iter = NULL;
+	}
+	PyObject *r = t->result;
+	if (!r)
+		return;
+	t->result = NULL;
+	if (py.PyObject_HasAttrString(r, "close")) {
+		PyObject *c = py.PyObject_GetAttrString(r, "close");
+		PyObject *x = c ? py.PyObject_CallFunctionObjArgs(c, NULL) : NULL;
+		if (x)
+			py.Py_DecRef(x);
+		else if (t->err.len == 0)
+			capture_error(t);
+		else
+			py.PyErr_Clear();
+		if (c)
+			py.Py_DecRef(c);
+	}
+	py.Py_DecRef(r);
+}
+
+static void reset_request(m0_thread *t)
+{
+	if (t->result || t->iter)
+		close_result(t);
+	t->status_set = 0;
+	t->head_sent = 0;
+	t->status = 0;
+	t->content_length = 0;
+	buf_reset(&t->head);
+	buf_reset(&t->body);
+	buf_reset(&t->err);
+}
+
+/* drain reads every remaining item into t->body. */
+static int drain(m0_thread *t)
+{
+	PyObject *item;
+	while ((item = py.PyIter_Next(t->iter))) {
+		int rc = put_bytes(t, item, "a body item");
+		py.Py_DecRef(item);
+		if (rc < 0)
+			return -1;
+	}
+	return py.PyErr_Occurred() ? -1 : 0;
+}
+
+int m0_wsgi_call(m0_thread *t, uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen,
+		 const char *body, size_t bodylen, int allow_stream)
+{
+	py.PyEval_RestoreThread(t->ts);
+	reset_request(t);
+	int rc = M0_WSGI_ERROR;
+	PyObject *env = build_environ((PyObject *)tmpl, req, reqlen, body, bodylen);
+	if (!env)
+		goto fail;
+	t->result = py.PyObject_CallFunctionObjArgs((PyObject *)app, env, t->start_response, NULL);
+	py.Py_DecRef(env);
+	if (!t->result)
+		goto fail;
+	PyObject *tp = py.PyObject_Type(t->result);
+	int sized = tp == py.PyList_Type || tp == py.PyTuple_Type;
+	py.Py_DecRef(tp);
+	t->iter = py.PyObject_GetIter(t->result);
+	if (!t->iter)
+		goto fail;
+	if (!t->status_set) {
+		/* A generator application calls start_response on its first step. */
+		PyObject *item = py.PyIter_Next(t->iter);
+		if (item) {
+			int r = t->status_set ? put_bytes(t, item, "a body item") : 0;
+			py.Py_DecRef(item);
+			if (r < 0)
+				goto fail;
+		} else if (py.PyErr_Occurred()) {
+			goto fail;
+		}
+		if (!t->status_set) {
+			py.PyErr_SetString(EXC(PyExc_RuntimeError),
+					   item ? "wsgi: the application returned a body without calling start_response"
+						: "wsgi: the application returned without calling start_response");
+			goto fail;
+		}
+		if (!item)
+			sized = 1; /* already exhausted */
+	}
+	if (sized || t->content_length || !allow_stream) {
+		if (drain(t) < 0)
+			goto fail;
+		close_result(t);
+		rc = M0_WSGI_DONE;
+	} else {
+		t->head_sent = 1;
+		rc = M0_WSGI_STREAM;
+	}
+	t->ts = py.PyEval_SaveThread();
+	return rc;
+fail:
+	capture_error(t);
+	close_result(t);
+	t->ts = py.PyEval_SaveThread();
+	return M0_WSGI_ERROR;
+}
+
+int m0_wsgi_next(m0_thread *t)
+{
+	py.PyEval_RestoreThread(t->ts);
+	int rc = M0_WSGI_ERROR;
+	t->body.len = 0;
+	if (!t->iter) {
+		rc = M0_WSGI_DONE;
+		goto out;
+	}
+	PyObject *item = py.PyIter_Next(t->iter);
+	if (item) {
+		int r = put_bytes(t, item, "a body item");
+		py.Py_DecRef(item);
+		if (r == 0) {
+			rc = M0_WSGI_STREAM;
+			goto out;
+		}
+	} else if (!py.PyErr_Occurred()) {
+		close_result(t);
+		rc = M0_WSGI_DONE;
+		goto out;
+	}
+	capture_error(t);
+	close_result(t);
+out:
+	t->ts = py.PyEval_SaveThread();
+	return rc;
+}
+
+void m0_wsgi_close(m0_thread *t)
+{
+	py.PyEval_RestoreThread(t->ts);
+	t->err.len = 0;
+	close_result(t);
+	t->ts = py.PyEval_SaveThread();
+}

@@ -1,0 +1,227 @@
+package cpython
+
+/*
+#include <stdlib.h>
+#include "m0py.h"
+*/
+import "C"
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+//go:embed bootstrap.py
+var bootstrap string
+
+// Runtime is the one interpreter of the process.
+type Runtime struct {
+	Interp Interpreter
+
+	main *Thread     // the thread that started the interpreter
+	work chan func() // work for the main thread
+}
+
+var (
+	startOnce sync.Once
+	started   *Runtime
+	startErr  error
+)
+
+// Start loads libpython and starts the interpreter, once per process; later
+// calls return the same runtime (or the same error).
+func Start() (*Runtime, error) {
+	startOnce.Do(func() { started, startErr = start() })
+	return started, startErr
+}
+
+func start() (*Runtime, error) {
+	in, err := Locate()
+	if err != nil {
+		return nil, err
+	}
+	rt := &Runtime{Interp: in, work: make(chan func())}
+	ready := make(chan error)
+	go rt.mainThread(ready)
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	if len(in.SitePackage) > 0 {
+		// A virtualenv is normally found from the program name; adding its
+		// site-packages again is a no-op then, and the fix when it was not.
+		b, _ := json.Marshal(in.SitePackage)
+		err := rt.Main(func(t *Thread) error {
+			_, err := t.CallHelperStr("_addsitedirs", string(b))
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return rt, nil
+}
+
+// mainThread starts the interpreter on an OS thread of its own, which keeps
+// the main thread state for life and then runs the work given to Main.
+func (rt *Runtime) mainThread(ready chan<- error) {
+	runtime.LockOSThread()
+	var errbuf [4096]C.char
+	lib := C.CString(rt.Interp.Library)
+	defer C.free(unsafe.Pointer(lib))
+	if C.m0_load(lib, &errbuf[0], C.size_t(len(errbuf))) != 0 {
+		ready <- &LibraryError{
+			Found: fmt.Sprintf("cannot load %s: %s", rt.Interp.Library, C.GoString(&errbuf[0])),
+			Fix:   fixLibrary,
+		}
+		return
+	}
+	prog := C.CString(rt.Interp.Executable)
+	boot := C.CString(bootstrap)
+	C.m0_save_signals()
+	rc := C.m0_initialize(prog, boot, &errbuf[0], C.size_t(len(errbuf)))
+	C.m0_restore_signals()
+	C.free(unsafe.Pointer(boot))
+	if rc != 0 {
+		ready <- fmt.Errorf("cpython: the interpreter did not start: %s", C.GoString(&errbuf[0]))
+		return
+	}
+	rt.main = &Thread{c: C.m0_thread_main(), Name: "python-main"}
+	ready <- nil
+	for f := range rt.work {
+		f()
+	}
+}
+
+// Main runs fn on the thread that started the interpreter, the one Python
+// calls its main thread (signal.signal works only there), and waits for it.
+func (rt *Runtime) Main(fn func(*Thread) error) error {
+	done := make(chan error, 1)
+	rt.work <- func() { done <- fn(rt.main) }
+	return <-done
+}
+
+// RestoreSignals puts Go's signal handlers back after Python code (importing
+// the application, say) may have installed its own.
+func (rt *Runtime) RestoreSignals() { C.m0_restore_signals() }
+
+// Go runs fn on a new OS thread with a Python thread state of its own, which
+// lives as long as fn runs. The thread ends when fn returns.
+func (rt *Runtime) Go(name string, fn func(*Thread)) {
+	ready := make(chan struct{})
+	go func() {
+		// Never unlocked: the thread state belongs to this OS thread, and the
+		// thread exits with the goroutine.
+		runtime.LockOSThread()
+		t := &Thread{c: C.m0_thread_new(), Name: name}
+		close(ready)
+		if t.c == nil {
+			panic("cpython: cannot create a thread state")
+		}
+		defer C.m0_thread_free(t.c)
+		fn(t)
+	}()
+	<-ready
+}
+
+// Thread is an OS thread that runs Python. Its methods must be called only
+// from the goroutine the Thread was handed to.
+type Thread struct {
+	c    *C.m0_thread
+	Name string // for logs: which thread is still running at a drain
+}
+
+// GILHeld reports whether this thread holds the GIL, which it never should
+// between calls.
+func (t *Thread) GILHeld() bool { return C.m0_gil_held() != 0 }
+
+func (t *Thread) err() error {
+	return newError(C.GoStringN(t.c.err.p, C.int(t.c.err.len)))
+}
+
+func (t *Thread) bodyString() string {
+	return C.GoStringN(t.c.body.p, C.int(t.c.body.len))
+}
+
+// Exec runs Python source in __main__.
+func (t *Thread) Exec(code string) error {
+	c := C.CString(code)
+	defer C.free(unsafe.Pointer(c))
+	if C.m0_exec(t.c, c) != 0 {
+		return t.err()
+	}
+	return nil
+}
+
+// Eval evaluates a Python expression in __main__ and returns str() of it.
+func (t *Thread) Eval(expr string) (string, error) {
+	c := C.CString(expr)
+	defer C.free(unsafe.Pointer(c))
+	if C.m0_eval_str(t.c, c) != 0 {
+		return "", t.err()
+	}
+	return t.bodyString(), nil
+}
+
+// CallHelperStr calls _m0.NAME(arg) and returns str() of the result.
+func (t *Thread) CallHelperStr(name, arg string) (string, error) {
+	obj, err := t.callHelper(name, arg)
+	if err != nil {
+		return "", err
+	}
+	defer t.DecRef(obj)
+	return t.Str(obj)
+}
+
+func (t *Thread) callHelper(name, arg string) (Object, error) {
+	n, a := C.CString(name), C.CString(arg)
+	defer C.free(unsafe.Pointer(n))
+	defer C.free(unsafe.Pointer(a))
+	var out C.uintptr_t
+	if C.m0_call_helper(t.c, n, a, &out) != 0 {
+		return 0, t.err()
+	}
+	return Object(out), nil
+}
+
+// Str returns str(obj).
+func (t *Thread) Str(obj Object) (string, error) {
+	if C.m0_str(t.c, C.uintptr_t(obj)) != 0 {
+		return "", t.err()
+	}
+	return t.bodyString(), nil
+}
+
+// Attr returns a new reference to getattr(obj, name).
+func (t *Thread) Attr(obj Object, name string) (Object, error) {
+	n := C.CString(name)
+	defer C.free(unsafe.Pointer(n))
+	var out C.uintptr_t
+	if C.m0_getattr(t.c, C.uintptr_t(obj), n, &out) != 0 {
+		return 0, t.err()
+	}
+	return Object(out), nil
+}
+
+// AttrStr returns str(getattr(obj, name)).
+func (t *Thread) AttrStr(obj Object, name string) (string, error) {
+	a, err := t.Attr(obj, name)
+	if err != nil {
+		return "", err
+	}
+	defer t.DecRef(a)
+	return t.Str(a)
+}
+
+// DecRef lets go of a reference.
+func (t *Thread) DecRef(obj Object) {
+	if obj != 0 {
+		C.m0_decref(t.c, C.uintptr_t(obj))
+	}
+}
+
+// Object is a strong reference to a Python object, as an integer handle.
+type Object uintptr

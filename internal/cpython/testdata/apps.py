@@ -1,0 +1,77 @@
+"""WSGI applications the cgo layer's tests call directly."""
+import signal
+import sys
+import wsgiref.validate
+
+calls = 0
+closed = 0
+
+
+def hello(environ, start_response):
+    global calls
+    calls += 1
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "5")])
+    return [b"hello"]
+
+
+def echo_environ(environ, start_response):
+    body = environ["wsgi.input"].read()
+    start_response("201 Created", [("Content-Type", "text/plain")])
+    out = "%s %s %r %s" % (environ["REQUEST_METHOD"], environ["PATH_INFO"], body, environ.get("HTTP_X_TEST", "-"))
+    return [out.encode("latin-1")]
+
+
+def raises(environ, start_response):
+    raise ZeroDivisionError("deliberate")
+
+
+class Body:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        for i in range(self.n):
+            yield b"chunk%d;" % i
+
+    def close(self):
+        global closed
+        closed += 1
+
+
+def stream(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return Body(3)
+
+
+def generator_app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    yield b"first"
+    yield b"second"
+
+
+def non_bytes(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return ["text"]
+
+
+def no_start(environ, start_response):
+    return [b"x"]
+
+
+def bad_status(environ, start_response):
+    start_response("abc", [])
+    return [b""]
+
+
+def crlf(environ, start_response):
+    start_response("200 OK", [("X-A", "x\r\nSet-Cookie: evil=1")])
+    return [b""]
+
+
+def installs_sigint(environ, start_response):
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    start_response("200 OK", [])
+    return [b""]
+
+
+validated = wsgiref.validate.validator(hello)

@@ -1,0 +1,225 @@
+package cpython
+
+/*
+#include "m0py.h"
+*/
+import "C"
+
+import (
+	"encoding/binary"
+	"errors"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// EnvironKeys are the environ keys a request buffer names by number
+// (EnvironKeys[i] is key i+1); the interpreter interns them once.
+var EnvironKeys = []string{
+	"REQUEST_METHOD", "SCRIPT_NAME", "PATH_INFO", "QUERY_STRING", "CONTENT_TYPE",
+	"CONTENT_LENGTH", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "REMOTE_ADDR",
+	"REMOTE_PORT", "REQUEST_URI", "RAW_URI",
+	"HTTP_HOST", "HTTP_USER_AGENT", "HTTP_ACCEPT", "HTTP_ACCEPT_ENCODING",
+	"HTTP_ACCEPT_LANGUAGE", "HTTP_CONNECTION", "HTTP_COOKIE", "HTTP_REFERER",
+	"HTTP_CACHE_CONTROL", "HTTP_ORIGIN", "HTTP_AUTHORIZATION", "HTTP_X_FORWARDED_FOR",
+	"HTTP_X_FORWARDED_PROTO", "HTTP_X_REQUESTED_WITH", "HTTP_IF_NONE_MATCH",
+	"HTTP_IF_MODIFIED_SINCE", "HTTP_UPGRADE_INSECURE_REQUESTS", "HTTP_PRAGMA",
+	"HTTP_SEC_FETCH_MODE", "HTTP_SEC_FETCH_SITE", "HTTP_SEC_FETCH_DEST", "HTTP_DNT",
+	"HTTP_X_CSRFTOKEN", "HTTP_RANGE",
+}
+
+var keyIDs = func() map[string]byte {
+	m := make(map[string]byte, len(EnvironKeys))
+	for i, k := range EnvironKeys {
+		m[k] = byte(i + 1)
+	}
+	return m
+}()
+
+// KeyID returns the number of a known environ key, or 0.
+func KeyID(key string) byte { return keyIDs[key] }
+
+// Environ builds the packed request buffer a WSGI call turns into an environ:
+// entries of [u8 key id][u16 len, key if the id is 0][u32 len][value], every
+// string read as latin-1.
+type Environ struct{ B []byte }
+
+// Reset empties the buffer for reuse.
+func (e *Environ) Reset() { e.B = e.B[:0] }
+
+// Add appends key=value.
+func (e *Environ) Add(key, value string) {
+	if id := keyIDs[key]; id != 0 {
+		e.B = append(e.B, id)
+	} else {
+		e.B = append(e.B, 0)
+		e.B = binary.LittleEndian.AppendUint16(e.B, uint16(len(key)))
+		e.B = append(e.B, key...)
+	}
+	e.AddValue(value)
+}
+
+// AddID appends a known key by its number.
+func (e *Environ) AddID(id byte, value string) {
+	e.B = append(e.B, id)
+	e.AddValue(value)
+}
+
+// AddHeader appends a request header under its CGI name: HTTP_ and the name
+// upper-cased with hyphens as underscores; Content-Type and Content-Length
+// without the prefix.
+func (e *Environ) AddHeader(name, value string) {
+	e.B = append(e.B, 0)
+	at := len(e.B)
+	e.B = append(e.B, 0, 0)
+	if !strings.EqualFold(name, "Content-Type") && !strings.EqualFold(name, "Content-Length") {
+		e.B = append(e.B, "HTTP_"...)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '-':
+			c = '_'
+		case 'a' <= c && c <= 'z':
+			c -= 'a' - 'A'
+		}
+		e.B = append(e.B, c)
+	}
+	key := e.B[at+2:]
+	if id := keyIDs[string(key)]; id != 0 { // no allocation: a map index by a converted slice
+		e.B = append(e.B[:at-1], id)
+	} else {
+		binary.LittleEndian.PutUint16(e.B[at:], uint16(len(key)))
+	}
+	e.AddValue(value)
+}
+
+// AddValue appends a value to the key just added; a value may be given in
+// parts with AppendValue.
+func (e *Environ) AddValue(value string) {
+	e.B = binary.LittleEndian.AppendUint32(e.B, uint32(len(value)))
+	e.B = append(e.B, value...)
+}
+
+var keysOnce sync.Once
+
+// WSGI is an application ready to be called as WSGI on any thread.
+type WSGI struct {
+	app  Object
+	tmpl Object
+}
+
+// NewWSGI prepares app for WSGI calls: the environ template holds the
+// wsgi.* keys that never change.
+func (rt *Runtime) NewWSGI(app *App, multithread, multiprocess bool) (*WSGI, error) {
+	w := &WSGI{app: app.Obj}
+	err := rt.Main(func(t *Thread) error {
+		var err error
+		keysOnce.Do(func() {
+			packed := strings.Join(EnvironKeys, "\x00") + "\x00"
+			if C.m0_wsgi_set_keys(t.c, (*C.char)(unsafe.Pointer(unsafe.StringData(packed))),
+				C.size_t(len(packed)), C.int(len(EnvironKeys))) != 0 {
+				err = t.err()
+			}
+		})
+		if err != nil {
+			return err
+		}
+		w.tmpl = Object(C.m0_wsgi_template(t.c, cbool(multithread), cbool(multiprocess)))
+		if w.tmpl == 0 {
+			return t.err()
+		}
+		return nil
+	})
+	return w, err
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Result is the state of a WSGI response on its thread. Its byte slices view
+// C memory and are valid only until the thread's next call.
+type Result struct {
+	Status int
+	Stream bool // more body follows: call Next until it returns false
+	// Failure after the response was complete (close() raised), to be logged.
+	Late error
+}
+
+// ErrWSGI marks an application failure: the error's text holds the traceback.
+var ErrWSGI = errors.New("wsgi: application error")
+
+// Call calls the application with the packed request and body. It is the
+// whole per-request crossing for a buffered response: environ built, the
+// application called, start_response captured and the body gathered.
+func (t *Thread) Call(w *WSGI, env *Environ, body []byte, allowStream bool) (Result, error) {
+	var req, b *C.char
+	if len(env.B) > 0 {
+		req = (*C.char)(unsafe.Pointer(&env.B[0]))
+	}
+	if len(body) > 0 {
+		b = (*C.char)(unsafe.Pointer(&body[0]))
+	}
+	rc := C.m0_wsgi_call(t.c, C.uintptr_t(w.app), C.uintptr_t(w.tmpl), req, C.size_t(len(env.B)),
+		b, C.size_t(len(body)), cbool(allowStream))
+	return t.result(rc)
+}
+
+// Next produces the next chunk of a streamed body into Body. It returns
+// Stream false at the end, when close() has been called.
+func (t *Thread) Next() (Result, error) {
+	return t.result(C.m0_wsgi_next(t.c))
+}
+
+// Close calls close() on a streamed body the client left before its end.
+// The error, if any, is what close() raised.
+func (t *Thread) Close() error {
+	C.m0_wsgi_close(t.c)
+	if t.c.err.len > 0 {
+		return t.err()
+	}
+	return nil
+}
+
+func (t *Thread) result(rc C.int) (Result, error) {
+	r := Result{Status: int(t.c.status)}
+	switch rc {
+	case C.M0_WSGI_ERROR:
+		return r, t.err()
+	case C.M0_WSGI_STREAM:
+		r.Stream = true
+	}
+	if t.c.err.len > 0 {
+		r.Late = t.err()
+	}
+	return r, nil
+}
+
+// Body is the body buffered by the last call, or the chunk Next produced.
+func (t *Thread) Body() []byte {
+	if t.c.body.len == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(t.c.body.p)), int(t.c.body.len))
+}
+
+// Headers calls fn for each response header of the last call, in order.
+// The slices view C memory and are valid only during fn.
+func (t *Thread) Headers(fn func(name, value []byte)) {
+	if t.c.head.len == 0 {
+		return
+	}
+	h := unsafe.Slice((*byte)(unsafe.Pointer(t.c.head.p)), int(t.c.head.len))
+	for len(h) >= 4 {
+		n := binary.LittleEndian.Uint32(h)
+		name := h[4 : 4+n]
+		h = h[4+n:]
+		v := binary.LittleEndian.Uint32(h)
+		fn(name, h[4:4+v])
+		h = h[4+v:]
+	}
+}
