@@ -37,7 +37,7 @@ func buildEnviron(e *cpython.Environ, r *http.Request, bodyLen int) {
 	e.AddID(keyRequestURI, r.RequestURI)
 	e.AddID(keyRawURI, r.RequestURI)
 
-	if r.ContentLength >= 0 || bodyLen > 0 {
+	if _, sized := r.Header["Content-Length"]; sized || bodyLen > 0 || len(r.TransferEncoding) > 0 {
 		e.AddID(keyLength, strconv.Itoa(bodyLen))
 	}
 

@@ -2,6 +2,8 @@ package cpython
 
 import (
 	"errors"
+	"fmt"
+	"syscall"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,4 +200,104 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Exit(m.Run())
+}
+
+// TestNoLeaks calls every kind of application 100k times in all and checks
+// that Python memory and the reference counts of long-lived objects are
+// where they started.
+func TestNoLeaks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100k calls")
+	}
+	rt := startT(t)
+	apps := map[string]*WSGI{}
+	for _, a := range []string{"hello", "echo_environ", "stream", "raises", "non_bytes"} {
+		apps[a] = loadT(t, rt, a)
+	}
+	run := func(th *Thread, n int) {
+		for i := 0; i < n; i++ {
+			for name, w := range apps {
+				res, err := th.Call(w, request("POST", "/x", "X-Test", "v", "X-Custom-Header", "w"), []byte("payload"), true)
+				if (err != nil) != (name == "raises" || name == "non_bytes") {
+					t.Fatalf("%s: err = %v", name, err)
+				}
+				for err == nil && res.Stream {
+					res, err = th.Next()
+				}
+			}
+		}
+	}
+	onThread(rt, func(th *Thread) {
+		run(th, 200) // warm caches
+		if err := th.Exec(`import gc, sys, tracemalloc
+gc.collect()
+tracemalloc.start()
+_refs = (sys.getrefcount(apps.hello), sys.getrefcount(sys.intern("REQUEST_METHOD")), sys.getrefcount(apps.Body))
+_before = tracemalloc.get_traced_memory()[0]`); err != nil {
+			t.Fatal(err)
+		}
+		run(th, 20000) // 5 applications: 100k calls
+		got, err := th.Eval(`(gc.collect(), tracemalloc.get_traced_memory()[0] - _before, _refs == (sys.getrefcount(apps.hello), sys.getrefcount(sys.intern("REQUEST_METHOD")), sys.getrefcount(apps.Body)))[1:]`)
+		th.Exec("tracemalloc.stop()")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var grew int
+		var same string
+		if _, err := fmt.Sscanf(strings.Trim(got, "()"), "%d, %s", &grew, &same); err != nil {
+			t.Fatalf("parse %q: %v", got, err)
+		}
+		if grew > 64<<10 {
+			t.Errorf("Python memory grew by %d bytes over 100k calls", grew)
+		}
+		if same != "True" {
+			t.Errorf("reference counts changed over 100k calls")
+		}
+		t.Logf("100k calls: Python memory %+d bytes", grew)
+	})
+}
+
+// TestGILReleasedUnderConcurrency runs failing and succeeding calls on
+// several threads at once: a GIL kept on any error path deadlocks it.
+func TestGILReleasedUnderConcurrency(t *testing.T) {
+	rt := startT(t)
+	ok, bad := loadT(t, rt, "hello"), loadT(t, rt, "raises")
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		rt.Go("t", func(th *Thread) {
+			defer wg.Done()
+			for n := 0; n < 2000; n++ {
+				w := ok
+				if n%2 == 1 {
+					w = bad
+				}
+				th.Call(w, request("GET", "/"), nil, true)
+				if th.GILHeld() {
+					t.Error("GIL held between calls")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestSignalsStayGo(t *testing.T) {
+	rt := startT(t)
+	before := signalHandler(int(syscall.SIGINT))
+	dir, _ := filepath.Abs("testdata")
+	if _, err := rt.Load("installs_signal:app", dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	rt.Main(func(th *Thread) error {
+		got, _ := th.Eval("__import__('signal').getsignal(2) is __import__('signal').default_int_handler")
+		if got != "True" {
+			t.Errorf("the application did not install its handler (%s)", got)
+		}
+		return nil
+	})
+	if after := signalHandler(int(syscall.SIGINT)); after != before {
+		t.Errorf("SIGINT handler %#x after Load, Go's was %#x", after, before)
+	}
 }

@@ -1011,3 +1011,11 @@ void m0_wsgi_close(m0_thread *t)
 	close_result(t);
 	t->ts = py.PyEval_SaveThread();
 }
+
+/* m0_signal_handler returns the address of the handler installed for sig. */
+uintptr_t m0_signal_handler(int sig)
+{
+	struct sigaction sa;
+	sigaction(sig, NULL, &sa);
+	return (uintptr_t)sa.sa_sigaction;
+}

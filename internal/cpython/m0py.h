@@ -65,6 +65,7 @@ int m0_initialize(const char *program, const char *bootstrap, char *errbuf, size
 void m0_save_signals(void);
 void m0_restore_signals(void);
 int m0_gil_held(void);
+uintptr_t m0_signal_handler(int sig);
 
 /* Threads. */
 m0_thread *m0_thread_new(void);

@@ -225,3 +225,6 @@ func (t *Thread) DecRef(obj Object) {
 
 // Object is a strong reference to a Python object, as an integer handle.
 type Object uintptr
+
+// signalHandler returns the address of the process's handler for sig.
+func signalHandler(sig int) uintptr { return uintptr(C.m0_signal_handler(C.int(sig))) }

@@ -68,10 +68,6 @@ def crlf(environ, start_response):
     return [b""]
 
 
-def installs_sigint(environ, start_response):
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    start_response("200 OK", [])
-    return [b""]
 
 
 validated = wsgiref.validate.validator(hello)
