@@ -3,11 +3,11 @@ package cpython
 import (
 	"errors"
 	"fmt"
-	"syscall"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
