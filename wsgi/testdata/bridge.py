@@ -1,0 +1,117 @@
+"""WSGI applications for the bridge's tests. Each is wrapped in
+wsgiref.validate.validator unless it is broken on purpose."""
+import json
+import threading
+import time
+from wsgiref.validate import validator
+
+closed = 0
+_lock = threading.Lock()
+
+
+def _environ(environ, start_response):
+    body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+    out = {k: v for k, v in environ.items() if isinstance(v, (str, int, bool, tuple))}
+    out["body"] = body.decode("latin-1")
+    data = json.dumps(out).encode()
+    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+    return [data]
+
+
+environ = validator(_environ)
+
+
+class _Counted:
+    def __init__(self, n, delay):
+        self.n, self.delay = n, delay
+
+    def __iter__(self):
+        for i in range(self.n):
+            if i and self.delay:
+                time.sleep(self.delay)
+            yield b"part %d\n" % i
+
+    def close(self):
+        global closed
+        with _lock:
+            closed += 1
+
+
+def _stream(environ, start_response):
+    q = dict(p.split("=") for p in environ["QUERY_STRING"].split("&") if p)
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return _Counted(int(q.get("n", 3)), float(q.get("delay", 0)))
+
+
+stream = validator(_stream)
+
+
+def _closed(environ, start_response):
+    data = str(closed).encode()
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(data)))])
+    return [data]
+
+
+closed_count = validator(_closed)
+
+
+def _sleep(environ, start_response):
+    time.sleep(float(environ["QUERY_STRING"] or 1))
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "5")])
+    return [b"slept"]
+
+
+sleep = validator(_sleep)
+
+
+def raise_after_head(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    yield b"first\n"
+    raise RuntimeError("after the head")
+
+
+def raise_before(environ, start_response):
+    raise ValueError("before start_response")
+
+
+def bad_header(environ, start_response):
+    start_response("200 OK", [("X-Split", "a\r\nSet-Cookie: evil=1")])
+    return [b"never"]
+
+
+def non_latin1(environ, start_response):
+    start_response("200 OK", [("X-Name", "caf\u00e9 \u20ac")])
+    return [b"never"]
+
+
+def _head(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "1234")])
+    return [] if environ["REQUEST_METHOD"] == "HEAD" else [b"x" * 1234]
+
+
+head = validator(_head)
+
+
+def _no_content(environ, start_response):
+    start_response("204 No Content", [])
+    return []
+
+
+no_content = validator(_no_content)
+
+
+def _write(environ, start_response):
+    write = start_response("200 OK", [("Content-Type", "text/plain")])
+    write(b"written;")
+    return [b"returned"]
+
+
+write = validator(_write)
+
+
+def big(environ, start_response):
+    # Not wrapped: the validator turns a list into an iterator, and a list
+    # body is what must be buffered and sized.
+    data = b"0123456789abcdef" * 65536  # 1 MiB
+    start_response("200 OK", [("Content-Type", "application/octet-stream")])
+    return [data]
