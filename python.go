@@ -51,11 +51,18 @@ func startPython() (*cpython.Runtime, error) {
 	return rt, nil
 }
 
-// PythonDrain is the drain's last step for the interpreter: it flushes what
-// Python code printed to sys.stdout and sys.stderr.
+// PythonDrain is the drain's last step for the interpreter: it runs the
+// application's atexit handlers, as a Python process that exits would, and
+// flushes what Python code printed to sys.stdout and sys.stderr.
 func PythonDrain() Shutdowner { return pythonDrain{} }
 
 type pythonDrain struct{}
+
+const exitCode = `import atexit, sys
+atexit._run_exitfuncs()
+for _s in (sys.stdout, sys.stderr):
+    if _s is not None:
+        _s.flush()`
 
 func (pythonDrain) Shutdown(ctx context.Context) error {
 	rt, err := cpython.Start()
@@ -65,13 +72,13 @@ func (pythonDrain) Shutdown(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() {
 		done <- rt.Main(func(t *cpython.Thread) error {
-			return t.Exec("import sys\nfor _s in (sys.stdout, sys.stderr):\n    if _s is not None: _s.flush()")
+			return t.Exec(exitCode)
 		})
 	}()
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return errors.New("the Python main thread is still busy flushing its output")
+		return errors.New("python-main still running atexit handlers")
 	}
 }

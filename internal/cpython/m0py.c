@@ -957,15 +957,32 @@ int m0_wsgi_call(m0_thread *t, uintptr_t app, uintptr_t tmpl, const char *req, s
 		if (!item)
 			sized = 1; /* already exhausted */
 	}
-	if (sized || t->content_length || !allow_stream) {
-		if (drain(t) < 0)
-			goto fail;
-		close_result(t);
-		rc = M0_WSGI_DONE;
-	} else {
-		t->head_sent = 1;
-		rc = M0_WSGI_STREAM;
+	if (!sized && !t->content_length && allow_stream) {
+		/* PEP 3333: the head goes out with the first non-empty item, so a
+		 * body that fails before it still gets a clean 500. */
+		while (t->body.len == 0) {
+			PyObject *item = py.PyIter_Next(t->iter);
+			if (!item) {
+				if (py.PyErr_Occurred())
+					goto fail;
+				sized = 1; /* exhausted: send what there is, sized */
+				break;
+			}
+			int r = put_bytes(t, item, "a body item");
+			py.Py_DecRef(item);
+			if (r < 0)
+				goto fail;
+		}
+		if (!sized) {
+			t->head_sent = 1;
+			t->ts = py.PyEval_SaveThread();
+			return M0_WSGI_STREAM;
+		}
 	}
+	if (drain(t) < 0)
+		goto fail;
+	close_result(t);
+	rc = M0_WSGI_DONE;
 	t->ts = py.PyEval_SaveThread();
 	return rc;
 fail:
