@@ -73,10 +73,7 @@ func (w *Worker) Run() error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:     w.Handler,
-		IdleTimeout: 60 * time.Second,
-	}
+	srv := newServer(w.Handler)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(stop)
@@ -89,7 +86,7 @@ func (w *Worker) Run() error {
 	select {
 	case <-stop:
 	case err := <-served:
-		if !errors.Is(err, http.ErrServerClosed) {
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return &StartupError{Msg: "serving stopped: " + err.Error()}
 		}
 	}
@@ -98,7 +95,6 @@ func (w *Worker) Run() error {
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
 		fmt.Fprintf(stderr, "m0serve: requests still in flight after %s; exiting anyway\n", DrainTimeout)
-		srv.Close()
 	}
 	for _, d := range w.Drain {
 		if err := d.Shutdown(ctx); err != nil {

@@ -1,13 +1,16 @@
 package wsgi
 
 import (
+	"bytes"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/valyala/fasthttp"
 )
 
 var (
@@ -25,9 +28,9 @@ var (
 	keyHost       = cpython.KeyID("HTTP_HOST")
 )
 
-// buildEnviron packs the CGI variables of r; the wsgi.* keys and SCRIPT_NAME
+// netEnviron packs the CGI variables of r; the wsgi.* keys and SCRIPT_NAME
 // come from the interpreter's template, wsgi.input from the body.
-func buildEnviron(e *cpython.Environ, r *http.Request, bodyLen int) {
+func netEnviron(e *cpython.Environ, r *http.Request, bodyLen int) {
 	e.Reset()
 	e.AddID(keyMethod, r.Method)
 	// PATH_INFO is the decoded path, its bytes carried as latin-1 text.
@@ -90,3 +93,125 @@ func serverNamePort(r *http.Request) (string, string) {
 	}
 	return "localhost", "80"
 }
+
+// fastEnviron packs the CGI variables of a request fasthttp parsed. It
+// returns false for a request target that cannot be decoded.
+func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scratch *[]byte) bool {
+	req := &ctx.Request.Header
+	e.Reset()
+	e.AddID(keyMethod, b2s(req.Method()))
+	uri := req.RequestURI()
+	var path, query []byte
+	if len(uri) > 0 && uri[0] == '/' {
+		path = uri
+		if i := bytes.IndexByte(uri, '?'); i >= 0 {
+			path, query = uri[:i], uri[i+1:]
+		}
+	} else { // absolute-form, or "*"
+		u := ctx.URI()
+		path, query = u.PathOriginal(), u.QueryString()
+	}
+	decoded, ok := unescapePath((*scratch)[:0], path)
+	*scratch = decoded
+	if !ok {
+		return false
+	}
+	e.AddID(keyPath, b2s(decoded))
+	e.AddID(keyQuery, b2s(query))
+	e.AddID(keyProtocol, b2s(req.Protocol()))
+	e.AddID(keyRequestURI, b2s(uri))
+	e.AddID(keyRawURI, b2s(uri))
+	if len(req.Peek(fasthttp.HeaderContentLength)) > 0 || req.ContentLength() == -1 || bodyLen > 0 {
+		e.AddID(keyLength, strconv.Itoa(bodyLen))
+	}
+
+	host := req.Host()
+	if len(host) > 0 {
+		e.AddID(keyHost, b2s(host))
+		if h, p, err := net.SplitHostPort(b2s(host)); err == nil {
+			e.AddID(keyServerName, h)
+			e.AddID(keyServerPort, p)
+		} else {
+			e.AddID(keyServerName, strings.Trim(b2s(host), "[]"))
+			e.AddID(keyServerPort, "80")
+		}
+	} else if a, ok := ctx.LocalAddr().(*net.TCPAddr); ok {
+		ap := a.AddrPort()
+		e.AddID(keyServerName, ap.Addr().Unmap().String())
+		e.AddID(keyServerPort, strconv.Itoa(int(ap.Port())))
+	}
+	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
+		ap := a.AddrPort()
+		*scratch = ap.Addr().Unmap().AppendTo((*scratch)[:0])
+		e.AddID(keyRemoteAddr, b2s(*scratch))
+		e.AddID(keyRemotePort, strconv.Itoa(int(ap.Port())))
+	}
+
+	// Repeated headers are joined, so gather them first; requests carry few.
+	var pairs [32][2][]byte
+	n := 0
+	req.VisitAll(func(name, value []byte) {
+		if bytes.IndexByte(name, '_') >= 0 || equalFold(name, "Host") || equalFold(name, "Content-Length") {
+			return
+		}
+		for i := 0; i < n; i++ {
+			if bytes.Equal(pairs[i][0], name) {
+				sep := ", "
+				if equalFold(name, "Cookie") {
+					sep = "; "
+				}
+				joined := make([]byte, 0, len(pairs[i][1])+len(sep)+len(value))
+				pairs[i][1] = append(append(append(joined, pairs[i][1]...), sep...), value...)
+				return
+			}
+		}
+		if n == len(pairs) {
+			e.AddHeader(b2s(name), b2s(value))
+			return
+		}
+		pairs[n] = [2][]byte{name, value}
+		n++
+	})
+	for _, p := range pairs[:n] {
+		e.AddHeader(b2s(p[0]), b2s(p[1]))
+	}
+	return true
+}
+
+// unescapePath appends the percent-decoded path to dst; false for a
+// malformed escape.
+func unescapePath(dst, path []byte) ([]byte, bool) {
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		if c != '%' {
+			dst = append(dst, c)
+			continue
+		}
+		if i+2 >= len(path) {
+			return dst, false
+		}
+		hi, ok1 := unhex(path[i+1])
+		lo, ok2 := unhex(path[i+2])
+		if !ok1 || !ok2 {
+			return dst, false
+		}
+		dst = append(dst, hi<<4|lo)
+		i += 2
+	}
+	return dst, true
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// b2s views b as a string without copying; the Environ copies it at once.
+func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

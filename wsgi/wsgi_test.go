@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/wsgi"
+	"github.com/valyala/fasthttp"
 )
 
 // lockedBuffer collects log output written from several goroutines.
@@ -38,12 +40,23 @@ func (l *lockedBuffer) String() string {
 }
 
 type server struct {
-	*httptest.Server
+	URL string
 	log *lockedBuffer
 }
 
-// serve starts a test server for bridge:attr.
-func serve(t *testing.T, attr string, opts *wsgi.Options) *server {
+// frontends are the two servers the bridge runs under: net/http, as a Go
+// program mounts it, and fasthttp, as m0serve serves it.
+var frontends = []string{"net/http", "fasthttp"}
+
+// both runs a test body under each front end.
+func both(t *testing.T, body func(t *testing.T, fe string)) {
+	for _, fe := range frontends {
+		t.Run(fe, func(t *testing.T) { body(t, fe) })
+	}
+}
+
+// serve starts a test server for bridge:attr under the front end fe.
+func serve(t *testing.T, fe, attr string, opts *wsgi.Options) *server {
 	t.Helper()
 	dir, _ := filepath.Abs("testdata")
 	app, err := m0.LoadApp("bridge:"+attr, dir, "")
@@ -59,9 +72,19 @@ func serve(t *testing.T, attr string, opts *wsgi.Options) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := httptest.NewServer(h)
-	t.Cleanup(s.Close)
-	return &server{s, log}
+	if fe == "net/http" {
+		s := httptest.NewServer(h)
+		t.Cleanup(s.Close)
+		return &server{s.URL, log}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &fasthttp.Server{Handler: h.(m0.FastHandler).ServeFastHTTP, NoDefaultContentType: true, NoDefaultServerHeader: true}
+	go fs.Serve(ln)
+	t.Cleanup(func() { fs.Shutdown() })
+	return &server{"http://" + ln.Addr().String(), log}
 }
 
 func get(t *testing.T, url string) (*http.Response, string) {
@@ -94,206 +117,229 @@ func raw(t *testing.T, addr, req string) string {
 }
 
 func TestEnviron(t *testing.T) {
-	s := serve(t, "environ", nil)
-	addr := strings.TrimPrefix(s.URL, "http://")
-	resp := raw(t, addr, "POST /caf%C3%A9/x?a=1&b=%20 HTTP/1.1\r\nHost: example.com:8080\r\n"+
-		"X-Multi: a\r\nX-Multi: b\r\nX_Forwarded_For: 6.6.6.6\r\nX-Forwarded-For: 1.2.3.4\r\n"+
-		"Content-Type: text/plain\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
-	_, body, _ := strings.Cut(resp, "\r\n\r\n")
-	var env map[string]any
-	if err := json.Unmarshal([]byte(body), &env); err != nil {
-		t.Fatalf("%v in %q", err, resp)
-	}
-	want := map[string]any{
-		"REQUEST_METHOD":       "POST",
-		"SCRIPT_NAME":          "",
-		"PATH_INFO":            "/caf\u00c3\u00a9/x",
-		"QUERY_STRING":         "a=1&b=%20",
-		"CONTENT_TYPE":         "text/plain",
-		"CONTENT_LENGTH":       "5",
-		"SERVER_NAME":          "example.com",
-		"SERVER_PORT":          "8080",
-		"SERVER_PROTOCOL":      "HTTP/1.1",
-		"HTTP_HOST":            "example.com:8080",
-		"HTTP_X_MULTI":         "a, b",
-		"HTTP_X_FORWARDED_FOR": "1.2.3.4",
-		"REMOTE_ADDR":          "127.0.0.1",
-		"wsgi.url_scheme":      "http",
-		"wsgi.multithread":     true,
-		"wsgi.multiprocess":    false,
-		"wsgi.run_once":        false,
-		"body":                 "hello",
-	}
-	for k, v := range want {
-		if env[k] != v {
-			t.Errorf("%s = %#v, want %#v", k, env[k], v)
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "environ", nil)
+		addr := strings.TrimPrefix(s.URL, "http://")
+		resp := raw(t, addr, "POST /caf%C3%A9/x?a=1&b=%20 HTTP/1.1\r\nHost: example.com:8080\r\n"+
+			"X-Multi: a\r\nX-Multi: b\r\nX_Forwarded_For: 6.6.6.6\r\nX-Forwarded-For: 1.2.3.4\r\n"+
+			"Content-Type: text/plain\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+		_, body, _ := strings.Cut(resp, "\r\n\r\n")
+		var env map[string]any
+		if err := json.Unmarshal([]byte(body), &env); err != nil {
+			t.Fatalf("%v in %q", err, resp)
 		}
-	}
-	for _, k := range []string{"HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH"} {
-		if _, ok := env[k]; ok {
-			t.Errorf("%s present", k)
+		want := map[string]any{
+			"REQUEST_METHOD":       "POST",
+			"SCRIPT_NAME":          "",
+			"PATH_INFO":            "/caf\u00c3\u00a9/x",
+			"QUERY_STRING":         "a=1&b=%20",
+			"CONTENT_TYPE":         "text/plain",
+			"CONTENT_LENGTH":       "5",
+			"SERVER_NAME":          "example.com",
+			"SERVER_PORT":          "8080",
+			"SERVER_PROTOCOL":      "HTTP/1.1",
+			"HTTP_HOST":            "example.com:8080",
+			"HTTP_X_MULTI":         "a, b",
+			"HTTP_X_FORWARDED_FOR": "1.2.3.4",
+			"REMOTE_ADDR":          "127.0.0.1",
+			"wsgi.url_scheme":      "http",
+			"wsgi.multithread":     true,
+			"wsgi.multiprocess":    false,
+			"wsgi.run_once":        false,
+			"body":                 "hello",
 		}
-	}
-	if v, _ := env["wsgi.version"].([]any); len(v) != 2 || v[0] != 1.0 || v[1] != 0.0 {
-		t.Errorf("wsgi.version = %v", env["wsgi.version"])
-	}
-	if env["REMOTE_PORT"] == "" || env["REMOTE_PORT"] == nil {
-		t.Errorf("REMOTE_PORT missing")
-	}
+		for k, v := range want {
+			if env[k] != v {
+				t.Errorf("%s = %#v, want %#v", k, env[k], v)
+			}
+		}
+		for _, k := range []string{"HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH"} {
+			if _, ok := env[k]; ok {
+				t.Errorf("%s present", k)
+			}
+		}
+		if v, _ := env["wsgi.version"].([]any); len(v) != 2 || v[0] != 1.0 || v[1] != 0.0 {
+			t.Errorf("wsgi.version = %v", env["wsgi.version"])
+		}
+		if env["REMOTE_PORT"] == "" || env["REMOTE_PORT"] == nil {
+			t.Errorf("REMOTE_PORT missing")
+		}
+	})
 }
 
 func TestStreamChunkedAndClosed(t *testing.T) {
-	s := serve(t, "stream", nil)
-	closed := serve(t, "closed_count", nil) // the same interpreter, so the same counter
-	addr := strings.TrimPrefix(s.URL, "http://")
-	resp := raw(t, addr, "GET /?n=3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-	if !strings.Contains(resp, "Transfer-Encoding: chunked") || !strings.HasSuffix(resp, "0\r\n\r\n") {
-		t.Errorf("not a complete chunked response:\n%q", resp)
-	}
-	for i := 0; i < 3; i++ {
-		if !strings.Contains(resp, "part "+string(rune('0'+i))) {
-			t.Errorf("part %d missing", i)
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "stream", nil)
+		closed := serve(t, fe, "closed_count", nil) // the same interpreter, so the same counter
+		count := func() int {
+			_, n := get(t, closed.URL)
+			c, _ := strconv.Atoi(n)
+			return c
 		}
-	}
-	resp = raw(t, addr, "GET /?n=2 HTTP/1.0\r\n\r\n")
-	if strings.Contains(resp, "chunked") || strings.Contains(resp, "Content-Length") || !strings.HasSuffix(resp, "part 1\n") {
-		t.Errorf("HTTP/1.0 stream not close-delimited:\n%q", resp)
-	}
-	_, n := get(t, closed.URL)
-	if n != "2" {
-		t.Errorf("close() called %s times after two streams, want 2", n)
-	}
+		before := count()
+		addr := strings.TrimPrefix(s.URL, "http://")
+		resp := raw(t, addr, "GET /?n=3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		if !strings.Contains(resp, "Transfer-Encoding: chunked") || !strings.HasSuffix(resp, "0\r\n\r\n") {
+			t.Errorf("not a complete chunked response:\n%q", resp)
+		}
+		for i := 0; i < 3; i++ {
+			if !strings.Contains(resp, "part "+string(rune('0'+i))) {
+				t.Errorf("part %d missing", i)
+			}
+		}
+		resp = raw(t, addr, "GET /?n=2 HTTP/1.0\r\n\r\n")
+		if strings.Contains(resp, "chunked") || strings.Contains(resp, "Content-Length") || !strings.HasSuffix(resp, "part 1\n") {
+			t.Errorf("HTTP/1.0 stream not close-delimited:\n%q", resp)
+		}
+		if n := count() - before; n != 2 {
+			t.Errorf("close() called %d times after two streams, want 2", n)
+		}
 
-	// A client that leaves mid-stream: close() is still called.
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(c, "GET /?n=1000&delay=0.01 HTTP/1.1\r\nHost: x\r\n\r\n")
-	br := bufio.NewReader(c)
-	if _, err := br.ReadString('\n'); err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, n := get(t, closed.URL); n == "3" {
-			break
+		// A client that leaves mid-stream: close() is still called.
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("close() not called after the client left")
+		io.WriteString(c, "GET /?n=1000&delay=0.01 HTTP/1.1\r\nHost: x\r\n\r\n")
+		br := bufio.NewReader(c)
+		if _, err := br.ReadString('\n'); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		c.Close()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if count()-before == 3 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("close() not called after the client left")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
 }
 
 func TestFailureAfterHeadTruncates(t *testing.T) {
-	s := serve(t, "raise_after_head", nil)
-	resp := raw(t, strings.TrimPrefix(s.URL, "http://"), "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	if !strings.Contains(resp, "first\n") {
-		t.Errorf("the first chunk did not arrive:\n%q", resp)
-	}
-	if strings.HasSuffix(resp, "0\r\n\r\n") {
-		t.Errorf("a failed stream ended with the chunked terminator:\n%q", resp)
-	}
-	if !strings.Contains(s.log.String(), "RuntimeError: after the head") {
-		t.Errorf("log lacks the traceback:\n%s", s.log)
-	}
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "raise_after_head", nil)
+		resp := raw(t, strings.TrimPrefix(s.URL, "http://"), "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		if !strings.Contains(resp, "first\n") {
+			t.Errorf("the first chunk did not arrive:\n%q", resp)
+		}
+		if strings.HasSuffix(resp, "0\r\n\r\n") {
+			t.Errorf("a failed stream ended with the chunked terminator:\n%q", resp)
+		}
+		if !strings.Contains(s.log.String(), "RuntimeError: after the head") {
+			t.Errorf("log lacks the traceback:\n%s", s.log)
+		}
+	})
 }
 
 func TestBadApplications(t *testing.T) {
-	for _, c := range []struct{ attr, want string }{
-		{"raise_before", "ValueError: before start_response"},
-		{"bad_header", "control character"},
-		{"non_latin1", "latin-1"},
-	} {
-		t.Run(c.attr, func(t *testing.T) {
-			s := serve(t, c.attr, nil)
-			addr := strings.TrimPrefix(s.URL, "http://")
-			for i := 0; i < 3; i++ { // the server keeps serving
-				resp := raw(t, addr, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-				if !strings.HasPrefix(resp, "HTTP/1.1 500 ") {
-					t.Fatalf("response:\n%q", resp)
+	both(t, func(t *testing.T, fe string) {
+		for _, c := range []struct{ attr, want string }{
+			{"raise_before", "ValueError: before start_response"},
+			{"bad_header", "control character"},
+			{"non_latin1", "latin-1"},
+		} {
+			t.Run(c.attr, func(t *testing.T) {
+				s := serve(t, fe, c.attr, nil)
+				addr := strings.TrimPrefix(s.URL, "http://")
+				for i := 0; i < 3; i++ { // the server keeps serving
+					resp := raw(t, addr, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+					if !strings.HasPrefix(resp, "HTTP/1.1 500 ") {
+						t.Fatalf("response:\n%q", resp)
+					}
+					if strings.Contains(resp, "evil") || strings.Contains(resp, "never") {
+						t.Errorf("the application's response leaked:\n%q", resp)
+					}
 				}
-				if strings.Contains(resp, "evil") || strings.Contains(resp, "never") {
-					t.Errorf("the application's response leaked:\n%q", resp)
+				lines := strings.Split(strings.TrimSpace(s.log.String()), "\n")
+				if len(lines) != 3 {
+					t.Errorf("%d log lines for 3 failures:\n%s", len(lines), s.log)
 				}
-			}
-			lines := strings.Split(strings.TrimSpace(s.log.String()), "\n")
-			if len(lines) != 3 {
-				t.Errorf("%d log lines for 3 failures:\n%s", len(lines), s.log)
-			}
-			if !strings.Contains(lines[0], c.want) || !strings.Contains(lines[0], "Traceback") && c.attr == "raise_before" {
-				t.Errorf("log line lacks %q:\n%s", c.want, lines[0])
-			}
-		})
-	}
+				if !strings.Contains(lines[0], c.want) || !strings.Contains(lines[0], "Traceback") && c.attr == "raise_before" {
+					t.Errorf("log line lacks %q:\n%s", c.want, lines[0])
+				}
+			})
+		}
+	})
 }
 
 func TestSlowViewHoldsOnlyItsThread(t *testing.T) {
-	s := serve(t, "sleep", &wsgi.Options{Threads: 2})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		get(t, s.URL+"/?1.5")
-	}()
-	time.Sleep(200 * time.Millisecond) // let the slow request take its thread
-	start := time.Now()
-	if _, body := get(t, s.URL+"/?0"); body != "slept" {
-		t.Errorf("body %q", body)
-	}
-	select {
-	case <-done:
-		t.Errorf("the quick request waited for the slow one (%v)", time.Since(start))
-	default:
-	}
-	<-done
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "sleep", &wsgi.Options{Threads: 2})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			get(t, s.URL+"/?1.5")
+		}()
+		time.Sleep(200 * time.Millisecond) // let the slow request take its thread
+		start := time.Now()
+		if _, body := get(t, s.URL+"/?0"); body != "slept" {
+			t.Errorf("body %q", body)
+		}
+		select {
+		case <-done:
+			t.Errorf("the quick request waited for the slow one (%v)", time.Since(start))
+		default:
+		}
+		<-done
+	})
 }
 
 func TestHeadAndNoContent(t *testing.T) {
-	s := serve(t, "head", nil)
-	resp, err := http.Head(s.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.ContentLength != 1234 {
-		t.Errorf("HEAD Content-Length = %d, want the application's 1234", resp.ContentLength)
-	}
-	nc := serve(t, "no_content", nil)
-	r, body := get(t, nc.URL)
-	if r.StatusCode != 204 || body != "" || r.Header.Get("Content-Length") != "" {
-		t.Errorf("204: %v %q %v", r.StatusCode, body, r.Header)
-	}
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "head", nil)
+		resp, err := http.Head(s.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ContentLength != 1234 {
+			t.Errorf("HEAD Content-Length = %d, want the application's 1234", resp.ContentLength)
+		}
+		nc := serve(t, fe, "no_content", nil)
+		r, body := get(t, nc.URL)
+		if r.StatusCode != 204 || body != "" || r.Header.Get("Content-Length") != "" {
+			t.Errorf("204: %v %q %v", r.StatusCode, body, r.Header)
+		}
+	})
 }
 
 func TestWriteCallableAndBigBody(t *testing.T) {
-	s := serve(t, "write", nil)
-	if _, body := get(t, s.URL); body != "written;returned" {
-		t.Errorf("body %q", body)
-	}
-	b := serve(t, "big", nil)
-	r, body := get(t, b.URL)
-	if len(body) != 1<<20 || r.ContentLength != 1<<20 {
-		t.Errorf("big body: %d bytes, Content-Length %d", len(body), r.ContentLength)
-	}
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "write", nil)
+		if _, body := get(t, s.URL); body != "written;returned" {
+			t.Errorf("body %q", body)
+		}
+		b := serve(t, fe, "big", nil)
+		r, body := get(t, b.URL)
+		if len(body) != 1<<20 || r.ContentLength != 1<<20 {
+			t.Errorf("big body: %d bytes, Content-Length %d", len(body), r.ContentLength)
+		}
+	})
 }
 
 func TestNoPoolBuffersEverything(t *testing.T) {
-	s := serve(t, "stream", &wsgi.Options{Threads: -1})
-	r, body := get(t, s.URL+"/?n=3")
-	if r.ContentLength != int64(len(body)) || body != "part 0\npart 1\npart 2\n" {
-		t.Errorf("no pool: Content-Length %d, body %q", r.ContentLength, body)
-	}
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "stream", &wsgi.Options{Threads: -1})
+		r, body := get(t, s.URL+"/?n=3")
+		if r.ContentLength != int64(len(body)) || body != "part 0\npart 1\npart 2\n" {
+			t.Errorf("no pool: Content-Length %d, body %q", r.ContentLength, body)
+		}
+	})
 }
 
 func TestMaxBody(t *testing.T) {
-	s := serve(t, "environ", &wsgi.Options{MaxBody: 10})
-	resp, err := http.Post(s.URL, "text/plain", strings.NewReader(strings.Repeat("x", 11)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Errorf("status %d, want 413", resp.StatusCode)
-	}
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "environ", &wsgi.Options{MaxBody: 10})
+		resp, err := http.Post(s.URL, "text/plain", strings.NewReader(strings.Repeat("x", 11)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("status %d, want 413", resp.StatusCode)
+		}
+	})
 }

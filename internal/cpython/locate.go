@@ -100,6 +100,10 @@ func ask(python string) (probed, error) {
 func Locate() (Interpreter, error) {
 	explicit := os.Getenv(LibraryEnv)
 	python, lookErr := exec.LookPath("python3")
+	if errors.Is(lookErr, exec.ErrDot) {
+		// A relative PATH entry ("venv/bin"): the shell would run it too.
+		python, lookErr = filepath.Abs(python)
+	}
 	if explicit != "" {
 		if _, err := os.Stat(explicit); err != nil {
 			return Interpreter{}, &LibraryError{

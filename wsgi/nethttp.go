@@ -1,0 +1,215 @@
+package wsgi
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"sync"
+
+	"github.com/m0serve/m0/internal/cpython"
+)
+
+// netExchange is a request that net/http parsed.
+type netExchange struct {
+	job
+	w     http.ResponseWriter
+	r     *http.Request
+	buf   []byte // the request body, or a large response body for the handler to write
+	abort bool   // end the connection without finishing the body
+	sent  bool   // the Python thread wrote the whole response itself
+}
+
+var netExchanges = sync.Pool{New: func() any {
+	x := &netExchange{}
+	x.done = make(chan struct{}, 1)
+	x.x = x
+	return x
+}}
+
+// keep bounds what a pooled exchange holds on to between requests.
+const keep = 64 << 10
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	x := netExchanges.Get().(*netExchange)
+	defer x.release()
+	x.w, x.r = w, r
+
+	if h.maxBody >= 0 && r.ContentLength > h.maxBody {
+		http.Error(w, "Request Entity Too Large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	x.body = nil
+	if r.ContentLength != 0 {
+		body := r.Body
+		if h.maxBody >= 0 {
+			body = http.MaxBytesReader(w, r.Body, h.maxBody)
+		}
+		b, err := readAll(x.buf[:0], body)
+		x.buf = b
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				http.Error(w, "Request Entity Too Large", http.StatusRequestEntityTooLarge)
+			} else {
+				http.Error(w, "Bad Request", http.StatusBadRequest)
+			}
+			return
+		}
+		x.body = b
+	}
+	netEnviron(&x.env, r, len(x.body))
+
+	if !h.pool.submit(r.Context(), &x.job) {
+		if r.Context().Err() == nil {
+			http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
+		}
+		return
+	}
+	<-x.done
+	switch {
+	case x.abort:
+		// No chunked terminator: the client must see truncation.
+		panic(http.ErrAbortHandler)
+	case !x.sent:
+		w.Write(x.buf)
+	}
+}
+
+func readAll(b []byte, r io.Reader) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+func (x *netExchange) release() {
+	x.w, x.r, x.body, x.abort, x.sent = nil, nil, nil, false, false
+	if cap(x.buf) > keep {
+		x.buf = nil
+	}
+	if cap(x.env.B) > keep {
+		x.env.B = nil
+	}
+	netExchanges.Put(x)
+}
+
+func (x *netExchange) describe() (string, string) { return x.r.Method, x.r.URL.Path }
+
+func (x *netExchange) finish() { x.done <- struct{}{} }
+
+func (x *netExchange) fail() {
+	h := x.w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(internalError)))
+	x.w.WriteHeader(http.StatusInternalServerError)
+	io.WriteString(x.w, internalError)
+	x.sent = true
+	x.finish()
+}
+
+// smallBody is written by the Python thread itself: it fits the response
+// buffer, so the write cannot block on a slow client.
+const smallBody = 2048
+
+func (x *netExchange) respond(t *cpython.Thread, status int, body []byte) {
+	defer x.finish()
+	hdr := x.w.Header()
+	appLength := x.headers(t, hdr)
+	switch {
+	case !bodyAllowed(status):
+		if status == http.StatusNotModified && appLength >= 0 {
+			hdr["Content-Length"] = []string{strconv.FormatInt(appLength, 10)}
+		}
+		body = nil
+	case x.r.Method == http.MethodHead && appLength >= 0:
+		// The application's length is that of the GET; no body is sent.
+		hdr["Content-Length"] = []string{strconv.FormatInt(appLength, 10)}
+	default:
+		hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
+	}
+	x.w.WriteHeader(status)
+	if len(body) <= smallBody {
+		x.w.Write(body)
+		x.sent = true
+		return
+	}
+	x.buf = append(x.buf[:0], body...)
+}
+
+func (x *netExchange) stream(t *cpython.Thread, status int) streamer {
+	x.headers(t, x.w.Header())
+	x.sent = true
+	x.w.WriteHeader(status)
+	return &netStreamer{x: x, rc: http.NewResponseController(x.w)}
+}
+
+// headers copies the application's headers into hdr.
+func (x *netExchange) headers(t *cpython.Thread, hdr http.Header) int64 {
+	hasType := false
+	n := eachHeader(t, func(name, value []byte) {
+		key, ok := canonical[string(name)]
+		if !ok {
+			key = textproto.CanonicalMIMEHeaderKey(string(name))
+		}
+		hasType = hasType || key == "Content-Type"
+		hdr[key] = append(hdr[key], string(value))
+	})
+	if !hasType {
+		hdr["Content-Type"] = nil // nothing sniffed: send none, as the application did
+	}
+	return n
+}
+
+type netStreamer struct {
+	x  *netExchange
+	rc *http.ResponseController
+}
+
+func (s *netStreamer) write(b []byte) error {
+	if len(b) > 0 {
+		if _, err := s.x.w.Write(b); err != nil {
+			return err
+		}
+	}
+	return s.rc.Flush()
+}
+
+func (s *netStreamer) end(ok bool) {
+	s.x.abort = !ok
+	s.x.finish()
+}
+
+// canonical maps common spellings of response header names to their
+// canonical form without an allocation.
+var canonical = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		"Content-Type", "Content-Encoding", "Content-Disposition", "Content-Language",
+		"Cache-Control", "Set-Cookie", "Location", "Vary", "ETag", "Last-Modified", "Expires",
+		"X-Frame-Options", "X-Content-Type-Options", "Referrer-Policy",
+		"Cross-Origin-Opener-Policy", "Strict-Transport-Security", "Content-Security-Policy",
+		"Access-Control-Allow-Origin", "Server", "Date", "Connection", "Allow", "Accept-Ranges",
+	} {
+		c := textproto.CanonicalMIMEHeaderKey(k)
+		m[k], m[c] = c, c
+		lower := []byte(k)
+		for i, b := range lower {
+			if 'A' <= b && b <= 'Z' {
+				lower[i] = b + 'a' - 'A'
+			}
+		}
+		m[string(lower)] = c
+	}
+	return m
+}()
