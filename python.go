@@ -71,7 +71,7 @@ func (pythonDrain) Shutdown(ctx context.Context) error {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- rt.Main(func(t *cpython.Thread) error {
+		done <- rt.Main(func(t cpython.Thread) error {
 			return t.Exec(exitCode)
 		})
 	}()

@@ -2,6 +2,7 @@ package wsgi
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -17,53 +18,36 @@ import (
 func (h *handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	x := fastExchanges.Get().(*fastExchange)
 	x.ctx = ctx
-	x.body = ctx.PostBody()
+	body := ctx.PostBody()
 	switch {
-	case h.maxBody >= 0 && int64(len(x.body)) > h.maxBody:
+	case h.maxBody >= 0 && int64(len(body)) > h.maxBody:
 		ctx.Error("Request Entity Too Large", fasthttp.StatusRequestEntityTooLarge)
-	case !fastEnviron(&x.env, ctx, len(x.body), &x.scratch):
+	case !fastEnviron(&x.env, ctx, len(body), &x.scratch):
 		ctx.Error("Bad Request", fasthttp.StatusBadRequest)
-	case !h.pool.submit(ctx, &x.job):
-		ctx.Error("Service Unavailable", fasthttp.StatusServiceUnavailable)
 	default:
-		<-x.done
-		if x.conn != nil {
-			// A streamed body: the Python thread writes it on the raw
-			// connection, which closes when the body ends; the exchange is
-			// the thread's until then, and it releases it.
-			conn, ended := x.conn, x.ended
-			ctx.HijackSetNoResponse(true)
-			ctx.Hijack(func(c net.Conn) {
-				conn <- c
-				<-ended
-			})
-			return
+		if err := h.serve(ctx, x, &x.env, body); err != nil {
+			ctx.Error("Service Unavailable", fasthttp.StatusServiceUnavailable)
 		}
 	}
-	x.release()
+	if x.s == nil {
+		x.release()
+	}
+	// Otherwise fasthttp reads the body from x after this returns, on this
+	// goroutine, still locked to the thread that runs it; x releases itself.
 }
 
 // fastExchange is a request that fasthttp parsed.
 type fastExchange struct {
-	job
 	ctx     *fasthttp.RequestCtx
+	env     cpython.Environ
 	scratch []byte
-	// method and path outlive ctx for a streamed body's log lines.
-	method, path string
-	// For a streamed body: the hijacked connection, and its end.
-	conn  chan net.Conn
-	ended chan struct{}
+	s       *stream // a streamed body fasthttp reads
 }
 
-var fastExchanges = sync.Pool{New: func() any {
-	x := &fastExchange{}
-	x.done = make(chan struct{}, 1)
-	x.x = x
-	return x
-}}
+var fastExchanges = sync.Pool{New: func() any { return &fastExchange{} }}
 
 func (x *fastExchange) release() {
-	x.ctx, x.body, x.conn, x.ended, x.method, x.path = nil, nil, nil, nil, "", ""
+	x.ctx, x.s = nil, nil
 	if cap(x.env.B) > keep {
 		x.env.B = nil
 	}
@@ -71,9 +55,6 @@ func (x *fastExchange) release() {
 }
 
 func (x *fastExchange) describe() (string, string) {
-	if x.ctx == nil {
-		return x.method, x.path
-	}
 	return string(x.ctx.Method()), string(x.ctx.Path())
 }
 
@@ -82,10 +63,9 @@ func (x *fastExchange) fail() {
 	x.ctx.SetStatusCode(fasthttp.StatusInternalServerError)
 	x.ctx.SetContentType("text/plain; charset=utf-8")
 	x.ctx.SetBodyString(internalError)
-	x.done <- struct{}{}
 }
 
-func (x *fastExchange) respond(t *cpython.Thread, status int, body []byte) {
+func (x *fastExchange) respond(t cpython.Thread, status int, body []byte) {
 	resp := &x.ctx.Response
 	resp.Header.SetNoDefaultContentType(true)
 	resp.SetStatusCode(status)
@@ -99,77 +79,85 @@ func (x *fastExchange) respond(t *cpython.Thread, status int, body []byte) {
 	default:
 		resp.SetBody(body)
 	}
-	x.done <- struct{}{}
 }
 
-// stream hands the connection to the Python thread: the handler hijacks it
-// and the thread writes the head and the body there.
-func (x *fastExchange) stream(t *cpython.Thread, status int) streamer {
-	conn, ended := make(chan net.Conn, 1), make(chan struct{})
-	x.conn, x.ended = conn, ended
-	chunked := x.ctx.Request.Header.IsHTTP11()
-	x.method, x.path = x.describe()
-	x.ctx = nil // the handler returns to hijack the connection
-	x.done <- struct{}{}
-	c := <-conn
-	s := &fastStreamer{x: x, c: c, ended: ended, chunked: chunked}
-	s.w = bufio.NewWriterSize(c, 4096)
-	proto := "HTTP/1.1 "
-	if !chunked {
-		proto = "HTTP/1.0 "
+// stream on HTTP/1.1 gives fasthttp a reader it pulls the parts from, which
+// it frames as chunks and flushes one by one; on HTTP/1.0 the parts are
+// written to the connection as they come, and it closes after the last.
+func (x *fastExchange) stream(t cpython.Thread, status int, s *stream) {
+	if !x.ctx.Request.Header.IsHTTP11() {
+		x.stream10(t, status, s)
+		return
 	}
-	s.w.WriteString(proto)
-	s.w.WriteString(strconv.Itoa(status))
-	s.w.WriteByte(' ')
-	s.w.WriteString(fasthttp.StatusMessage(status))
-	s.w.WriteString("\r\n")
+	resp := &x.ctx.Response
+	resp.Header.SetNoDefaultContentType(true)
+	resp.SetStatusCode(status)
+	eachHeader(t, resp.Header.AddBytesKV)
+	x.s = s
+	resp.SetBodyStream(x, -1)
+}
+
+// Read gives fasthttp the next part of a streamed body. It runs on the
+// handler's goroutine after the handler returned, still on its thread.
+func (x *fastExchange) Read(p []byte) (int, error) {
+	s := x.s
+	if len(s.part) == 0 {
+		b, err := s.next()
+		if err != nil {
+			return 0, err // errFailed: fasthttp ends the connection without the last chunk
+		}
+		s.part = b
+	}
+	n := copy(p, s.part)
+	s.part = s.part[n:]
+	return n, nil
+}
+
+// Close is fasthttp's word that the body is over, sent or not.
+func (x *fastExchange) Close() error {
+	x.s.close()
+	x.release()
+	return nil
+}
+
+func (x *fastExchange) stream10(t cpython.Thread, status int, s *stream) {
+	defer s.close()
+	c := x.ctx.Conn()
+	w := bufio.NewWriterSize(c, 4096)
+	w.WriteString("HTTP/1.0 ")
+	w.WriteString(strconv.Itoa(status))
+	w.WriteByte(' ')
+	w.WriteString(fasthttp.StatusMessage(status))
+	w.WriteString("\r\n")
 	eachHeader(t, func(name, value []byte) {
-		s.w.Write(name)
-		s.w.WriteString(": ")
-		s.w.Write(value)
-		s.w.WriteString("\r\n")
+		w.Write(name)
+		w.WriteString(": ")
+		w.Write(value)
+		w.WriteString("\r\n")
 	})
-	s.w.WriteString("Date: ")
-	s.w.WriteString(time.Now().UTC().Format(http1Date))
-	s.w.WriteString("\r\nConnection: close\r\n")
-	if chunked {
-		s.w.WriteString("Transfer-Encoding: chunked\r\n")
+	w.WriteString("Date: ")
+	w.WriteString(time.Now().UTC().Format(http1Date))
+	w.WriteString("\r\nConnection: close\r\n\r\n")
+	// The connection closes after the body: fasthttp writes nothing more.
+	x.ctx.HijackSetNoResponse(true)
+	x.ctx.Hijack(func(net.Conn) {})
+	if x.ctx.IsHead() {
+		w.Flush()
+		return
 	}
-	s.w.WriteString("\r\n")
-	return s
+	for {
+		b, err := s.next()
+		if err != nil {
+			w.Flush()
+			return
+		}
+		w.Write(b)
+		if w.Flush() != nil {
+			return
+		}
+	}
 }
 
 const http1Date = "Mon, 02 Jan 2006 15:04:05 GMT"
 
-type fastStreamer struct {
-	x       *fastExchange
-	c       net.Conn
-	w       *bufio.Writer
-	ended   chan struct{}
-	chunked bool
-}
-
-func (s *fastStreamer) write(b []byte) error {
-	if len(b) > 0 {
-		if s.chunked {
-			s.w.WriteString(strconv.FormatInt(int64(len(b)), 16))
-			s.w.WriteString("\r\n")
-			s.w.Write(b)
-			s.w.WriteString("\r\n")
-		} else {
-			s.w.Write(b)
-		}
-	}
-	return s.w.Flush()
-}
-
-func (s *fastStreamer) end(ok bool) {
-	if ok {
-		if s.chunked {
-			s.w.WriteString("0\r\n\r\n")
-		}
-		s.w.Flush()
-	}
-	close(s.ended) // the connection closes without a terminator when !ok
-	s.x.release()
-}
+var _ io.ReadCloser = (*fastExchange)(nil)

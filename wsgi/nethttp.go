@@ -13,20 +13,15 @@ import (
 
 // netExchange is a request that net/http parsed.
 type netExchange struct {
-	job
 	w     http.ResponseWriter
 	r     *http.Request
-	buf   []byte // the request body, or a large response body for the handler to write
+	env   cpython.Environ
+	buf   []byte // the request body, then a large response body to write
+	out   []byte // a large response body, written after the thread is free
 	abort bool   // end the connection without finishing the body
-	sent  bool   // the Python thread wrote the whole response itself
 }
 
-var netExchanges = sync.Pool{New: func() any {
-	x := &netExchange{}
-	x.done = make(chan struct{}, 1)
-	x.x = x
-	return x
-}}
+var netExchanges = sync.Pool{New: func() any { return &netExchange{} }}
 
 // keep bounds what a pooled exchange holds on to between requests.
 const keep = 64 << 10
@@ -40,13 +35,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Request Entity Too Large", http.StatusRequestEntityTooLarge)
 		return
 	}
-	x.body = nil
+	var body []byte
 	if r.ContentLength != 0 {
-		body := r.Body
+		rd := r.Body
 		if h.maxBody >= 0 {
-			body = http.MaxBytesReader(w, r.Body, h.maxBody)
+			rd = http.MaxBytesReader(w, r.Body, h.maxBody)
 		}
-		b, err := readAll(x.buf[:0], body)
+		b, err := readAll(x.buf[:0], rd)
 		x.buf = b
 		if err != nil {
 			var tooLarge *http.MaxBytesError
@@ -57,23 +52,22 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		x.body = b
+		body = b
 	}
-	netEnviron(&x.env, r, len(x.body))
+	netEnviron(&x.env, r, len(body))
 
-	if !h.pool.submit(r.Context(), &x.job) {
+	if err := h.serve(r.Context(), x, &x.env, body); err != nil {
 		if r.Context().Err() == nil {
 			http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
 		}
 		return
 	}
-	<-x.done
-	switch {
-	case x.abort:
+	if x.abort {
 		// No chunked terminator: the client must see truncation.
 		panic(http.ErrAbortHandler)
-	case !x.sent:
-		w.Write(x.buf)
+	}
+	if len(x.out) > 0 {
+		w.Write(x.out)
 	}
 }
 
@@ -94,10 +88,14 @@ func readAll(b []byte, r io.Reader) ([]byte, error) {
 }
 
 func (x *netExchange) release() {
-	x.w, x.r, x.body, x.abort, x.sent = nil, nil, nil, false, false
+	x.w, x.r, x.abort = nil, nil, false
 	if cap(x.buf) > keep {
 		x.buf = nil
 	}
+	if cap(x.out) > keep {
+		x.out = nil
+	}
+	x.out = x.out[:0]
 	if cap(x.env.B) > keep {
 		x.env.B = nil
 	}
@@ -106,24 +104,20 @@ func (x *netExchange) release() {
 
 func (x *netExchange) describe() (string, string) { return x.r.Method, x.r.URL.Path }
 
-func (x *netExchange) finish() { x.done <- struct{}{} }
-
 func (x *netExchange) fail() {
 	h := x.w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("Content-Length", strconv.Itoa(len(internalError)))
 	x.w.WriteHeader(http.StatusInternalServerError)
 	io.WriteString(x.w, internalError)
-	x.sent = true
-	x.finish()
 }
 
-// smallBody is written by the Python thread itself: it fits the response
-// buffer, so the write cannot block on a slow client.
+// smallBody is written at once: it fits the response buffer, so the write
+// cannot block on a slow client while the thread is held. A larger one is
+// copied and written after the thread is free.
 const smallBody = 2048
 
-func (x *netExchange) respond(t *cpython.Thread, status int, body []byte) {
-	defer x.finish()
+func (x *netExchange) respond(t cpython.Thread, status int, body []byte) {
 	hdr := x.w.Header()
 	appLength := x.headers(t, hdr)
 	switch {
@@ -141,21 +135,33 @@ func (x *netExchange) respond(t *cpython.Thread, status int, body []byte) {
 	x.w.WriteHeader(status)
 	if len(body) <= smallBody {
 		x.w.Write(body)
-		x.sent = true
 		return
 	}
-	x.buf = append(x.buf[:0], body...)
+	x.out = append(x.out[:0], body...)
 }
 
-func (x *netExchange) stream(t *cpython.Thread, status int) streamer {
+func (x *netExchange) stream(t cpython.Thread, status int, s *stream) {
+	defer s.close()
 	x.headers(t, x.w.Header())
-	x.sent = true
 	x.w.WriteHeader(status)
-	return &netStreamer{x: x, rc: http.NewResponseController(x.w)}
+	rc := http.NewResponseController(x.w)
+	for {
+		b, err := s.next()
+		if err != nil {
+			x.abort = err == errFailed
+			return
+		}
+		if _, err := x.w.Write(b); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
 }
 
 // headers copies the application's headers into hdr.
-func (x *netExchange) headers(t *cpython.Thread, hdr http.Header) int64 {
+func (x *netExchange) headers(t cpython.Thread, hdr http.Header) int64 {
 	hasType := false
 	n := eachHeader(t, func(name, value []byte) {
 		key, ok := canonical[string(name)]
@@ -169,25 +175,6 @@ func (x *netExchange) headers(t *cpython.Thread, hdr http.Header) int64 {
 		hdr["Content-Type"] = nil // nothing sniffed: send none, as the application did
 	}
 	return n
-}
-
-type netStreamer struct {
-	x  *netExchange
-	rc *http.ResponseController
-}
-
-func (s *netStreamer) write(b []byte) error {
-	if len(b) > 0 {
-		if _, err := s.x.w.Write(b); err != nil {
-			return err
-		}
-	}
-	return s.rc.Flush()
-}
-
-func (s *netStreamer) end(ok bool) {
-	s.x.abort = !ok
-	s.x.finish()
 }
 
 // canonical maps common spellings of response header names to their

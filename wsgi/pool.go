@@ -5,79 +5,70 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
-
-	"github.com/m0serve/m0/internal/cpython"
 )
 
-// pool is a fixed set of Python threads taking requests from one queue.
+// pool bounds how many requests run Python at once: one slot per Python
+// thread. A request takes a slot, locks its goroutine to its OS thread and
+// runs the application there, on that thread's own thread state; no
+// request changes OS threads midway, and none waits for a hand-off. When
+// every slot is taken, requests wait in Go.
 type pool struct {
-	jobs    chan *job
-	quit    chan struct{}
-	once    sync.Once
-	done    sync.WaitGroup
-	workers []*worker
+	slots  chan int // the free slots
+	closed chan struct{}
+	once   sync.Once
+	n      int
 }
 
-type worker struct {
-	name string
-	busy atomic.Bool
-}
-
-func newPool(rt *cpython.Runtime, n int, serve func(*cpython.Thread, *job)) *pool {
-	p := &pool{jobs: make(chan *job), quit: make(chan struct{})}
+func newPool(n int) *pool {
+	p := &pool{slots: make(chan int, n), closed: make(chan struct{}), n: n}
 	for i := range n {
-		w := &worker{name: fmt.Sprintf("python-%d", i+1)}
-		p.workers = append(p.workers, w)
-		p.done.Add(1)
-		rt.Go(w.name, func(t *cpython.Thread) {
-			defer p.done.Done()
-			for {
-				select {
-				case j := <-p.jobs:
-					w.busy.Store(true)
-					serve(t, j)
-					w.busy.Store(false)
-				case <-p.quit:
-					return
-				}
-			}
-		})
+		p.slots <- i
 	}
 	return p
 }
 
-// submit queues j for the next free thread. It returns false, having run
-// nothing, when ctx ends first or the pool is shut down.
-func (p *pool) submit(ctx context.Context, j *job) bool {
+// acquire takes a slot; false when ctx ends first or the pool is shut down.
+func (p *pool) acquire(ctx context.Context) (int, bool) {
 	select {
-	case p.jobs <- j:
-		return true
+	case <-p.closed:
+		return 0, false
+	default:
+	}
+	select {
+	case i := <-p.slots:
+		return i, true
 	case <-ctx.Done():
-		return false
-	case <-p.quit:
-		return false
+		return 0, false
+	case <-p.closed:
+		return 0, false
 	}
 }
 
+func (p *pool) release(i int) { p.slots <- i }
+
+// shutdown refuses new requests and waits for the running ones to leave
+// their threads, or for ctx to end; its error then names the threads still
+// running.
 func (p *pool) shutdown(ctx context.Context) error {
 	first := false
-	p.once.Do(func() { first = true; close(p.quit) })
+	p.once.Do(func() { first = true; close(p.closed) })
 	if !first {
 		return ErrClosed
 	}
-	joined := make(chan struct{})
-	go func() { p.done.Wait(); close(joined) }()
-	select {
-	case <-joined:
-		return nil
-	case <-ctx.Done():
-	}
-	var busy []string
-	for _, w := range p.workers {
-		if w.busy.Load() {
-			busy = append(busy, w.name)
+	free := make([]bool, p.n)
+	for range p.n {
+		select {
+		case i := <-p.slots:
+			free[i] = true
+		case <-ctx.Done():
+			var busy []string
+			for i, f := range free {
+				if !f {
+					busy = append(busy, fmt.Sprintf("python-%d", i+1))
+				}
+			}
+			return fmt.Errorf("wsgi: %s still running a request", strings.Join(busy, ", "))
 		}
 	}
-	return fmt.Errorf("wsgi: %s still running a request", strings.Join(busy, ", "))
+	return nil
 }

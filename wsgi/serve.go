@@ -1,22 +1,15 @@
 package wsgi
 
 import (
+	"context"
 	"errors"
+	"io"
 
 	"github.com/m0serve/m0/internal/cpython"
 )
 
-// job is one request on its way through the pool, whichever server
-// parsed it.
-type job struct {
-	env  cpython.Environ
-	body []byte
-	x    exchange
-	done chan struct{} // the handler's wake-up: the response is in x's hands
-}
-
-// exchange is the server side of one request: how the Python thread hands
-// the response over. Exactly one of fail, respond and stream(...).end ends it.
+// exchange is the server side of one request: how the response is handed
+// over, whichever server parsed the request.
 type exchange interface {
 	// describe names the request in log lines.
 	describe() (method, path string)
@@ -24,61 +17,103 @@ type exchange interface {
 	fail()
 	// respond sends a whole response: the application's headers (read from
 	// t), and body with its measured length.
-	respond(t *cpython.Thread, status int, body []byte)
-	// stream sends the head of a response whose body follows in parts.
-	stream(t *cpython.Thread, status int) streamer
+	respond(t cpython.Thread, status int, body []byte)
+	// stream sends a response whose body s produces in parts. It owns s and
+	// must see s.close called when the body ends, however it ends.
+	stream(t cpython.Thread, status int, s *stream)
 }
 
-// streamer carries a streamed body to the client.
-type streamer interface {
-	// write sends one part at once; an error means the client has left.
-	write(b []byte) error
-	// end finishes the body; !ok ends the connection without finishing it,
-	// so the client sees truncation.
-	end(ok bool)
-}
+var errUnavailable = errors.New("wsgi: shutting down")
 
-// serve runs on a Python thread: it calls the application and hands the
-// response to the exchange, holding the thread through a streamed body.
-func (h *handler) serve(t *cpython.Thread, j *job) {
-	res, err := t.Call(h.app, &j.env, j.body, h.stream)
-	if err != nil {
-		h.logError(j.x, "wsgi: application error", err)
-		j.x.fail()
-		return
+// serve runs the application for one request on the calling goroutine's OS
+// thread and hands the response to x.
+func (h *handler) serve(ctx context.Context, x exchange, env *cpython.Environ, body []byte) error {
+	slot, ok := h.pool.acquire(ctx)
+	if !ok {
+		return errUnavailable
 	}
-	if !res.Stream {
+	t, res, err := h.app.Call(env, body, h.stream)
+	switch {
+	case err != nil:
+		t.Release()
+		h.pool.release(slot)
+		h.logError(x, "wsgi: application error", err)
+		x.fail()
+	case !res.Stream:
+		x.respond(t, res.Status, t.Body())
+		t.Release()
+		h.pool.release(slot)
 		if res.Late != nil {
-			h.logError(j.x, "wsgi: close() failed", res.Late)
+			h.logError(x, "wsgi: close() failed", res.Late)
 		}
-		j.x.respond(t, res.Status, t.Body())
+	default:
+		x.stream(t, res.Status, &stream{h: h, x: x, t: t, slot: slot, part: t.Body()})
+	}
+	return nil
+}
+
+// stream is a body the application produces in parts on its thread, which
+// it holds, with its pool slot, until close.
+type stream struct {
+	h      *handler
+	x      exchange
+	t      cpython.Thread
+	slot   int
+	part   []byte // the part produced and not yet taken
+	ended  bool   // the body is complete, or failed
+	failed bool   // it failed after the head went out
+	closed bool
+}
+
+// errFailed ends a body whose application failed after the head.
+var errFailed = errors.New("wsgi: the application failed after the response started")
+
+// next returns the next part of the body: io.EOF at its end, errFailed if
+// the application failed (the error is logged). A part views C memory and
+// is valid until the next call.
+func (s *stream) next() ([]byte, error) {
+	for {
+		if len(s.part) > 0 {
+			b := s.part
+			s.part = nil
+			return b, nil
+		}
+		if s.ended {
+			if s.failed {
+				return nil, errFailed
+			}
+			return nil, io.EOF
+		}
+		res, err := s.t.Next()
+		if err != nil {
+			s.h.logError(s.x, "wsgi: application error after the response started", err)
+			s.ended, s.failed = true, true
+			continue
+		}
+		s.part = s.t.Body()
+		if !res.Stream {
+			s.ended = true
+			if res.Late != nil {
+				s.h.logError(s.x, "wsgi: close() failed", res.Late)
+			}
+		}
+	}
+}
+
+// close ends the stream: close() is called on a body the client left
+// before its end, and the thread and its slot are given back.
+func (s *stream) close() {
+	if s.closed {
 		return
 	}
-	s := j.x.stream(t, res.Status)
-	if s.write(t.Body()) == nil {
-		for {
-			res, err := t.Next()
-			if err != nil {
-				h.logError(j.x, "wsgi: application error after the response started", err)
-				s.end(false)
-				return
-			}
-			if b := t.Body(); len(b) > 0 && s.write(b) != nil {
-				break // the client left
-			}
-			if !res.Stream {
-				if res.Late != nil {
-					h.logError(j.x, "wsgi: close() failed", res.Late)
-				}
-				s.end(true)
-				return
-			}
+	s.closed = true
+	if !s.ended {
+		if err := s.t.Close(); err != nil {
+			s.h.logError(s.x, "wsgi: close() failed", err)
 		}
 	}
-	if err := t.Close(); err != nil {
-		h.logError(j.x, "wsgi: close() failed", err)
-	}
-	s.end(false)
+	s.t.Release()
+	s.h.pool.release(s.slot)
 }
 
 func (h *handler) logError(x exchange, msg string, err error) {
@@ -95,7 +130,7 @@ func (h *handler) logError(x exchange, msg string, err error) {
 // the server forwards, and returns the Content-Length it named (-1 for
 // none). The server frames the body itself: Content-Length is measured,
 // Transfer-Encoding chosen, and trailers are not sent.
-func eachHeader(t *cpython.Thread, fn func(name, value []byte)) (appLength int64) {
+func eachHeader(t cpython.Thread, fn func(name, value []byte)) (appLength int64) {
 	appLength = -1
 	t.Headers(func(name, value []byte) {
 		switch {

@@ -1,8 +1,10 @@
 // Package wsgi serves a Python WSGI application (PEP 3333) as an http.Handler.
 //
-// The application runs on a pool of Python threads; Go's net/http accepts,
-// parses and writes. A slow view holds its thread, never the connections
-// behind it: when every thread is busy, requests wait in Go.
+// Go accepts, parses and writes; the application runs on at most Threads
+// Python threads at once. A request runs it on its own goroutine's OS
+// thread, which keeps one Python thread state for life, so nothing is
+// handed between threads. A slow view holds its thread, never the
+// connections behind it: when every thread is busy, requests wait in Go.
 package wsgi
 
 import (
@@ -43,10 +45,10 @@ type Options struct {
 var ErrClosed = errors.New("wsgi: handler already shut down")
 
 // New returns a handler that serves app, which must be a WSGI callable.
-// Its threads start at once. The handler also has a method
-// Shutdown(context.Context) error that stops the pool: it waits for the
-// threads to finish the requests they are running, or for ctx to end, and
-// then names in its error the threads still running.
+// The handler also has a method Shutdown(context.Context) error that stops
+// the pool: it refuses new requests with 503, waits for the threads to
+// finish the requests they are running, or for ctx to end, and then names
+// in its error the threads still running.
 func New(app *cpython.App, opts *Options) (http.Handler, error) {
 	if opts == nil {
 		opts = &Options{}
@@ -81,7 +83,7 @@ func New(app *cpython.App, opts *Options) (http.Handler, error) {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
-	h.pool = newPool(rt, threads, h.serve)
+	h.pool = newPool(threads)
 	return h, nil
 }
 
@@ -97,4 +99,4 @@ type handler struct {
 func (h *handler) Shutdown(ctx context.Context) error { return h.pool.shutdown(ctx) }
 
 // Threads returns the number of Python threads serving the application.
-func (h *handler) Threads() int { return len(h.pool.workers) }
+func (h *handler) Threads() int { return h.pool.n }

@@ -18,7 +18,7 @@ func startT(t *testing.T) *Runtime {
 		t.Fatalf("Start: %v", err)
 	}
 	dir, _ := filepath.Abs("testdata")
-	if err := rt.Main(func(th *Thread) error {
+	if err := rt.Main(func(th Thread) error {
 		return th.Exec("import sys\nif " + quote(dir) + " not in sys.path: sys.path.insert(0, " + quote(dir) + ")\nimport apps")
 	}); err != nil {
 		t.Fatal(err)
@@ -42,11 +42,21 @@ func loadT(t *testing.T, rt *Runtime, attr string) *WSGI {
 }
 
 // onThread runs fn on a fresh Python thread and waits for it.
-func onThread(rt *Runtime, fn func(*Thread)) {
+func onThread(rt *Runtime, fn func(Thread)) {
 	var wg sync.WaitGroup
 	wg.Add(1)
-	rt.Go("test", func(t *Thread) { defer wg.Done(); fn(t) })
+	rt.Go(func(t Thread) { defer wg.Done(); fn(t) })
 	wg.Wait()
+}
+
+// call makes a WSGI call on th's OS thread, where the caller is locked.
+func call(th Thread, w *WSGI, env *Environ, body []byte, stream bool) (Result, error) {
+	t, res, err := w.Call(env, body, stream)
+	t.Release()
+	if t.c != th.c {
+		panic("the call ran on another thread")
+	}
+	return res, err
 }
 
 func request(method, path string, headers ...string) *Environ {
@@ -65,7 +75,7 @@ func request(method, path string, headers ...string) *Environ {
 
 func TestEval(t *testing.T) {
 	rt := startT(t)
-	err := rt.Main(func(th *Thread) error {
+	err := rt.Main(func(th Thread) error {
 		got, err := th.Eval("6*7")
 		if err != nil || got != "42" {
 			t.Errorf("Eval = %q, %v", got, err)
@@ -82,7 +92,7 @@ func TestEval(t *testing.T) {
 
 func TestExceptionCarriesTraceback(t *testing.T) {
 	rt := startT(t)
-	onThread(rt, func(th *Thread) {
+	onThread(rt, func(th Thread) {
 		err := th.Exec("def f():\n    raise KeyError('missing')\nf()")
 		var pe *Error
 		if !errors.As(err, &pe) {
@@ -105,8 +115,8 @@ func TestExceptionCarriesTraceback(t *testing.T) {
 func TestCallBuffered(t *testing.T) {
 	rt := startT(t)
 	w := loadT(t, rt, "echo_environ")
-	onThread(rt, func(th *Thread) {
-		res, err := th.Call(w, request("POST", "/caf\xc3\xa9", "X-Test", "yes"), []byte("body!"), true)
+	onThread(rt, func(th Thread) {
+		res, err := call(th, w, request("POST", "/caf\xc3\xa9", "X-Test", "yes"), []byte("body!"), true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,8 +138,8 @@ func TestCallStreams(t *testing.T) {
 	rt := startT(t)
 	for _, attr := range []string{"stream", "generator_app"} {
 		w := loadT(t, rt, attr)
-		onThread(rt, func(th *Thread) {
-			res, err := th.Call(w, request("GET", "/"), nil, true)
+		onThread(rt, func(th Thread) {
+			res, err := call(th, w, request("GET", "/"), nil, true)
 			if err != nil || !res.Stream || res.Status != 200 {
 				t.Fatalf("%s: Call = %+v, %v", attr, res, err)
 			}
@@ -149,7 +159,7 @@ func TestCallStreams(t *testing.T) {
 			}
 		})
 	}
-	onThread(rt, func(th *Thread) {
+	onThread(rt, func(th Thread) {
 		closed, _ := th.Eval("apps.closed")
 		if closed != "1" {
 			t.Errorf("close() called %s times, want 1", closed)
@@ -168,8 +178,8 @@ func TestCallRejectsBadApplications(t *testing.T) {
 	}
 	for _, c := range cases {
 		w := loadT(t, rt, c.attr)
-		onThread(rt, func(th *Thread) {
-			_, err := th.Call(w, request("GET", "/"), nil, true)
+		onThread(rt, func(th Thread) {
+			_, err := call(th, w, request("GET", "/"), nil, true)
 			var pe *Error
 			if !errors.As(err, &pe) || !strings.Contains(pe.Traceback, c.want) {
 				t.Errorf("%s: err = %v, want one containing %q", c.attr, err, c.want)
@@ -184,8 +194,8 @@ func TestCallRejectsBadApplications(t *testing.T) {
 func TestValidatorAcceptsEnviron(t *testing.T) {
 	rt := startT(t)
 	w := loadT(t, rt, "validated")
-	onThread(rt, func(th *Thread) {
-		if _, err := th.Call(w, request("GET", "/"), nil, true); err != nil {
+	onThread(rt, func(th Thread) {
+		if _, err := call(th, w, request("GET", "/"), nil, true); err != nil {
 			t.Fatal(err)
 		}
 		if string(th.Body()) != "hello" {
@@ -214,10 +224,10 @@ func TestNoLeaks(t *testing.T) {
 	for _, a := range []string{"hello", "echo_environ", "stream", "raises", "non_bytes"} {
 		apps[a] = loadT(t, rt, a)
 	}
-	run := func(th *Thread, n int) {
+	run := func(th Thread, n int) {
 		for i := 0; i < n; i++ {
 			for name, w := range apps {
-				res, err := th.Call(w, request("POST", "/x", "X-Test", "v", "X-Custom-Header", "w"), []byte("payload"), true)
+				res, err := call(th, w, request("POST", "/x", "X-Test", "v", "X-Custom-Header", "w"), []byte("payload"), true)
 				if (err != nil) != (name == "raises" || name == "non_bytes") {
 					t.Fatalf("%s: err = %v", name, err)
 				}
@@ -227,7 +237,7 @@ func TestNoLeaks(t *testing.T) {
 			}
 		}
 	}
-	onThread(rt, func(th *Thread) {
+	onThread(rt, func(th Thread) {
 		run(th, 200) // warm caches
 		if err := th.Exec(`import gc, sys, tracemalloc
 gc.collect()
@@ -265,14 +275,14 @@ func TestGILReleasedUnderConcurrency(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := 0; i < 4; i++ {
 		wg.Add(1)
-		rt.Go("t", func(th *Thread) {
+		rt.Go(func(th Thread) {
 			defer wg.Done()
 			for n := 0; n < 2000; n++ {
 				w := ok
 				if n%2 == 1 {
 					w = bad
 				}
-				th.Call(w, request("GET", "/"), nil, true)
+				call(th, w, request("GET", "/"), nil, true)
 				if th.GILHeld() {
 					t.Error("GIL held between calls")
 					return
@@ -290,7 +300,7 @@ func TestSignalsStayGo(t *testing.T) {
 	if _, err := rt.Load("installs_signal:app", dir, ""); err != nil {
 		t.Fatal(err)
 	}
-	rt.Main(func(th *Thread) error {
+	rt.Main(func(th Thread) error {
 		got, _ := th.Eval("__import__('signal').getsignal(2) is __import__('signal').default_int_handler")
 		if got != "True" {
 			t.Errorf("the application did not install its handler (%s)", got)

@@ -20,7 +20,7 @@ type App struct {
 func (rt *Runtime) Load(spec, appDir, protocol string) (*App, error) {
 	arg, _ := json.Marshal(map[string]string{"spec": spec, "app_dir": appDir, "protocol": protocol})
 	var app *App
-	err := rt.Main(func(t *Thread) error {
+	err := rt.Main(func(t Thread) error {
 		defer rt.RestoreSignals()
 		loaded, err := t.callHelper("_load", string(arg))
 		if err != nil {

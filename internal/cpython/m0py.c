@@ -204,6 +204,11 @@ static PyObject *m0_format_exc;  /* _m0._format_exc(type, value, tb) -> str */
 static PyObject *m0_bytesio;     /* io.BytesIO */
 static PyObject *m0_empty_bytes; /* b"" */
 static m0_thread m0_main;        /* the thread that started the interpreter */
+static PyInterpreterState *m0_interp;
+
+/* Each OS thread that runs Python has one thread state, created on its
+ * first call and used on that thread alone for the rest of its life. */
+static __thread m0_thread *m0_here;
 
 static PyObject **m0_keys; /* interned environ keys, by id - 1 */
 static int m0_nkeys;
@@ -226,6 +231,7 @@ static PyMethodDef m0_methods[] = {
 };
 
 static void capture_error(m0_thread *t);
+static int bind_wsgi(m0_thread *t);
 
 int m0_initialize(const char *program, const char *bootstrap, char *errbuf, size_t errlen)
 {
@@ -276,6 +282,10 @@ int m0_initialize(const char *program, const char *bootstrap, char *errbuf, size
 		goto fail;
 	m0_empty_bytes = py.PyBytes_FromStringAndSize("", 0);
 
+	m0_interp = py.PyInterpreterState_Get();
+	if (bind_wsgi(&m0_main) < 0)
+		goto fail;
+	m0_here = &m0_main;
 	m0_main.ts = py.PyEval_SaveThread();
 	return 0;
 
@@ -349,58 +359,24 @@ static int bind_wsgi(m0_thread *t)
 	return t->start_response && t->write ? 0 : -1;
 }
 
-m0_thread *m0_thread_main(void)
+m0_thread *m0_thread_here(void)
 {
-	if (!m0_main.start_response) {
-		py.PyEval_RestoreThread(m0_main.ts);
-		if (bind_wsgi(&m0_main) < 0)
-			capture_error(&m0_main);
-		m0_main.ts = py.PyEval_SaveThread();
-	}
-	return &m0_main;
-}
-
-/* m0_thread_new creates a thread state for the calling OS thread, which must
- * use it for the rest of its life. */
-m0_thread *m0_thread_new(void)
-{
+	if (m0_here)
+		return m0_here;
 	m0_thread *t = calloc(1, sizeof *t);
 	if (!t)
 		return NULL;
-	/* Any attached thread state gives the interpreter; the main one is idle. */
-	py.PyEval_RestoreThread(m0_main.ts);
-	PyInterpreterState *interp = py.PyInterpreterState_Get();
-	m0_main.ts = py.PyEval_SaveThread();
-
-	t->ts = py.PyThreadState_New(interp);
+	t->ts = py.PyThreadState_New(m0_interp);
 	if (!t->ts) {
 		free(t);
 		return NULL;
 	}
 	py.PyEval_RestoreThread(t->ts);
-	int rc = bind_wsgi(t);
-	if (rc < 0)
+	if (bind_wsgi(t) < 0)
 		capture_error(t);
-	py.PyEval_SaveThread();
+	t->ts = py.PyEval_SaveThread();
+	m0_here = t;
 	return t;
-}
-
-void m0_thread_free(m0_thread *t)
-{
-	if (!t || t == &m0_main)
-		return;
-	py.PyEval_RestoreThread(t->ts);
-	if (t->start_response)
-		py.Py_DecRef(t->start_response);
-	if (t->write)
-		py.Py_DecRef(t->write);
-	py.PyThreadState_Clear(t->ts);
-	py.PyEval_SaveThread();
-	py.PyThreadState_Delete(t->ts);
-	free(t->head.p);
-	free(t->body.p);
-	free(t->err.p);
-	free(t);
 }
 
 /* ---- generic calls ------------------------------------------------------------- */
@@ -918,9 +894,12 @@ static int drain(m0_thread *t)
 	return py.PyErr_Occurred() ? -1 : 0;
 }
 
-int m0_wsgi_call(m0_thread *t, uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen,
+int m0_wsgi_call(m0_thread **here, uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen,
 		 const char *body, size_t bodylen, int allow_stream)
 {
+	m0_thread *t = *here = m0_thread_here();
+	if (!t)
+		return M0_WSGI_NOTHREAD;
 	py.PyEval_RestoreThread(t->ts);
 	reset_request(t);
 	int rc = M0_WSGI_ERROR;

@@ -57,6 +57,7 @@ enum {
 	M0_WSGI_ERROR = -1,   /* err holds the traceback; close() has been called */
 	M0_WSGI_DONE = 0,     /* the whole body is in body; close() has been called */
 	M0_WSGI_STREAM = 1,   /* head ready, body holds what came first; call next */
+	M0_WSGI_NOTHREAD = -2, /* no thread state could be made for this thread */
 };
 
 /* Loading and starting. */
@@ -67,10 +68,8 @@ void m0_restore_signals(void);
 int m0_gil_held(void);
 uintptr_t m0_signal_handler(int sig);
 
-/* Threads. */
-m0_thread *m0_thread_new(void);
-m0_thread *m0_thread_main(void);
-void m0_thread_free(m0_thread *t);
+/* The calling OS thread's Python thread, created on first use. */
+m0_thread *m0_thread_here(void);
 
 /* Generic calls, for start-up, tests and the doctor: not the hot path. */
 int m0_exec(m0_thread *t, const char *code);
@@ -83,7 +82,7 @@ void m0_decref(m0_thread *t, uintptr_t obj);
 /* WSGI. */
 int m0_wsgi_set_keys(m0_thread *t, const char *packed, size_t len, int n);
 uintptr_t m0_wsgi_template(m0_thread *t, int multithread, int multiprocess);
-int m0_wsgi_call(m0_thread *t, uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen,
+int m0_wsgi_call(m0_thread **t, uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen,
 		 const char *body, size_t bodylen, int allow_stream);
 int m0_wsgi_next(m0_thread *t);
 void m0_wsgi_close(m0_thread *t);

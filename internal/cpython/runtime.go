@@ -22,7 +22,7 @@ var bootstrap string
 type Runtime struct {
 	Interp Interpreter
 
-	main *Thread     // the thread that started the interpreter
+	main Thread      // the thread that started the interpreter
 	work chan func() // work for the main thread
 }
 
@@ -54,7 +54,7 @@ func start() (*Runtime, error) {
 		// A virtualenv is normally found from the program name; adding its
 		// site-packages again is a no-op then, and the fix when it was not.
 		b, _ := json.Marshal(in.SitePackage)
-		err := rt.Main(func(t *Thread) error {
+		err := rt.Main(func(t Thread) error {
 			_, err := t.CallHelperStr("_addsitedirs", string(b))
 			return err
 		})
@@ -89,7 +89,7 @@ func (rt *Runtime) mainThread(ready chan<- error) {
 		ready <- fmt.Errorf("cpython: the interpreter did not start: %s", C.GoString(&errbuf[0]))
 		return
 	}
-	rt.main = &Thread{c: C.m0_thread_main(), Name: "python-main"}
+	rt.main = Thread{c: C.m0_thread_here()}
 	ready <- nil
 	for f := range rt.work {
 		f()
@@ -98,7 +98,7 @@ func (rt *Runtime) mainThread(ready chan<- error) {
 
 // Main runs fn on the thread that started the interpreter, the one Python
 // calls its main thread (signal.signal works only there), and waits for it.
-func (rt *Runtime) Main(fn func(*Thread) error) error {
+func (rt *Runtime) Main(fn func(Thread) error) error {
 	done := make(chan error, 1)
 	rt.work <- func() { done <- fn(rt.main) }
 	return <-done
@@ -108,46 +108,54 @@ func (rt *Runtime) Main(fn func(*Thread) error) error {
 // the application, say) may have installed its own.
 func (rt *Runtime) RestoreSignals() { C.m0_restore_signals() }
 
-// Go runs fn on a new OS thread with a Python thread state of its own, which
-// lives as long as fn runs. The thread ends when fn returns.
-func (rt *Runtime) Go(name string, fn func(*Thread)) {
-	ready := make(chan struct{})
+// Go runs fn on a new goroutine locked to its OS thread, with that
+// thread's Python thread state, and unlocks it when fn returns.
+func (rt *Runtime) Go(fn func(Thread)) {
 	go func() {
-		// Never unlocked: the thread state belongs to this OS thread, and the
-		// thread exits with the goroutine.
-		runtime.LockOSThread()
-		t := &Thread{c: C.m0_thread_new(), Name: name}
-		close(ready)
-		if t.c == nil {
-			panic("cpython: cannot create a thread state")
-		}
-		defer C.m0_thread_free(t.c)
+		t := Here()
+		defer t.Release()
 		fn(t)
 	}()
-	<-ready
 }
 
-// Thread is an OS thread that runs Python. Its methods must be called only
-// from the goroutine the Thread was handed to.
-type Thread struct {
-	c    *C.m0_thread
-	Name string // for logs: which thread is still running at a drain
+// Here locks the calling goroutine to its OS thread and returns that
+// thread's Python thread, made on first use and kept for the life of the
+// thread. Release unlocks it. Python's thread states never move between OS
+// threads: a goroutine that calls Python stays on one from the call to the
+// end of its body.
+func Here() Thread {
+	runtime.LockOSThread()
+	c := C.m0_thread_here()
+	if c == nil {
+		panic("cpython: cannot create a thread state")
+	}
+	return Thread{c: c}
 }
+
+// Thread is the Python side of an OS thread: its thread state and the
+// buffers of the WSGI call in progress. It is valid on the goroutine that
+// got it, until Release.
+type Thread struct {
+	c *C.m0_thread
+}
+
+// Release unlocks the goroutine from its OS thread.
+func (t Thread) Release() { runtime.UnlockOSThread() }
 
 // GILHeld reports whether this thread holds the GIL, which it never should
 // between calls.
-func (t *Thread) GILHeld() bool { return C.m0_gil_held() != 0 }
+func (t Thread) GILHeld() bool { return C.m0_gil_held() != 0 }
 
-func (t *Thread) err() error {
+func (t Thread) err() error {
 	return newError(C.GoStringN(t.c.err.p, C.int(t.c.err.len)))
 }
 
-func (t *Thread) bodyString() string {
+func (t Thread) bodyString() string {
 	return C.GoStringN(t.c.body.p, C.int(t.c.body.len))
 }
 
 // Exec runs Python source in __main__.
-func (t *Thread) Exec(code string) error {
+func (t Thread) Exec(code string) error {
 	c := C.CString(code)
 	defer C.free(unsafe.Pointer(c))
 	if C.m0_exec(t.c, c) != 0 {
@@ -157,7 +165,7 @@ func (t *Thread) Exec(code string) error {
 }
 
 // Eval evaluates a Python expression in __main__ and returns str() of it.
-func (t *Thread) Eval(expr string) (string, error) {
+func (t Thread) Eval(expr string) (string, error) {
 	c := C.CString(expr)
 	defer C.free(unsafe.Pointer(c))
 	if C.m0_eval_str(t.c, c) != 0 {
@@ -167,7 +175,7 @@ func (t *Thread) Eval(expr string) (string, error) {
 }
 
 // CallHelperStr calls _m0.NAME(arg) and returns str() of the result.
-func (t *Thread) CallHelperStr(name, arg string) (string, error) {
+func (t Thread) CallHelperStr(name, arg string) (string, error) {
 	obj, err := t.callHelper(name, arg)
 	if err != nil {
 		return "", err
@@ -176,7 +184,7 @@ func (t *Thread) CallHelperStr(name, arg string) (string, error) {
 	return t.Str(obj)
 }
 
-func (t *Thread) callHelper(name, arg string) (Object, error) {
+func (t Thread) callHelper(name, arg string) (Object, error) {
 	n, a := C.CString(name), C.CString(arg)
 	defer C.free(unsafe.Pointer(n))
 	defer C.free(unsafe.Pointer(a))
@@ -188,7 +196,7 @@ func (t *Thread) callHelper(name, arg string) (Object, error) {
 }
 
 // Str returns str(obj).
-func (t *Thread) Str(obj Object) (string, error) {
+func (t Thread) Str(obj Object) (string, error) {
 	if C.m0_str(t.c, C.uintptr_t(obj)) != 0 {
 		return "", t.err()
 	}
@@ -196,7 +204,7 @@ func (t *Thread) Str(obj Object) (string, error) {
 }
 
 // Attr returns a new reference to getattr(obj, name).
-func (t *Thread) Attr(obj Object, name string) (Object, error) {
+func (t Thread) Attr(obj Object, name string) (Object, error) {
 	n := C.CString(name)
 	defer C.free(unsafe.Pointer(n))
 	var out C.uintptr_t
@@ -207,7 +215,7 @@ func (t *Thread) Attr(obj Object, name string) (Object, error) {
 }
 
 // AttrStr returns str(getattr(obj, name)).
-func (t *Thread) AttrStr(obj Object, name string) (string, error) {
+func (t Thread) AttrStr(obj Object, name string) (string, error) {
 	a, err := t.Attr(obj, name)
 	if err != nil {
 		return "", err
@@ -217,7 +225,7 @@ func (t *Thread) AttrStr(obj Object, name string) (string, error) {
 }
 
 // DecRef lets go of a reference.
-func (t *Thread) DecRef(obj Object) {
+func (t Thread) DecRef(obj Object) {
 	if obj != 0 {
 		C.m0_decref(t.c, C.uintptr_t(obj))
 	}

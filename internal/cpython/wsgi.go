@@ -8,6 +8,7 @@ import "C"
 import (
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"unsafe"
@@ -113,7 +114,7 @@ type WSGI struct {
 // wsgi.* keys that never change.
 func (rt *Runtime) NewWSGI(app *App, multithread, multiprocess bool) (*WSGI, error) {
 	w := &WSGI{app: app.Obj}
-	err := rt.Main(func(t *Thread) error {
+	err := rt.Main(func(t Thread) error {
 		var err error
 		keysOnce.Do(func() {
 			packed := strings.Join(EnvironKeys, "\x00") + "\x00"
@@ -150,13 +151,12 @@ type Result struct {
 	Late error
 }
 
-// ErrWSGI marks an application failure: the error's text holds the traceback.
-var ErrWSGI = errors.New("wsgi: application error")
-
-// Call calls the application with the packed request and body. It is the
-// whole per-request crossing for a buffered response: environ built, the
-// application called, start_response captured and the body gathered.
-func (t *Thread) Call(w *WSGI, env *Environ, body []byte, allowStream bool) (Result, error) {
+// Call locks the calling goroutine to its OS thread and calls the
+// application there with the packed request and body. It is the whole
+// per-request crossing for a buffered response: environ built, the
+// application called, start_response captured and the body gathered. The
+// Thread it returns holds the response and must be released.
+func (w *WSGI) Call(env *Environ, body []byte, allowStream bool) (Thread, Result, error) {
 	var req, b *C.char
 	if len(env.B) > 0 {
 		req = (*C.char)(unsafe.Pointer(&env.B[0]))
@@ -164,20 +164,27 @@ func (t *Thread) Call(w *WSGI, env *Environ, body []byte, allowStream bool) (Res
 	if len(body) > 0 {
 		b = (*C.char)(unsafe.Pointer(&body[0]))
 	}
-	rc := C.m0_wsgi_call(t.c, C.uintptr_t(w.app), C.uintptr_t(w.tmpl), req, C.size_t(len(env.B)),
+	runtime.LockOSThread()
+	var t Thread
+	rc := C.m0_wsgi_call(&t.c, C.uintptr_t(w.app), C.uintptr_t(w.tmpl), req, C.size_t(len(env.B)),
 		b, C.size_t(len(body)), cbool(allowStream))
-	return t.result(rc)
+	if rc == C.M0_WSGI_NOTHREAD {
+		runtime.UnlockOSThread()
+		return t, Result{}, errors.New("cpython: cannot create a thread state")
+	}
+	res, err := t.result(rc)
+	return t, res, err
 }
 
 // Next produces the next chunk of a streamed body into Body. It returns
 // Stream false at the end, when close() has been called.
-func (t *Thread) Next() (Result, error) {
+func (t Thread) Next() (Result, error) {
 	return t.result(C.m0_wsgi_next(t.c))
 }
 
 // Close calls close() on a streamed body the client left before its end.
 // The error, if any, is what close() raised.
-func (t *Thread) Close() error {
+func (t Thread) Close() error {
 	C.m0_wsgi_close(t.c)
 	if t.c.err.len > 0 {
 		return t.err()
@@ -185,7 +192,7 @@ func (t *Thread) Close() error {
 	return nil
 }
 
-func (t *Thread) result(rc C.int) (Result, error) {
+func (t Thread) result(rc C.int) (Result, error) {
 	r := Result{Status: int(t.c.status)}
 	switch rc {
 	case C.M0_WSGI_ERROR:
@@ -200,7 +207,7 @@ func (t *Thread) result(rc C.int) (Result, error) {
 }
 
 // Body is the body buffered by the last call, or the chunk Next produced.
-func (t *Thread) Body() []byte {
+func (t Thread) Body() []byte {
 	if t.c.body.len == 0 {
 		return nil
 	}
@@ -209,7 +216,7 @@ func (t *Thread) Body() []byte {
 
 // Headers calls fn for each response header of the last call, in order.
 // The slices view C memory and are valid only during fn.
-func (t *Thread) Headers(fn func(name, value []byte)) {
+func (t Thread) Headers(fn func(name, value []byte)) {
 	if t.c.head.len == 0 {
 		return
 	}
