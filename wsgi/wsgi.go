@@ -97,6 +97,3 @@ type handler struct {
 
 // Shutdown stops the pool; see New.
 func (h *handler) Shutdown(ctx context.Context) error { return h.pool.shutdown(ctx) }
-
-// Threads returns the number of Python threads serving the application.
-func (h *handler) Threads() int { return h.pool.n }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -310,4 +311,54 @@ func TestSignalsStayGo(t *testing.T) {
 	if after := signalHandler(int(syscall.SIGINT)); after != before {
 		t.Errorf("SIGINT handler %#x after Load, Go's was %#x", after, before)
 	}
+}
+
+// TestThreadStatePerOSThread checks that every goroutine runs Python on the
+// thread state of its own OS thread: Python's native thread id is the
+// thread's.
+func TestThreadStatePerOSThread(t *testing.T) {
+	rt := startT(t)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		rt.Go(func(th Thread) {
+			defer wg.Done()
+			for n := 0; n < 50; n++ {
+				got, err := th.Eval("__import__('threading').get_native_id()")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if want := strconv.Itoa(syscall.Gettid()); got != want {
+					t.Errorf("Python ran on thread %s from OS thread %s", got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestSIGPIPEIgnored: a write to a broken pipe from Python code fails with
+// EPIPE instead of ending the process.
+func TestSIGPIPEIgnored(t *testing.T) {
+	rt := startT(t)
+	onThread(rt, func(th Thread) {
+		err := th.Exec(`import os
+_r, _w = os.pipe()
+os.close(_r)
+try:
+    os.write(_w, b"x")
+    _epipe = "no error"
+except BrokenPipeError:
+    _epipe = "EPIPE"
+finally:
+    os.close(_w)`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := th.Eval("_epipe"); got != "EPIPE" {
+			t.Errorf("write to a broken pipe: %s", got)
+		}
+	})
 }

@@ -10,8 +10,10 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"os/signal"
 	"runtime"
 	"sync"
+	"syscall"
 	"unsafe"
 )
 
@@ -50,6 +52,10 @@ func start() (*Runtime, error) {
 	if err := <-ready; err != nil {
 		return nil, err
 	}
+	// Python's own start-up would ignore SIGPIPE; Py_InitializeEx(0) does
+	// not. A write to a closed socket, from Go or from an extension module,
+	// must fail with EPIPE, not end the process.
+	signal.Ignore(syscall.SIGPIPE)
 	if len(in.SitePackage) > 0 {
 		// A virtualenv is normally found from the program name; adding its
 		// site-packages again is a no-op then, and the fix when it was not.
