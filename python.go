@@ -13,6 +13,10 @@ import (
 // interpreter, ready for wsgi.New.
 type App = cpython.App
 
+// Protocols are the application protocols this build serves; discovery
+// prefers a candidate of one of them.
+var Protocols = []string{"wsgi"}
+
 // LoadApp starts the interpreter (once per process) and imports the
 // application spec names (see m0serve --help for discovery). appDir, if not
 // empty, goes first on sys.path; protocol ("", "wsgi" or "asgi") overrides
@@ -28,7 +32,7 @@ func LoadApp(spec, appDir, protocol string) (*App, error) {
 			return nil, &StartupError{Msg: err.Error()}
 		}
 	}
-	app, err := rt.Load(spec, appDir, protocol)
+	app, err := rt.Load(spec, appDir, protocol, Protocols...)
 	if err != nil {
 		var pe *cpython.Error
 		if errors.As(err, &pe) {

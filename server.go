@@ -36,6 +36,10 @@ func newServer(h http.Handler) server {
 			IdleTimeout:           IdleTimeout,
 			NoDefaultServerHeader: true,
 			NoDefaultContentType:  true,
+			// The application parses its own bodies, byte for byte.
+			DisablePreParseMultipartForm: true,
+			// Request line and headers up to 16 KiB (an 8 KiB cookie fits).
+			ReadBufferSize: 16 << 10,
 			// fasthttp reads a body whole before the handler runs, so its
 			// cap is the default --max-body; the handler checks its own.
 			MaxRequestBodySize: 4 << 20,

@@ -59,7 +59,7 @@ func netEnviron(e *cpython.Environ, r *http.Request, bodyLen int) {
 		// A name with an underscore would share its CGI name with the
 		// hyphenated one (X_Forwarded_For and X-Forwarded-For), so a client
 		// could pose as the proxy: drop it, as gunicorn and nginx do.
-		if strings.IndexByte(name, '_') >= 0 || name == "Content-Length" {
+		if skipHeader(name) {
 			continue
 		}
 		switch len(values) {
@@ -147,36 +147,62 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 		e.AddID(keyRemotePort, strconv.Itoa(int(ap.Port())))
 	}
 
-	// Repeated headers are joined, so gather them first; requests carry few.
-	var pairs [32][2][]byte
+	// Headers as they came, in order, values verbatim; repeated ones are
+	// joined, so gather them first (copied: fasthttp's slices do not outlive
+	// the iteration).
+	arena := (*scratch)[:0]
+	var spans [64][4]int // name and value, as offsets into arena
 	n := 0
-	req.VisitAll(func(name, value []byte) {
-		if bytes.IndexByte(name, '_') >= 0 || equalFold(name, "Host") || equalFold(name, "Content-Length") {
-			return
+	for name, value := range req.AllInOrder() {
+		if skipHeader(b2s(name)) {
+			continue
 		}
+		dup := -1
 		for i := 0; i < n; i++ {
-			if bytes.Equal(pairs[i][0], name) {
-				sep := ", "
-				if equalFold(name, "Cookie") {
-					sep = "; "
-				}
-				joined := make([]byte, 0, len(pairs[i][1])+len(sep)+len(value))
-				pairs[i][1] = append(append(append(joined, pairs[i][1]...), sep...), value...)
-				return
+			if equalFoldBytes(arena[spans[i][0]:spans[i][1]], name) {
+				dup = i
+				break
 			}
 		}
-		if n == len(pairs) {
-			e.AddHeader(b2s(name), b2s(value))
-			return
+		if dup < 0 && n == len(spans) {
+			e.AddHeader(b2s(name), b2s(value)) // past 64 names: not joined
+			continue
 		}
-		pairs[n] = [2][]byte{name, value}
+		if dup >= 0 {
+			// Move the value to the end, joined with the new one.
+			old := append([]byte(nil), arena[spans[dup][2]:spans[dup][3]]...)
+			sep := ", "
+			if equalFold(name, "Cookie") {
+				sep = "; "
+			}
+			spans[dup][2] = len(arena)
+			arena = append(append(append(arena, old...), sep...), value...)
+			spans[dup][3] = len(arena)
+			continue
+		}
+		start := len(arena)
+		arena = append(arena, name...)
+		mid := len(arena)
+		arena = append(arena, value...)
+		spans[n] = [4]int{start, mid, mid, len(arena)}
 		n++
-	})
-	for _, p := range pairs[:n] {
-		e.AddHeader(b2s(p[0]), b2s(p[1]))
 	}
+	for _, sp := range spans[:n] {
+		e.AddHeader(b2s(arena[sp[0]:sp[1]]), b2s(arena[sp[2]:sp[3]]))
+	}
+	*scratch = arena
 	return true
 }
+
+// skipHeader reports whether a request header stays out of the environ:
+// Host and Content-Length have keys of their own, Transfer-Encoding was
+// undone, and a name with an underscore is dropped (see netEnviron).
+func skipHeader(name string) bool {
+	return strings.IndexByte(name, '_') >= 0 || strings.EqualFold(name, "Host") ||
+		strings.EqualFold(name, "Content-Length") || strings.EqualFold(name, "Transfer-Encoding")
+}
+
+func equalFoldBytes(a, b []byte) bool { return equalFold(a, b2s(b)) }
 
 // unescapePath appends the percent-decoded path to dst; false for a
 // malformed escape.

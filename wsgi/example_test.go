@@ -14,10 +14,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	site, err := wsgi.New(app, &wsgi.Options{Threads: 4})
-	if err != nil {
-		log.Fatal(err)
-	}
+	site := wsgi.New(app, &wsgi.Options{Threads: 4})
 	http.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})

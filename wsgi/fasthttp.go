@@ -2,6 +2,7 @@ package wsgi
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"strconv"
@@ -25,7 +26,9 @@ func (h *handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	case !fastEnviron(&x.env, ctx, len(body), &x.scratch):
 		ctx.Error("Bad Request", fasthttp.StatusBadRequest)
 	default:
-		if err := h.serve(ctx, x, &x.env, body); err != nil {
+		// Not ctx: its Done closes when the server starts to drain, and a
+		// request waiting for a thread then must still be served.
+		if err := h.serve(context.Background(), x, &x.env, body); err != nil {
 			ctx.Error("Service Unavailable", fasthttp.StatusServiceUnavailable)
 		}
 	}
@@ -122,26 +125,33 @@ func (x *fastExchange) Close() error {
 
 func (x *fastExchange) stream10(t cpython.Thread, status int, s *stream) {
 	defer s.close()
-	c := x.ctx.Conn()
-	w := bufio.NewWriterSize(c, 4096)
+	w := bufio.NewWriterSize(x.ctx.Conn(), 4096)
 	w.WriteString("HTTP/1.0 ")
 	w.WriteString(strconv.Itoa(status))
 	w.WriteByte(' ')
 	w.WriteString(fasthttp.StatusMessage(status))
 	w.WriteString("\r\n")
+	dated := false
 	eachHeader(t, func(name, value []byte) {
+		if equalFold(name, "Connection") {
+			return // it closes, whatever the application said
+		}
+		dated = dated || equalFold(name, "Date")
 		w.Write(name)
 		w.WriteString(": ")
 		w.Write(value)
 		w.WriteString("\r\n")
 	})
-	w.WriteString("Date: ")
-	w.WriteString(time.Now().UTC().Format(http1Date))
-	w.WriteString("\r\nConnection: close\r\n\r\n")
+	if !dated {
+		w.WriteString("Date: ")
+		w.WriteString(time.Now().UTC().Format(http1Date))
+		w.WriteString("\r\n")
+	}
+	w.WriteString("Connection: close\r\n\r\n")
 	// The connection closes after the body: fasthttp writes nothing more.
 	x.ctx.HijackSetNoResponse(true)
 	x.ctx.Hijack(func(net.Conn) {})
-	if x.ctx.IsHead() {
+	if x.ctx.IsHead() || !bodyAllowed(status) {
 		w.Flush()
 		return
 	}

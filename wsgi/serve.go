@@ -23,33 +23,76 @@ type exchange interface {
 	stream(t cpython.Thread, status int, s *stream)
 }
 
-var errUnavailable = errors.New("wsgi: shutting down")
+var (
+	errUnavailable = errors.New("wsgi: shutting down")
+	errWrongThread = errors.New("wsgi: ServeFastHTTP must run on fasthttp's own goroutine (not under a wrapper such as TimeoutHandler)")
+)
 
 // serve runs the application for one request on the calling goroutine's OS
-// thread and hands the response to x.
+// thread (or, with no pool, on the one Python thread) and hands the
+// response to x.
 func (h *handler) serve(ctx context.Context, x exchange, env *cpython.Environ, body []byte) error {
 	slot, ok := h.pool.acquire(ctx)
 	if !ok {
 		return errUnavailable
 	}
+	if h.one != nil {
+		defer h.pool.release(slot)
+		h.one.do(func() {
+			t, res, err := h.app.Call(env, body, false)
+			defer t.Release()
+			h.finish(x, t, res, err)
+		})
+		return nil
+	}
 	t, res, err := h.app.Call(env, body, h.stream)
-	switch {
-	case err != nil:
-		t.Release()
-		h.pool.release(slot)
+	if err == nil && res.Stream {
+		x.stream(t, res.Status, &stream{h: h, x: x, t: t, slot: slot, part: t.Body()})
+		return nil
+	}
+	defer h.pool.release(slot)
+	defer t.Release()
+	h.finish(x, t, res, err)
+	return nil
+}
+
+// finish hands a buffered response, or the failure, to x.
+func (h *handler) finish(x exchange, t cpython.Thread, res cpython.Result, err error) {
+	if err != nil {
 		h.logError(x, "wsgi: application error", err)
 		x.fail()
-	case !res.Stream:
-		x.respond(t, res.Status, t.Body())
-		t.Release()
-		h.pool.release(slot)
-		if res.Late != nil {
-			h.logError(x, "wsgi: close() failed", res.Late)
-		}
-	default:
-		x.stream(t, res.Status, &stream{h: h, x: x, t: t, slot: slot, part: t.Body()})
+		return
 	}
-	return nil
+	x.respond(t, res.Status, t.Body())
+	if res.Late != nil {
+		h.logError(x, "wsgi: close() failed", res.Late)
+	}
+}
+
+// thread is the one Python thread of a handler without a pool: an OS
+// thread of its own, for life, so every request sees the same thread.
+type thread struct{ work chan func() }
+
+func newThread(rt *cpython.Runtime) *thread {
+	th := &thread{work: make(chan func())}
+	rt.Go(func(cpython.Thread) {
+		for f := range th.work {
+			f()
+		}
+	})
+	return th
+}
+
+// do runs f on the thread and waits; a panic in f is raised again here.
+func (th *thread) do(f func()) {
+	done := make(chan any, 1)
+	th.work <- func() {
+		defer func() { done <- recover() }()
+		f()
+	}
+	if p := <-done; p != nil {
+		panic(p)
+	}
 }
 
 // stream is a body the application produces in parts on its thread, which
@@ -84,6 +127,13 @@ func (s *stream) next() ([]byte, error) {
 			}
 			return nil, io.EOF
 		}
+		if !s.t.Current() {
+			// The body is read on another OS thread than the one its
+			// thread state belongs to: a wrapper moved the handler.
+			s.h.logError(s.x, "wsgi: a streamed body was read off its thread", errWrongThread)
+			s.ended, s.failed = true, true
+			continue
+		}
 		res, err := s.t.Next()
 		if err != nil {
 			s.h.logError(s.x, "wsgi: application error after the response started", err)
@@ -107,7 +157,7 @@ func (s *stream) close() {
 		return
 	}
 	s.closed = true
-	if !s.ended {
+	if !s.ended && s.t.Current() {
 		if err := s.t.Close(); err != nil {
 			s.h.logError(s.x, "wsgi: close() failed", err)
 		}

@@ -23,9 +23,10 @@ const DefaultMaxBody = 4 << 20
 // Options configures a WSGI handler. A nil *Options is valid and means the
 // zero value of every field.
 type Options struct {
-	// Threads is the number of Python threads that run the application.
-	// Zero means min(cores, 8). A negative value means no pool: one Python
-	// thread, and every response body buffered before it is sent.
+	// Threads is how many requests run the application at once, each on
+	// its own OS thread. Zero means min(cores, 8). A negative value means no
+	// pool: every request runs on one dedicated Python thread, and every
+	// response body is buffered before it is sent.
 	Threads int
 
 	// MaxBody caps a request body, in bytes; a larger one is answered 413
@@ -44,21 +45,22 @@ type Options struct {
 // ErrClosed is returned by Shutdown when the handler was already shut down.
 var ErrClosed = errors.New("wsgi: handler already shut down")
 
-// New returns a handler that serves app, which must be a WSGI callable.
-// The handler also has a method Shutdown(context.Context) error that stops
-// the pool: it refuses new requests with 503, waits for the threads to
-// finish the requests they are running, or for ctx to end, and then names
-// in its error the threads still running.
-func New(app *cpython.App, opts *Options) (http.Handler, error) {
+// New returns a handler that serves app, which must be a WSGI callable
+// (m0.LoadApp found it to be one); New panics otherwise, as http.Handle
+// does with a nil handler. The handler also has a method
+// Shutdown(context.Context) error that stops it: it refuses new requests
+// with 503, waits for the requests running Python to finish, or for ctx to
+// end, and then names in its error the threads still running.
+func New(app *cpython.App, opts *Options) http.Handler {
 	if opts == nil {
 		opts = &Options{}
 	}
 	if app == nil || app.Protocol != "wsgi" {
-		return nil, errors.New("wsgi: the application is not a WSGI callable")
+		panic("wsgi: New needs a WSGI application")
 	}
 	rt, err := cpython.Start()
 	if err != nil {
-		return nil, err
+		panic("wsgi: " + err.Error())
 	}
 	threads, stream := opts.Threads, true
 	switch {
@@ -69,13 +71,17 @@ func New(app *cpython.App, opts *Options) (http.Handler, error) {
 	}
 	w, err := rt.NewWSGI(app, threads > 1, opts.Multiprocess)
 	if err != nil {
-		return nil, err
+		panic("wsgi: " + err.Error())
 	}
 	h := &handler{
 		app:     w,
 		stream:  stream,
 		maxBody: opts.MaxBody,
 		log:     opts.Logger,
+		pool:    newPool(threads),
+	}
+	if !stream {
+		h.one = newThread(rt)
 	}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultMaxBody
@@ -83,14 +89,14 @@ func New(app *cpython.App, opts *Options) (http.Handler, error) {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
-	h.pool = newPool(threads)
-	return h, nil
+	return h
 }
 
 type handler struct {
 	app     *cpython.WSGI
 	pool    *pool
-	stream  bool // a body without a Content-Length streams from its thread
+	one     *thread // with no pool, the one Python thread
+	stream  bool    // a body without a Content-Length streams from its thread
 	maxBody int64
 	log     *slog.Logger
 }

@@ -68,10 +68,7 @@ func serve(t *testing.T, fe, attr string, opts *wsgi.Options) *server {
 		opts = &wsgi.Options{}
 	}
 	opts.Logger = slog.New(slog.NewTextHandler(log, nil))
-	h, err := wsgi.New(app, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := wsgi.New(app, opts)
 	if fe == "net/http" {
 		s := httptest.NewServer(h)
 		t.Cleanup(s.Close)

@@ -37,17 +37,14 @@ func run(args []string) int {
 	if app.Protocol != "wsgi" {
 		return m0.Report(os.Stderr, &m0.Refusal{
 			Found: app.Spec + " is an ASGI application, and ASGI is not yet supported by this m0serve",
-			Fix:   "serve a WSGI callable such as MODULE.wsgi:application, or pass --protocol wsgi if it is one",
+			Fix:   "name the WSGI callable, such as MODULE.wsgi:application, or pass --protocol wsgi if it is one",
 		})
 	}
 	threads, _ := cfg.Threads()
 	if threads == 0 {
 		threads = -1 // no pool: one Python thread
 	}
-	h, err := wsgi.New(app, &wsgi.Options{Threads: threads})
-	if err != nil {
-		return m0.Report(os.Stderr, err)
-	}
+	h := wsgi.New(app, &wsgi.Options{Threads: threads})
 	w := &m0.Worker{
 		Config:   cfg,
 		Spec:     app.Spec,

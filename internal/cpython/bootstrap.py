@@ -99,10 +99,13 @@ def _classify(app):
 def _load(arg):
     req = json.loads(arg)
     spec, app_dir = req["spec"], req["app_dir"]
+    forced = req.get("protocol") or ""
+    accept = [forced] if forced else req.get("accept") or ["wsgi", "asgi"]
     if app_dir and (not sys.path or sys.path[0] != app_dir):
         sys.path.insert(0, app_dir)
     candidates, bare = _candidates(spec)
     tried = []
+    found = None
     for module_name, attr in candidates:
         tried.append(module_name + ":" + attr)
         try:
@@ -121,8 +124,15 @@ def _load(arg):
             ) from None
         if not callable(app):
             raise LoadError("%s:%s is not callable (it is %s)" % (module_name, attr, type(app).__name__))
-        protocol = req.get("protocol") or _classify(app)
-        return _Loaded(module_name + ":" + attr, app, protocol)
+        detected = _classify(app)
+        loaded = _Loaded(module_name + ":" + attr, app, forced or detected)
+        # Discovery passes over a candidate of a protocol this server does
+        # not take (a Django project's asgi.py, when serving WSGI).
+        if not bare or detected in accept:
+            return loaded
+        found = found or loaded
+    if found is not None:
+        return found
     raise LoadError("no application found for %r (tried %s)" % (spec, ", ".join(tried)))
 
 

@@ -8,11 +8,14 @@ package cpython
 */
 import "C"
 
-import "log/slog"
+import (
+	"context"
+	"log/slog"
+)
 
 // go_log is _m0.log: Python writing a line to the server's log.
 //
 //export go_log
 func go_log(level C.int, msg *C.char) {
-	slog.Log(nil, slog.Level(level), C.GoString(msg))
+	slog.Log(context.Background(), slog.Level(level), C.GoString(msg))
 }

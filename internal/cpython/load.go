@@ -13,12 +13,14 @@ type App struct {
 // a bare MODULE tries MODULE.asgi:application, MODULE.wsgi:application,
 // MODULE:app, MODULE.main:app and then MODULE:application. appDir, if not
 // empty, goes first on sys.path. protocol, if not empty, overrides the
-// detection (a coroutine function is ASGI, anything else WSGI).
+// detection (a coroutine function is ASGI, anything else WSGI). A bare
+// MODULE passes over a candidate whose protocol is not in accept (or is not
+// the forced one), unless no candidate is.
 //
 // Load runs on the main thread, so an application may install signal
 // handlers while it imports; Go's are put back afterwards.
-func (rt *Runtime) Load(spec, appDir, protocol string) (*App, error) {
-	arg, _ := json.Marshal(map[string]string{"spec": spec, "app_dir": appDir, "protocol": protocol})
+func (rt *Runtime) Load(spec, appDir, protocol string, accept ...string) (*App, error) {
+	arg, _ := json.Marshal(map[string]any{"spec": spec, "app_dir": appDir, "protocol": protocol, "accept": accept})
 	var app *App
 	err := rt.Main(func(t Thread) error {
 		defer rt.RestoreSignals()

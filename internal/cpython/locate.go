@@ -144,7 +144,19 @@ func Locate() (Interpreter, error) {
 			Fix:   fixLibrary,
 		}
 	}
+	if p.GILDisabled {
+		return in, &LibraryError{
+			Found: fmt.Sprintf("%s (Python %s) is a free-threaded build, which m0serve does not support yet", p.Executable, p.Version),
+			Fix:   "use a GIL-enabled CPython (python3.13, not python3.13t), or set " + LibraryEnv + " to one's libpython",
+		}
+	}
 	if explicit != "" {
+		if v := libraryVersion(explicit); v != "" && !strings.HasPrefix(p.Version+".", v+".") {
+			return in, &LibraryError{
+				Found: fmt.Sprintf("%s=%s is Python %s, but the python3 that describes its paths (%s) is %s", LibraryEnv, explicit, v, p.Executable, p.Version),
+				Fix:   "put a python3 of the same version first on PATH, or point " + LibraryEnv + " at its libpython",
+			}
+		}
 		in.Library = explicit
 		return in, nil
 	}
@@ -167,6 +179,19 @@ func Locate() (Interpreter, error) {
 		Found: fmt.Sprintf("%s reports its libpython at %s, which does not exist", p.Executable, filepath.Join(p.LibDir, p.LDLibrary)),
 		Fix:   fixLibrary,
 	}
+}
+
+// libraryVersion reads "3.11" from a name such as libpython3.11.so.1.0,
+// or returns "".
+func libraryVersion(lib string) string {
+	v := strings.TrimPrefix(filepath.Base(lib), "libpython")
+	if i := strings.Index(v, ".so"); i > 0 {
+		v = strings.TrimRight(v[:i], "dmut") // ABI flags: 3.13t, 3.7m
+		if versionAtLeast(v, 3, 0) {
+			return v
+		}
+	}
+	return ""
 }
 
 // siblingPython finds the interpreter installed beside a libpython

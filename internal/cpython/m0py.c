@@ -28,7 +28,6 @@
 	X(void, PyThreadState_Clear, (PyThreadState *))                                    \
 	X(void, PyThreadState_Delete, (PyThreadState *))                                   \
 	X(PyInterpreterState *, PyInterpreterState_Get, (void))                            \
-	X(int, PyGILState_Check, (void))                                                   \
 	X(void, Py_IncRef, (PyObject *))                                                   \
 	X(void, Py_DecRef, (PyObject *))                                                   \
 	X(PyObject *, PyObject_Type, (PyObject *))                                         \
@@ -72,7 +71,8 @@
 	X(void *, PyCapsule_GetPointer, (PyObject *, const char *))                        \
 	X(PyObject *, Py_CompileString, (const char *, const char *, int))                 \
 	X(PyObject *, PyEval_EvalCode, (PyObject *, PyObject *, PyObject *))               \
-	X(int, PyArg_ParseTuple, (PyObject *, const char *, ...))
+	X(int, PyArg_ParseTuple, (PyObject *, const char *, ...))                            \
+	X(int, PyArg_ParseTupleAndKeywords, (PyObject *, PyObject *, const char *, char **, ...))
 
 #define M0_PY_DATA(X)          \
 	X(_Py_NoneStruct)          \
@@ -220,7 +220,9 @@ static PyObject *m0_log(PyObject *self, PyObject *args)
 	const char *msg;
 	if (!py.PyArg_ParseTuple(args, "is", &level, &msg))
 		return NULL;
+	PyThreadState *ts = py.PyEval_SaveThread(); /* never block in Go holding the GIL */
 	go_log(level, (char *)msg);
+	py.PyEval_RestoreThread(ts);
 	py.Py_IncRef(Py_None);
 	return Py_None;
 }
@@ -253,8 +255,11 @@ int m0_initialize(const char *program, const char *bootstrap, char *errbuf, size
 	py.Py_DecRef(name);
 	if (!m0_module || py.PyModule_AddFunctions(m0_module, m0_methods) < 0)
 		goto fail;
-	if (py.PyDict_SetItem(py.PyImport_GetModuleDict(), py.PyUnicode_InternFromString("_m0"),
-			      m0_module) < 0)
+	name = py.PyUnicode_InternFromString("_m0");
+	int set = name ? py.PyDict_SetItem(py.PyImport_GetModuleDict(), name, m0_module) : -1;
+	if (name)
+		py.Py_DecRef(name);
+	if (set < 0)
 		goto fail;
 	m0_dict = py.PyModule_GetDict(m0_module); /* borrowed, lives with the module */
 
@@ -295,11 +300,6 @@ fail:
 	return -1;
 }
 
-int m0_gil_held(void)
-{
-	return py.PyGILState_Check();
-}
-
 /* ---- errors ------------------------------------------------------------------ */
 
 /* capture_error moves the pending Python exception into t->err as traceback
@@ -319,8 +319,10 @@ static void capture_error(m0_thread *t)
 	if (m0_format_exc)
 		s = py.PyObject_CallFunctionObjArgs(m0_format_exc, type, value ? value : Py_None,
 						    tb ? tb : Py_None, NULL);
-	if (!s && value)
+	if (!s && value) {
+		py.PyErr_Clear();
 		s = py.PyObject_Str(value);
+	}
 	Py_ssize_t n = 0;
 	const char *u = s ? py.PyUnicode_AsUTF8AndSize(s, &n) : NULL;
 	if (u)
@@ -339,11 +341,11 @@ static void capture_error(m0_thread *t)
 
 /* ---- threads ------------------------------------------------------------------- */
 
-static PyObject *wsgi_start_response(PyObject *self, PyObject *args);
+static PyObject *wsgi_start_response(PyObject *self, PyObject *args, PyObject *kwargs);
 static PyObject *wsgi_write(PyObject *self, PyObject *data);
 
 static PyMethodDef start_response_def = {
-	"start_response", wsgi_start_response, METH_VARARGS,
+	"start_response", (PyCFunction)(void (*)(void))wsgi_start_response, METH_VARARGS | METH_KEYWORDS,
 	"start_response(status, headers, exc_info=None) -> write"};
 static PyMethodDef write_def = {"write", wsgi_write, METH_O, "write(data: bytes)"};
 
@@ -357,6 +359,11 @@ static int bind_wsgi(m0_thread *t)
 	t->write = py.PyCFunction_NewEx(&write_def, cap, m0_module);
 	py.Py_DecRef(cap);
 	return t->start_response && t->write ? 0 : -1;
+}
+
+m0_thread *m0_thread_peek(void)
+{
+	return m0_here;
 }
 
 m0_thread *m0_thread_here(void)
@@ -658,11 +665,13 @@ static PyObject *reraise(PyObject *exc_info)
 	return NULL;
 }
 
-static PyObject *wsgi_start_response(PyObject *self, PyObject *args)
+static PyObject *wsgi_start_response(PyObject *self, PyObject *args, PyObject *kwargs)
 {
+	static char *names[] = {"status", "headers", "exc_info", NULL};
 	m0_thread *t = self_thread(self);
 	PyObject *status, *headers, *exc_info = NULL;
-	if (!t || !py.PyArg_ParseTuple(args, "OO|O:start_response", &status, &headers, &exc_info))
+	if (!t || !py.PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O:start_response", names, &status,
+						    &headers, &exc_info))
 		return NULL;
 	if (exc_info && exc_info != Py_None) {
 		if (t->head_sent)
@@ -711,6 +720,9 @@ static PyObject *wsgi_write(PyObject *self, PyObject *data)
 	}
 	if (put_bytes(t, data, "write() data") < 0)
 		return NULL;
+	/* PEP 3333: once write() is called the head counts as sent, so a later
+	 * start_response with exc_info must re-raise, not replace it. */
+	t->head_sent = 1;
 	py.Py_IncRef(Py_None);
 	return Py_None;
 }
@@ -728,7 +740,7 @@ int m0_wsgi_set_keys(m0_thread *t, const char *packed, size_t len, int n)
 	m0_keys = calloc((size_t)n, sizeof *m0_keys);
 	key_input = py.PyUnicode_InternFromString("wsgi.input");
 	size_t off = 0;
-	for (int i = 0; i < n && off < len; i++) {
+	for (int i = 0; m0_keys && i < n && off < len; i++) {
 		m0_keys[i] = py.PyUnicode_InternFromString(packed + off);
 		off += strlen(packed + off) + 1;
 		m0_nkeys = i + 1;

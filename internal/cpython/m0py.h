@@ -65,11 +65,12 @@ int m0_load(const char *path, char *errbuf, size_t errlen);
 int m0_initialize(const char *program, const char *bootstrap, char *errbuf, size_t errlen);
 void m0_save_signals(void);
 void m0_restore_signals(void);
-int m0_gil_held(void);
 uintptr_t m0_signal_handler(int sig);
 
 /* The calling OS thread's Python thread, created on first use. */
 m0_thread *m0_thread_here(void);
+/* The calling OS thread's Python thread, or NULL if it has none yet. */
+m0_thread *m0_thread_peek(void);
 
 /* Generic calls, for start-up, tests and the doctor: not the hot path. */
 int m0_exec(m0_thread *t, const char *code);

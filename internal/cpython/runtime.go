@@ -145,12 +145,11 @@ type Thread struct {
 	c *C.m0_thread
 }
 
+// Current reports whether the calling goroutine runs on t's OS thread.
+func (t Thread) Current() bool { return C.m0_thread_peek() == t.c }
+
 // Release unlocks the goroutine from its OS thread.
 func (t Thread) Release() { runtime.UnlockOSThread() }
-
-// GILHeld reports whether this thread holds the GIL, which it never should
-// between calls.
-func (t Thread) GILHeld() bool { return C.m0_gil_held() != 0 }
 
 func (t Thread) err() error {
 	return newError(C.GoStringN(t.c.err.p, C.int(t.c.err.len)))

@@ -70,6 +70,9 @@ func (e *Environ) AddID(id byte, value string) {
 // upper-cased with hyphens as underscores; Content-Type and Content-Length
 // without the prefix.
 func (e *Environ) AddHeader(name, value string) {
+	if len(name) > maxKey {
+		return // no server passes such a name; the packed length could not hold it
+	}
 	e.B = append(e.B, 0)
 	at := len(e.B)
 	e.B = append(e.B, 0, 0)
@@ -94,6 +97,9 @@ func (e *Environ) AddHeader(name, value string) {
 	}
 	e.AddValue(value)
 }
+
+// maxKey is the longest key a packed entry holds, "HTTP_" included.
+const maxKey = 0xffff - len("HTTP_")
 
 // AddValue appends a value to the key just added; a value may be given in
 // parts with AppendValue.
@@ -155,7 +161,8 @@ type Result struct {
 // application there with the packed request and body. It is the whole
 // per-request crossing for a buffered response: environ built, the
 // application called, start_response captured and the body gathered. The
-// Thread it returns holds the response and must be released.
+// Thread it returns holds the response and must be released, whatever the
+// error.
 func (w *WSGI) Call(env *Environ, body []byte, allowStream bool) (Thread, Result, error) {
 	var req, b *C.char
 	if len(env.B) > 0 {
@@ -169,7 +176,6 @@ func (w *WSGI) Call(env *Environ, body []byte, allowStream bool) (Thread, Result
 	rc := C.m0_wsgi_call(&t.c, C.uintptr_t(w.app), C.uintptr_t(w.tmpl), req, C.size_t(len(env.B)),
 		b, C.size_t(len(body)), cbool(allowStream))
 	if rc == C.M0_WSGI_NOTHREAD {
-		runtime.UnlockOSThread()
 		return t, Result{}, errors.New("cpython: cannot create a thread state")
 	}
 	res, err := t.result(rc)
