@@ -31,22 +31,27 @@ const IdleTimeout = 60 * time.Second
 
 func newServer(h http.Handler) server {
 	if fh, ok := h.(FastHandler); ok {
-		return &fastServer{srv: &fasthttp.Server{
-			Handler:               fh.ServeFastHTTP,
-			IdleTimeout:           IdleTimeout,
-			NoDefaultServerHeader: true,
-			NoDefaultContentType:  true,
-			// The application parses its own bodies, byte for byte.
-			DisablePreParseMultipartForm: true,
-			// Request line and headers up to 16 KiB (an 8 KiB cookie fits).
-			ReadBufferSize: 16 << 10,
-			// fasthttp reads a body whole before the handler runs, so its
-			// cap is the default --max-body; the handler checks its own.
-			MaxRequestBodySize: 4 << 20,
-			Logger:             log.New(io.Discard, "", 0),
-		}}
+		return &fastServer{srv: FastServer(fh)}
 	}
 	return &http.Server{Handler: h, IdleTimeout: IdleTimeout}
+}
+
+// FastServer returns the fasthttp server m0serve serves h with.
+func FastServer(h FastHandler) *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:               h.ServeFastHTTP,
+		IdleTimeout:           IdleTimeout,
+		NoDefaultServerHeader: true,
+		NoDefaultContentType:  true,
+		// The application parses its own bodies, byte for byte.
+		DisablePreParseMultipartForm: true,
+		// Request line and headers up to 16 KiB (an 8 KiB cookie fits).
+		ReadBufferSize: 16 << 10,
+		// fasthttp reads a body whole before the handler runs, so its
+		// cap is the default --max-body; the handler checks its own.
+		MaxRequestBodySize: 4 << 20,
+		Logger:             log.New(io.Discard, "", 0),
+	}
 }
 
 type fastServer struct{ srv *fasthttp.Server }

@@ -147,15 +147,14 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 		e.AddID(keyRemotePort, strconv.Itoa(int(ap.Port())))
 	}
 
-	// Headers as they came, in order, values verbatim; repeated ones are
-	// joined, so gather them first (copied: fasthttp's slices do not outlive
-	// the iteration).
+	// Repeated headers are joined, so gather them first (copied: fasthttp's
+	// slices do not outlive the visit).
 	arena := (*scratch)[:0]
 	var spans [64][4]int // name and value, as offsets into arena
 	n := 0
-	for name, value := range req.AllInOrder() {
-		if skipHeader(b2s(name)) {
-			continue
+	req.VisitAll(func(name, value []byte) {
+		if skipHeader(b2s(name)) || equalFold(name, "Cookie") {
+			return
 		}
 		dup := -1
 		for i := 0; i < n; i++ {
@@ -166,7 +165,7 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 		}
 		if dup < 0 && n == len(spans) {
 			e.AddHeader(b2s(name), b2s(value)) // past 64 names: not joined
-			continue
+			return
 		}
 		if dup >= 0 {
 			// Move the value to the end, joined with the new one.
@@ -178,7 +177,7 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 			spans[dup][2] = len(arena)
 			arena = append(append(append(arena, old...), sep...), value...)
 			spans[dup][3] = len(arena)
-			continue
+			return
 		}
 		start := len(arena)
 		arena = append(arena, name...)
@@ -186,9 +185,27 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 		arena = append(arena, value...)
 		spans[n] = [4]int{start, mid, mid, len(arena)}
 		n++
-	}
+	})
 	for _, sp := range spans[:n] {
 		e.AddHeader(b2s(arena[sp[0]:sp[1]]), b2s(arena[sp[2]:sp[3]]))
+	}
+	// fasthttp parses cookies and writes them back its own way; the
+	// application gets the Cookie lines as sent, joined with "; ".
+	if raw := req.RawHeaders(); bytes.Contains(raw, []byte("ookie:")) || bytes.Contains(raw, []byte("OOKIE:")) {
+		start := len(arena)
+		for line := range bytes.Lines(raw) {
+			name, value, ok := bytes.Cut(line, []byte(":"))
+			if !ok || !equalFold(name, "Cookie") {
+				continue
+			}
+			if len(arena) > start {
+				arena = append(arena, "; "...)
+			}
+			arena = append(arena, bytes.TrimSpace(value)...)
+		}
+		if len(arena) > start {
+			e.AddHeader("Cookie", b2s(arena[start:]))
+		}
 	}
 	*scratch = arena
 	return true

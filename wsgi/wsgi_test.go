@@ -18,7 +18,6 @@ import (
 
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/wsgi"
-	"github.com/valyala/fasthttp"
 )
 
 // lockedBuffer collects log output written from several goroutines.
@@ -78,7 +77,7 @@ func serve(t *testing.T, fe, attr string, opts *wsgi.Options) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := &fasthttp.Server{Handler: h.(m0.FastHandler).ServeFastHTTP, NoDefaultContentType: true, NoDefaultServerHeader: true}
+	fs := m0.FastServer(h.(m0.FastHandler))
 	go fs.Serve(ln)
 	t.Cleanup(func() { fs.Shutdown() })
 	return &server{"http://" + ln.Addr().String(), log}
@@ -337,6 +336,93 @@ func TestMaxBody(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusRequestEntityTooLarge {
 			t.Errorf("status %d, want 413", resp.StatusCode)
+		}
+	})
+}
+
+func TestHeadOnEndlessStreamFreesItsThread(t *testing.T) {
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "endless", &wsgi.Options{Threads: 1})
+		for i := 0; i < 3; i++ {
+			resp := raw(t, strings.TrimPrefix(s.URL, "http://"), "HEAD / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+			if !strings.HasPrefix(resp, "HTTP/1.1 200") || strings.Contains(resp, "tick") {
+				t.Fatalf("HEAD response:\n%q", resp)
+			}
+		}
+	})
+}
+
+// noFlush is a logging middleware's ResponseWriter: it hides Flush.
+type noFlush struct{ http.ResponseWriter }
+
+func TestStreamBehindWriterWithoutFlush(t *testing.T) {
+	dir, _ := filepath.Abs("testdata")
+	app, err := m0.LoadApp("bridge:stream", dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := wsgi.New(app, nil)
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(noFlush{w}, r)
+	}))
+	defer s.Close()
+	if _, body := get(t, s.URL+"/?n=3"); body != "part 0\npart 1\npart 2\n" {
+		t.Errorf("body %q", body)
+	}
+}
+
+func TestExcInfo(t *testing.T) {
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "exc_keyword", nil)
+		if r, body := get(t, s.URL); r.StatusCode != 500 || body != "own error page" {
+			t.Errorf("exc_info as a keyword: %d %q", r.StatusCode, body)
+		}
+		s = serve(t, fe, "write_then_exc", nil)
+		r, body := get(t, s.URL)
+		if r.StatusCode != 500 || strings.Contains(body, "partial") || strings.Contains(body, "error page") {
+			t.Errorf("start_response(exc_info) after write(): %d %q, want the server's own 500", r.StatusCode, body)
+		}
+		if !strings.Contains(s.log.String(), "KeyError") {
+			t.Errorf("the re-raised error was not logged:\n%s", s.log)
+		}
+	})
+}
+
+func TestNoPoolIsOneThread(t *testing.T) {
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "same_thread", &wsgi.Options{Threads: -1})
+		var wg sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; n < 25; n++ {
+					if r, body := get(t, s.URL+"/?"+fe); r.StatusCode != 200 || body != "1" {
+						t.Errorf("%d %q: not the thread that made the connection", r.StatusCode, body)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if strings.Contains(s.log.String(), "ProgrammingError") {
+			t.Errorf("log:\n%s", s.log)
+		}
+	})
+}
+
+func TestBodyAndCookieVerbatim(t *testing.T) {
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "raw_body", nil)
+		body := "--XyZ\r\nContent-Disposition: form-data; name=\"z_first\"\r\n\r\n1\r\n" +
+			"--XyZ\r\nContent-Disposition: form-data; name=\"doc\"\r\nContent-Type: application/json\r\n\r\n{\"k\":1}\r\n" +
+			"--XyZ\r\nContent-Disposition: form-data; name=\"a_second\"\r\n\r\n2\r\n--XyZ--\r\n"
+		resp := raw(t, strings.TrimPrefix(s.URL, "http://"), "POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"+
+			"Cookie: a=\"b c\"; d=e\r\nContent-Type: multipart/form-data; boundary=XyZ\r\n"+
+			"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+		_, got, _ := strings.Cut(resp, "\r\n\r\n")
+		if want := body + "|a=\"b c\"; d=e"; got != want {
+			t.Errorf("the application saw\n%q\nwant\n%q", got, want)
 		}
 	})
 }

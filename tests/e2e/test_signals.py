@@ -2,6 +2,7 @@
 
 import concurrent.futures
 import signal
+import time
 
 import pytest
 import requests
@@ -30,4 +31,19 @@ def test_idle_server_exits_0(serve, sig):
     server.send_signal(sig)
     rc = server.wait_exit(STOP_TIMEOUT)
     assert rc is not None, f"still running {STOP_TIMEOUT}s after {sig.name}\n{server.describe()}"
+    assert rc == 0, server.describe()
+
+
+def test_requests_waiting_for_a_thread_finish_during_drain(serve):
+    """More requests than threads: the queued ones are served, not refused."""
+    server = serve("pep3333:application", blocking_threads=1, validated=True)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        slow = [pool.submit(requests.get, server.url("/sleep?s=1"), timeout=HTTP_TIMEOUT) for _ in range(3)]
+        # The one thread is busy, so /inflight would queue too: give the three
+        # requests a moment to arrive (on loopback they take milliseconds).
+        time.sleep(0.5)
+        server.send_signal(signal.SIGTERM)
+        results = [f.result(timeout=HTTP_TIMEOUT) for f in slow]
+    assert [r.status_code for r in results] == [200, 200, 200], [r.text for r in results]
+    rc = server.wait_exit(STOP_TIMEOUT)
     assert rc == 0, server.describe()

@@ -51,6 +51,14 @@ def test_discovery(serve, spec, resolved, body):
     assert r.status_code == 200 and r.content == body
 
 
+def test_discovery_passes_over_a_django_projects_asgi_module(serve, tmp_path):
+    """startproject writes asgi.py beside wsgi.py: a WSGI server serves wsgi.py."""
+    examples = Path(__file__).resolve().parents[2] / "examples" / "django_site"
+    server = serve("mysite", app_dir=examples, env={"M0_EXAMPLE_DB": str(tmp_path / "db.sqlite3")})
+    m = READY_RE.match(server.ready_line)
+    assert m and m["spec"] == "mysite.wsgi:application", server.ready_line
+
+
 def test_app_failing_at_import_exits_1(serve):
     server = serve("failing_import", app_dir=DISCOVERY, wait=False)
     rc = server.wait_exit(EXIT_TIMEOUT)

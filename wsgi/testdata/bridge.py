@@ -115,3 +115,71 @@ def big(environ, start_response):
     data = b"0123456789abcdef" * 65536  # 1 MiB
     start_response("200 OK", [("Content-Type", "application/octet-stream")])
     return [data]
+
+
+def endless(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+
+    def gen():
+        while True:
+            time.sleep(0.01)
+            yield b"tick\n"
+
+    return gen()
+
+
+def exc_keyword(environ, start_response):
+    # Not validated: the validator refuses keyword arguments, which PEP 3333
+    # allows a server to take.
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    try:
+        raise KeyError("k")
+    except KeyError:
+        import sys
+
+        start_response("500 Internal Server Error", [("Content-Type", "text/plain")], exc_info=sys.exc_info())
+    return [b"own error page"]
+
+
+
+def write_then_exc(environ, start_response):
+    # Not validated: the validator forbids this on purpose; the server must
+    # answer it with a clean error, never a mix of two responses.
+    write = start_response("200 OK", [("Content-Type", "text/plain")])
+    write(b"partial;")
+    try:
+        raise KeyError("k")
+    except KeyError:
+        import sys
+
+        start_response("500 Internal Server Error", [("Content-Type", "text/plain")], sys.exc_info())
+    return [b"error page"]
+
+
+_sqlite = {}
+
+
+def _same_thread(environ, start_response):
+    # A connection made on a server's first request and reused: sqlite3
+    # refuses it on any other thread.
+    import sqlite3
+
+    key = environ["QUERY_STRING"]
+    if key not in _sqlite:
+        _sqlite[key] = sqlite3.connect(":memory:")
+    out = str(_sqlite[key].execute("select 1").fetchone()[0]).encode()
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(out)))])
+    return [out]
+
+
+same_thread = validator(_same_thread)
+
+
+def _raw_body(environ, start_response):
+    data = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+    data += b"|" + environ.get("HTTP_COOKIE", "").encode("latin-1")
+    start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(len(data)))])
+    return [data]
+
+
+raw_body = validator(_raw_body)
