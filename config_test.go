@@ -3,6 +3,7 @@ package m0
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func env(kv ...string) func(string) string {
@@ -38,10 +39,33 @@ func TestParse(t *testing.T) {
 		{name: "port 0 env", args: []string{"app"}, env: env("M0_PORT", "0"), code: ExitConfig},
 		{name: "port too high", args: []string{"--port", "65536", "app"}, env: env(), code: ExitConfig},
 		{name: "negative threads", args: []string{"--blocking-threads", "-1", "app"}, env: env(), code: ExitUsage},
+		{name: "bad size flag", args: []string{"--max-body", "4mb", "app"}, env: env(), code: ExitUsage},
+		{name: "bad size env", args: []string{"app"}, env: env("M0_MAX_BODY", "lots"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault, note: "ignored M0_MAX_BODY=lots"},
+		{name: "bad duration flag", args: []string{"--body-timeout", "soon", "app"}, env: env(), code: ExitUsage},
+		{name: "unknown qos flag", args: []string{"--qos", "turbo", "app"}, env: env(), code: ExitUsage},
+		{name: "unknown qos env", args: []string{"app"}, env: env("M0_QOS", "turbo"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault, note: "ignored M0_QOS=turbo"},
+		{name: "bad bool env", args: []string{"app"}, env: env("M0_ACCESS_LOG", "maybe"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault, note: "ignored M0_ACCESS_LOG=maybe"},
+		{name: "bad mount", args: []string{"--mount", "api=x", "app"}, env: env(), code: ExitUsage},
+		{name: "bad static header", args: []string{"--static-header", "X-A", "app"}, env: env(), code: ExitUsage},
+		{name: "replay frames over the cap", args: []string{"--replay-frames", "5000", "app"}, env: env(), code: ExitConfig},
+		{name: "workers not yet", args: []string{"--workers", "2", "app"}, env: env(), code: ExitConfig},
+		{name: "workers 1 is the default", args: []string{"--workers", "1", "app"}, env: env(), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
+		{name: "workers not yet, from env", args: []string{"app"}, env: env("M0_WORKERS", "3"), code: ExitConfig},
+		{name: "threads beside workers", args: []string{"--threads", "2", "--workers", "2", "app"}, env: env(), code: ExitConfig},
+		{name: "realtime not yet", args: []string{"--realtime", "app"}, env: env(), code: ExitConfig},
+		{name: "protocol asgi not yet", args: []string{"--protocol", "asgi", "app"}, env: env(), code: ExitConfig},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, err := Parse(c.args, c.env)
+			if err == nil {
+				for _, ch := range ConfigChecks(cfg) {
+					if !ch.OK {
+						err = &Refusal{Found: ch.Detail, Fix: ch.Fix}
+						break
+					}
+				}
+			}
 			if code := ExitCode(err); code != c.code {
 				t.Fatalf("exit %d (%v), want %d", code, err, c.code)
 			}
@@ -71,11 +95,62 @@ func FuzzParsePort(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		cfg, err := Parse([]string{"app"}, env("M0_PORT", s))
 		// A variable never makes a usage error: it is used or ignored.
-		if ExitCode(err) == ExitUsage {
-			t.Fatalf("M0_PORT=%q gave a usage error: %v", s, err)
+		if err != nil {
+			t.Fatalf("M0_PORT=%q gave an error: %v", s, err)
 		}
-		if err == nil && (cfg.Port < 1 || cfg.Port > 65535) {
-			t.Fatalf("M0_PORT=%q accepted port %d", s, cfg.Port)
+		portOK := ConfigChecks(cfg)[0].OK
+		if portOK != (cfg.Port >= 1 && cfg.Port <= 65535) {
+			t.Fatalf("M0_PORT=%q: port %d, check ok %v", s, cfg.Port, portOK)
+		}
+	})
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "512": 512, "512k": 512 << 10, "4m": 4 << 20, "64M": 64 << 20, "1g": 1 << 30} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "k", "-1", "4mb", "1.5m", "+4", "4 m", "99999999999g"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) accepted", in)
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{"0": 0, "30": 30 * time.Second, "0.5": 500 * time.Millisecond, "500ms": 500 * time.Millisecond, "2m": 2 * time.Minute} {
+		if got, err := ParseDuration(in); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "soon", "NaN", "-5s", "+3", "1e99"} {
+		if _, err := ParseDuration(in); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", in)
+		}
+	}
+}
+
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"4m", "512k", "1g", "0", "-1", "9223372036854775807", "8796093022208k"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseSize(s)
+		if err == nil && n < 0 {
+			t.Fatalf("ParseSize(%q) = %d", s, n)
+		}
+	})
+}
+
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"30", "0.5", "500ms", "-1", "1e9", "NaN", "Inf"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDuration(s)
+		if err == nil && d < 0 {
+			t.Fatalf("ParseDuration(%q) = %v", s, d)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 // Command m0serve serves a Python web application from a Go process.
 //
 //	m0serve [flags] MODULE[:ATTR]
+//	m0serve --doctor [flags] [MODULE[:ATTR]]
 //
 // It only wires the m0 packages together; see m0serve --help.
 package main
@@ -8,6 +9,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/wsgi"
@@ -17,38 +20,40 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
 	cfg, err := m0.Parse(args, os.Getenv)
-	if m0.IsHelp(err) {
+	switch {
+	case m0.IsHelp(err):
 		m0.PrintHelp(os.Stdout)
 		return m0.ExitOK
-	}
-	if err != nil {
+	case err != nil && slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--doctor") }):
+		m0.UsageReport(err).Print(os.Stdout)
+		return m0.ExitUsage
+	case err != nil:
 		return m0.Report(os.Stderr, err)
 	}
 	for _, note := range cfg.Notes {
 		fmt.Fprintln(os.Stderr, note)
 	}
-	if cfg.App == "" {
+	if cfg.App == "" && !cfg.Doctor {
 		return m0.Report(os.Stderr, &m0.UsageError{Msg: "no application given (usage: m0serve [flags] MODULE[:ATTR]; see m0serve --help)"})
 	}
-	app, err := m0.LoadApp(cfg.App, cfg.AppDir, cfg.Protocol)
-	if err != nil {
+	plan := m0.NewPlan(cfg)
+	if cfg.Doctor {
+		report := m0.NewReport(plan, os.Getenv)
+		report.Print(os.Stdout)
+		return report.Exit
+	}
+	if err := plan.Err(); err != nil {
 		return m0.Report(os.Stderr, err)
 	}
-	if app.Protocol != "wsgi" {
-		return m0.Report(os.Stderr, &m0.Refusal{
-			Found: app.Spec + " is an ASGI application, and ASGI is not yet supported by this m0serve",
-			Fix:   "name the WSGI callable, such as MODULE.wsgi:application, or pass --protocol wsgi if it is one",
-		})
-	}
-	threads, _ := cfg.Threads()
+	threads, _ := cfg.PoolSize()
 	if threads == 0 {
 		threads = -1 // no pool: one Python thread
 	}
-	h := wsgi.New(app, &wsgi.Options{Threads: threads})
+	h := wsgi.New(plan.App, &wsgi.Options{Threads: threads})
 	w := &m0.Worker{
 		Config:   cfg,
-		Spec:     app.Spec,
-		Protocol: app.Protocol,
+		Spec:     plan.App.Spec,
+		Protocol: plan.App.Protocol,
 		Handler:  h,
 		Drain:    []m0.Shutdowner{h.(m0.Shutdowner), m0.PythonDrain()},
 	}

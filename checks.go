@@ -1,0 +1,174 @@
+package m0
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/m0serve/m0/internal/cpython"
+)
+
+// Check is one condition serving needs. Serving stops at the first that
+// fails, with its exit code; the doctor prints them all.
+type Check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"` // what was found, when it failed
+	Fix    string `json:"fix,omitempty"`    // what to do about it
+	Exit   int    `json:"exit,omitempty"`   // the exit code it causes
+	// Traceback is the application's, when importing it failed.
+	Traceback string `json:"traceback,omitempty"`
+
+	err error // as serving reports it
+}
+
+// pending names the settings whose features this build does not have yet:
+// each is parsed and validated, and refused when it asks for anything but
+// its default.
+var pending = map[string]string{
+	"workers":                "several worker processes",
+	"threads":                "several accept loops (free-threaded CPython)",
+	"spawn-workers":          "spawned workers",
+	"qos":                    "a scheduling class for the Python threads",
+	"pg-listen":              "the PostgreSQL bus",
+	"realtime":               "held streams (M0-Hold)",
+	"replay-frames":          "the replay journal",
+	"mount":                  "mounted applications",
+	"static":                 "the static file handler",
+	"static-cache-control":   "the static file handler",
+	"static-header":          "the static file handler",
+	"reload":                 "reloading",
+	"reload-dir":             "reloading",
+	"access-log":             "the access log",
+	"metrics":                "metrics",
+	"health-path":            "the health path",
+	"body-timeout":           "the body timeout",
+	"idle-timeout":           "a configurable idle timeout",
+	"max-keepalive-requests": "a keep-alive request cap",
+	"max-body":               "a configurable body cap",
+}
+
+// MaxReplayFrames is the most frames a worker journals.
+const MaxReplayFrames = 4096
+
+// ConfigChecks returns the checks of the configuration alone, in the
+// order serving applies them.
+func ConfigChecks(c *Config) []Check {
+	var cs []Check
+	add := func(name string, ok bool, detail, fix string) {
+		ch := Check{Name: name, OK: ok}
+		if !ok {
+			ch.Detail, ch.Fix, ch.Exit = detail, fix, ExitConfig
+		}
+		cs = append(cs, ch)
+	}
+	add("port", c.Port >= 1 && c.Port <= 65535,
+		fmt.Sprintf("port %d is outside 1-65535", c.Port),
+		"pass --port or set M0_PORT to a port from 1 to 65535")
+	add("replay-frames", c.ReplayFrames <= MaxReplayFrames,
+		fmt.Sprintf("--replay-frames %d is more than %d", c.ReplayFrames, MaxReplayFrames),
+		fmt.Sprintf("pass --replay-frames or set M0_REPLAY_FRAMES to at most %d", MaxReplayFrames))
+	add("threads-and-workers", !(c.Threads > 1 && c.Workers > 1),
+		fmt.Sprintf("--threads %d beside --workers %d", c.Threads, c.Workers),
+		"use one of --threads and --workers, not both")
+	for _, s := range settings {
+		what, ok := pending[s.name]
+		if !ok || c.Sources[s.name] == FromDefault || c.Values[s.name] == s.def {
+			continue
+		}
+		how := "--" + s.name
+		if c.Sources[s.name] == FromEnv {
+			how = s.env
+		}
+		add(s.name, false,
+			fmt.Sprintf("%s=%s asks for %s, which this m0serve does not support yet", how, c.Values[s.name], what),
+			"leave --"+s.name+unsetEnv(s)+" unset")
+	}
+	add("protocol", c.Protocol != "asgi",
+		"--protocol asgi asks for the ASGI bridge, which this m0serve does not support yet",
+		"serve a WSGI callable, or leave --protocol unset")
+	return cs
+}
+
+func unsetEnv(s setting) string {
+	if s.env == "" {
+		return ""
+	}
+	return " and " + s.env
+}
+
+// Plan is what serving would do with a configuration: its checks, in
+// order, and what they found. The doctor prints it; serving acts on it.
+type Plan struct {
+	Config *Config
+	Checks []Check
+	Python *cpython.Interpreter // nil when none could be used
+	App    *App                 // nil without an application, or when it failed
+	AppDir string               // the absolute --app-dir
+}
+
+// NewPlan runs the checks serving applies, in order: the configuration,
+// the interpreter, and, when the configuration names one and everything
+// before passed, the application, which it imports.
+func NewPlan(c *Config) *Plan {
+	p := &Plan{Config: c, Checks: ConfigChecks(c)}
+	p.AppDir, _ = filepath.Abs(c.AppDir)
+	rt, err := startPython()
+	if err != nil {
+		p.fail("python", err)
+	} else {
+		in := rt.Interp
+		p.Python = &in
+		p.Checks = append(p.Checks, Check{Name: "python", OK: true})
+	}
+	if c.App == "" || p.Err() != nil {
+		return p
+	}
+	app, err := LoadApp(c.App, c.AppDir, c.Protocol)
+	if err != nil {
+		p.fail("app", err)
+		return p
+	}
+	p.App = app
+	if app.Protocol != "wsgi" {
+		p.Checks = append(p.Checks, Check{
+			Name: "app", Exit: ExitConfig,
+			Detail: app.Spec + " is an ASGI application, and ASGI is not yet supported by this m0serve",
+			Fix:    "name the WSGI callable, such as MODULE.wsgi:application, or pass --protocol wsgi if it is one",
+		})
+		return p
+	}
+	p.Checks = append(p.Checks, Check{Name: "app", OK: true})
+	return p
+}
+
+func (p *Plan) fail(name string, err error) {
+	ch := Check{Name: name, Exit: ExitCode(err), Detail: err.Error(), err: err}
+	var r *Refusal
+	var s *StartupError
+	switch {
+	case errors.As(err, &r):
+		ch.Detail, ch.Fix = r.Found, r.Fix
+	case errors.As(err, &s):
+		ch.Traceback = s.Detail
+		ch.Fix = "fix the application so that it imports, or name another with MODULE[:ATTR] and --app-dir"
+	}
+	p.Checks = append(p.Checks, ch)
+}
+
+// Err returns the first failed check as the error serving reports: a
+// *Refusal for exit 78, a *StartupError for exit 1.
+func (p *Plan) Err() error {
+	for _, ch := range p.Checks {
+		switch {
+		case ch.OK:
+		case ch.err != nil:
+			return ch.err
+		case ch.Exit == ExitConfig:
+			return &Refusal{Found: ch.Detail, Fix: ch.Fix}
+		default:
+			return &StartupError{Msg: ch.Detail}
+		}
+	}
+	return nil
+}

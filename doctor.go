@@ -1,0 +1,143 @@
+package m0
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// secretEnv are variables the doctor reports only as set or unset.
+var secretEnv = []string{"M0_GRANT_KEY", "M0_GRANT_KEY_PREV"}
+
+// plainEnv are variables without a flag that the doctor reports as they are.
+var plainEnv = []string{"M0_PYTHON_LIBRARY", "M0_SSE_HEARTBEAT_MS", "M0_APP_TICK_MS",
+	"M0_STREAM_KEEPALIVE_S", "M0_GRANT_COOKIE", "M0_INVERTED"}
+
+// DoctorReport is what the doctor prints, as one JSON object.
+type DoctorReport struct {
+	Platform map[string]any            `json:"platform"`
+	Python   any                       `json:"python"`
+	App      any                       `json:"app"`
+	Config   map[string]map[string]any `json:"config"`
+	Env      map[string]string         `json:"env"`
+	Topology map[string]any            `json:"topology"`
+	Checks   []Check                   `json:"checks"`
+	Exit     int                       `json:"exit"`
+}
+
+// NewReport describes a plan. getenv is usually os.Getenv.
+func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
+	c := p.Config
+	r := &DoctorReport{
+		Platform: platform(),
+		Config:   map[string]map[string]any{},
+		Env:      map[string]string{},
+		Checks:   p.Checks,
+		Exit:     ExitCode(p.Err()),
+	}
+	if p.Python != nil {
+		in := p.Python
+		r.Python = map[string]any{
+			"version": in.Version, "executable": in.Executable, "library": in.Library,
+			"prefix": in.Prefix, "base_prefix": in.BasePrefix, "virtualenv": nilIfEmpty(in.Virtualenv()),
+			"site_packages": in.SitePackage, "shared": in.Shared, "gil_disabled": in.GILDisabled,
+		}
+	}
+	if c.App != "" {
+		app := map[string]any{"spec": c.App, "app_dir": p.AppDir, "resolved": nil, "protocol": nil}
+		if p.App != nil {
+			app["resolved"], app["protocol"] = p.App.Spec, p.App.Protocol
+		}
+		r.App = app
+	}
+	for _, s := range settings {
+		entry := map[string]any{"value": c.Values[s.name], "source": c.Sources[s.name]}
+		if s.env != "" {
+			entry["env"] = s.env
+		}
+		r.Config[s.name] = entry
+	}
+	for _, k := range plainEnv {
+		if v := getenv(k); v != "" {
+			r.Env[k] = v
+		}
+	}
+	for _, k := range secretEnv {
+		r.Env[k] = "unset"
+		if getenv(k) != "" {
+			r.Env[k] = "set"
+		}
+	}
+	threads, auto := c.PoolSize()
+	frontEnd := "fasthttp"
+	protocol := "wsgi"
+	if p.App != nil {
+		protocol = p.App.Protocol
+	}
+	r.Topology = map[string]any{
+		"mode":                  "single",
+		"workers":               c.Workers,
+		"threads":               c.Threads,
+		"blocking_threads":      threads,
+		"blocking_threads_auto": auto,
+		"pool":                  threads > 0,
+		"streaming":             threads > 0,
+		"loop":                  "n/a",
+		"protocol":              protocol,
+		"front_end":             frontEnd,
+		"listen":                listenAddr(c.Host, c.Port),
+	}
+	return r
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func platform() map[string]any {
+	p := map[string]any{"os": runtime.GOOS, "arch": runtime.GOARCH, "cpus": runtime.NumCPU(), "go": runtime.Version()}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		p["kernel"] = unix.ByteSliceToString(u.Release[:])
+	}
+	p["pid"] = os.Getpid()
+	return p
+}
+
+func listenAddr(host string, port int) string {
+	if strings.Contains(host, ":") {
+		return fmt.Sprintf("[%s]:%d", host, port)
+	}
+	return fmt.Sprintf("%s:%d", host, port)
+}
+
+// Print writes the report as the last line of w: one JSON object.
+func (r *DoctorReport) Print(w io.Writer) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// UsageReport is the doctor's report for a command line that could not be
+// read: one failed check, exit 2.
+func UsageReport(err error) *DoctorReport {
+	return &DoctorReport{
+		Platform: platform(),
+		Config:   map[string]map[string]any{},
+		Env:      map[string]string{},
+		Topology: map[string]any{},
+		Checks:   []Check{{Name: "arguments", Detail: err.Error(), Fix: "see m0serve --help", Exit: ExitUsage}},
+		Exit:     ExitUsage,
+	}
+}
