@@ -114,7 +114,7 @@ func (w *Worker) banner(addr net.Addr) string {
 	if a, ok := addr.(*net.TCPAddr); ok {
 		port = a.Port
 	}
-	threads, auto := c.Threads()
+	threads, auto := c.PoolSize()
 	s := fmt.Sprintf("🔥 m0serve: %s on http://%s:%d (protocol=%s workers=1) blocking-threads=%d",
 		w.Spec, host, port, w.Protocol, threads)
 	if auto {
