@@ -1,0 +1,137 @@
+"""m0serve --doctor: one JSON object, the checks serving runs, the same exit code."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conftest import APPS, M0SERVE, READY_PREFIX, free_port
+
+SCHEMA = json.loads((Path(__file__).parent / "doctor.schema.json").read_text())
+DISCOVERY = APPS / "discovery"
+TIMEOUT = 30
+
+
+def run(args, env=None, timeout=TIMEOUT):
+    return subprocess.run([str(M0SERVE), *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+
+
+def doctor(args, env=None):
+    proc = run(["--doctor", *args], env)
+    last = proc.stdout.strip().splitlines()[-1]
+    report = json.loads(last)
+    jsonschema.validate(report, SCHEMA)
+    assert report["exit"] == proc.returncode, proc.stdout
+    return report, proc.returncode
+
+
+def serve_exit(args, env=None):
+    """The exit code serving gives, or 0 once it is ready (then it is stopped)."""
+    port = [] if "M0_PORT" in (env or {}) else ["--port", str(free_port())]
+    proc = subprocess.Popen([str(M0SERVE), "--host", "127.0.0.1", *port, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    try:
+        for line in proc.stdout:
+            if line.startswith(READY_PREFIX):
+                proc.terminate()
+                assert proc.wait(TIMEOUT) == 0
+                return 0
+        return proc.wait(TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# Each case: arguments (an application spec last, or none), extra environment.
+CASES = {
+    "environment only": ([], {}),
+    "ready app": (["--app-dir", str(DISCOVERY), "modapp:app"], {}),
+    "discovered app": (["--app-dir", str(DISCOVERY), "mod"], {}),
+    "port 0 by flag": (["--port", "0", "--app-dir", str(DISCOVERY), "modapp"], {}),
+    "port 0 by variable": (["--app-dir", str(DISCOVERY), "modapp"], {"M0_PORT": "0"}),
+    "port bad by variable": (["--app-dir", str(DISCOVERY), "modapp"], {"M0_PORT": "80eighty", "M0_HOST": "127.0.0.1"}),
+    "port bad by flag": (["--port", "80eighty", "modapp"], {}),
+    "feature not built": (["--workers", "4", "--app-dir", str(DISCOVERY), "modapp"], {}),
+    "feature not built by variable": (["--app-dir", str(DISCOVERY), "modapp"], {"M0_WORKERS": "4"}),
+    "replay frames over the cap": (["--replay-frames", "5000", "--app-dir", str(DISCOVERY), "modapp"], {}),
+    "import fails": (["--app-dir", str(DISCOVERY), "failing_import"], {}),
+    "no such module": (["--app-dir", str(DISCOVERY), "no_such_module_here"], {}),
+    "no libpython": (["--app-dir", str(DISCOVERY), "modapp"], {"M0_PYTHON_LIBRARY": "/nonexistent/libpython3.11.so"}),
+}
+WANT = {
+    "environment only": 0, "ready app": 0, "discovered app": 0,
+    "port 0 by flag": 78, "port 0 by variable": 78, "port bad by variable": 0, "port bad by flag": 2,
+    "feature not built": 78, "feature not built by variable": 78, "replay frames over the cap": 78,
+    "import fails": 1, "no such module": 1, "no libpython": 78,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_doctor_exit_matches_serving(name):
+    args, env = CASES[name]
+    report, code = doctor(args, env)
+    assert code == WANT[name], report["checks"]
+    failed = [c for c in report["checks"] if not c["ok"]]
+    assert (code == 0) == (not failed), report["checks"]
+    if failed:
+        assert failed[0]["exit"] == code
+    if args and not any(a == "--port" for a in args):
+        # Serving the same arguments (on a free port) ends the same way.
+        assert serve_exit(args, env) == code
+
+
+def test_doctor_reports_sources_and_the_resolved_app():
+    report, code = doctor(["--blocking-threads", "3", "--app-dir", str(DISCOVERY), "mod"],
+                          {"M0_MAX_BODY": "4m", "M0_PORT": "80eighty"})
+    assert code == 0
+    cfg = report["config"]
+    assert cfg["blocking-threads"] == {"value": "3", "source": "flag", "env": "M0_BLOCKING_THREADS"}
+    assert cfg["max-body"]["source"] == "env"
+    assert cfg["port"] == {"value": "8000", "source": "default", "env": "M0_PORT"}
+    assert report["app"]["resolved"] == "mod.wsgi:application" and report["app"]["protocol"] == "wsgi"
+    assert report["topology"]["blocking_threads"] == 3 and report["topology"]["blocking_threads_auto"] is False
+    assert report["python"]["shared"] is True
+
+
+def test_doctor_never_prints_a_grant_key():
+    secret = "s3cr3t-grant-key-value"
+    proc = run(["--doctor"], {"M0_GRANT_KEY": secret, "M0_GRANT_KEY_PREV": secret + "-old"})
+    assert secret not in proc.stdout and secret not in proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["env"]["M0_GRANT_KEY"] == "set" and report["env"]["M0_GRANT_KEY_PREV"] == "set"
+
+
+def test_doctor_binds_nothing():
+    """The doctor does not listen, so a port in use is no failure for it."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        report, code = doctor(["--host", "127.0.0.1", "--port", str(port), "--app-dir", str(DISCOVERY), "modapp"])
+    assert code == 0, report["checks"]
+
+
+def test_refusals_are_one_line_with_a_fix():
+    proc = run(["--port", "0", "--app-dir", str(DISCOVERY), "modapp"])
+    assert proc.returncode == 78
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(")") and "(" in lines[0], proc.stderr
+
+
+def test_help_names_every_variable():
+    proc = run(["--help"])
+    assert proc.returncode == 0
+    for var in ["M0_HOST", "M0_PORT", "M0_WORKERS", "M0_THREADS", "M0_BLOCKING_THREADS", "M0_ACCESS_LOG",
+                "M0_QOS", "M0_SPAWN_WORKERS", "M0_MAX_BODY", "M0_BODY_TIMEOUT", "M0_REPLAY_FRAMES",
+                "M0_MAX_KEEPALIVE_REQUESTS", "M0_PG_LISTEN"]:
+        assert var in proc.stdout, var
+    for flag in ["--idle-timeout", "--protocol", "--app-dir", "--mount", "--static", "--static-cache-control",
+                 "--static-header", "--health-path", "--metrics", "--realtime", "--reload", "--doctor"]:
+        assert flag in proc.stdout, flag
