@@ -25,7 +25,7 @@ M0SERVE = Path(os.environ.get("M0SERVE") or ROOT / ".bin" / "m0serve")
 HOST = "127.0.0.1"
 READY_PREFIX = "🔥 m0serve:"
 READY_RE = re.compile(
-    r"^🔥 m0serve: (?P<spec>\S+) on http://(?P<host>[^:/\s]+):(?P<port>\d+) "
+    r"^🔥 m0serve: (?P<spec>\S+) on http://(?P<host>\[[^\]]+\]|[^:/\s]+):(?P<port>\d+) "
     r"\(protocol=wsgi workers=1\) blocking-threads=(?P<threads>\d+)(?P<auto> \(auto\))?$"
 )
 WORKER_RE = re.compile(r"^\[worker 0\] pid=(?P<pid>\d+) armed for a graceful stop$")

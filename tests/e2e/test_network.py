@@ -1,0 +1,52 @@
+"""Listening: IPv6 and IPv4, and forwarded headers left to the application."""
+
+import json
+import socket
+
+import pytest
+
+from conftest import READY_RE
+
+
+def environ_over(family, host, port):
+    """GET /environ over a raw socket of the given family; the parsed JSON."""
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        s.connect((host, port))
+        s.sendall(b"GET /environ HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 10.9.8.7\r\n"
+                  b"X-Forwarded-Proto: https\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return json.loads(body)["environ"]
+
+
+def test_unspecified_ipv6_listens_on_both(serve):
+    server = serve("pep3333:application", args=["--host", "::"], validated=True)
+    assert f"on http://[::]:{server.port} " in server.ready_line
+    v4 = environ_over(socket.AF_INET, "127.0.0.1", server.port)
+    assert v4["REMOTE_ADDR"] == "127.0.0.1"  # not ::ffff:127.0.0.1
+    v6 = environ_over(socket.AF_INET6, "::1", server.port)
+    assert v6["REMOTE_ADDR"] == "::1"
+
+
+@pytest.mark.parametrize("spelling", ["::1", "[::1]"])
+def test_ipv6_loopback_alone(serve, spelling):
+    server = serve("pep3333:application", args=["--host", spelling], validated=True)
+    m = READY_RE.match(server.ready_line)
+    assert m, server.ready_line
+    assert f"on http://[::1]:{server.port} " in server.ready_line
+    assert environ_over(socket.AF_INET6, "::1", server.port)["REMOTE_ADDR"] == "::1"
+    with pytest.raises(ConnectionRefusedError):
+        environ_over(socket.AF_INET, "127.0.0.1", server.port)
+
+
+def test_forwarded_headers_are_not_applied(serve):
+    server = serve("pep3333:application", validated=True)
+    env = environ_over(socket.AF_INET, "127.0.0.1", server.port)
+    assert env["REMOTE_ADDR"] == "127.0.0.1"
+    assert env["wsgi.url_scheme"] == "http"
+    assert env["HTTP_X_FORWARDED_FOR"] == "10.9.8.7"
+    assert env["HTTP_X_FORWARDED_PROTO"] == "https"
