@@ -16,7 +16,12 @@ import (
 	"github.com/m0serve/m0/wsgi"
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() {
+	if code, ok := m0.RunAsInit(); ok {
+		os.Exit(code)
+	}
+	os.Exit(run(os.Args[1:]))
+}
 
 func run(args []string) int {
 	cfg, err := m0.Parse(args, os.Getenv)

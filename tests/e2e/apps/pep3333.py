@@ -126,6 +126,14 @@ def app(environ, start_response):
     if path == "/ok":
         return _respond(start_response, "ok\n")
 
+    if path == "/orphan":
+        # The shell exits at once; its background sleep is orphaned and
+        # handed to PID 1, which must reap it when it ends.
+        import subprocess
+
+        subprocess.Popen(["sh", "-c", "sleep 0.2 &"]).wait()
+        return _respond(start_response, "spawned\n")
+
     if path == "/environ" or path.startswith("/environ/"):
         return _json(start_response, environ_report(environ))
 

@@ -1,0 +1,65 @@
+package m0
+
+import (
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// initChildEnv marks the server process an init started.
+const initChildEnv = "M0_INIT_CHILD"
+
+// forwarded are the signals an init passes on to the server.
+var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2}
+
+// RunAsInit makes the process a minimal init when it is PID 1 (the first
+// process of a container): it starts itself again as its only child,
+// passes on the signals it gets, reaps every process that ends up its
+// child (an application's orphaned grandchildren included), and exits as
+// its child did. It returns ok false, doing nothing, in any other process;
+// the caller then goes on to serve.
+func RunAsInit() (code int, ok bool) {
+	if os.Getpid() != 1 || os.Getenv(initChildEnv) != "" {
+		return 0, false
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return Report(os.Stderr, &StartupError{Msg: "as PID 1, cannot find the executable: " + err.Error()}), true
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	cmd := exec.Command(exe, os.Args[1:]...)
+	cmd.Env = append(os.Environ(), initChildEnv+"=1")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return Report(os.Stderr, &StartupError{Msg: "as PID 1, cannot start the server: " + err.Error()}), true
+	}
+	child := cmd.Process.Pid
+	for sig := range sigs {
+		if sig != syscall.SIGCHLD {
+			unix.Kill(child, sig.(syscall.Signal))
+			continue
+		}
+		for {
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			if pid <= 0 || err != nil {
+				break
+			}
+			if pid == child {
+				switch {
+				case ws.Exited():
+					return ws.ExitStatus(), true
+				case ws.Signaled():
+					return 128 + int(ws.Signal()), true
+				}
+			}
+		}
+	}
+	return ExitStartup, true
+}
