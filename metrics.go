@@ -1,0 +1,148 @@
+package m0
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+)
+
+// MetricsPath is where m0serve --metrics serves the exposition.
+const MetricsPath = "/__metrics"
+
+// LatencyBuckets are the upper bounds, in seconds, of the request latency
+// histogram: 100µs to 10s.
+var LatencyBuckets = []float64{
+	0.0001, 0.00025, 0.0005,
+	0.001, 0.0025, 0.005,
+	0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5,
+	1, 2.5, 5, 10,
+}
+
+// Metrics returns a handler that serves with next and measures every
+// response, and answers GET and HEAD on path (MetricsPath when empty) in
+// Go with the Prometheus text exposition of:
+//
+//   - m0_http_request_duration_seconds, a histogram with labels method and
+//     code over LatencyBuckets: from the request's headers to its response's
+//     head, as the access log's dur_us;
+//   - m0_http_requests_in_flight, a gauge of requests whose response has
+//     not ended, streamed bodies included;
+//   - m0_http_response_bytes_total, a counter with labels method and code of
+//     the body bytes sent (a body whose length cannot be known adds nothing);
+//   - the Go runtime's go_* and the process's process_* metrics.
+//
+// method is the request's method when it is one of RFC 9110's and PATCH,
+// and OTHER for any other. Requests for path are not measured. Each call
+// has its own registry.
+//
+// If next is a [FastHandler], so is the handler returned.
+func Metrics(path string, next http.Handler) http.Handler {
+	if path == "" {
+		path = MetricsPath
+	}
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		path: path,
+		next: next,
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "m0_http_request_duration_seconds",
+			Help:    "Time from a request's headers to its response's head, in seconds.",
+			Buckets: LatencyBuckets,
+		}, []string{"method", "code"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "m0_http_requests_in_flight",
+			Help: "Requests whose response has not ended, streamed bodies included.",
+		}),
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "m0_http_response_bytes_total",
+			Help: "Response body bytes sent.",
+		}, []string{"method", "code"}),
+	}
+	reg.MustRegister(
+		m.duration, m.inFlight, m.sent,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	m.exposition = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if fh, ok := next.(FastHandler); ok {
+		return &fastMetrics{
+			metrics:    m,
+			fast:       fh,
+			exposition: fasthttpadaptor.NewFastHTTPHandler(m.exposition),
+		}
+	}
+	return m
+}
+
+type metrics struct {
+	path       string
+	next       http.Handler
+	duration   *prometheus.HistogramVec
+	inFlight   prometheus.Gauge
+	sent       *prometheus.CounterVec
+	exposition http.Handler
+}
+
+func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == m.path && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		m.exposition.ServeHTTP(w, r)
+		return
+	}
+	m.inFlight.Inc()
+	defer m.inFlight.Dec()
+	rec := observe(w, r, m.next)
+	m.record(r.Method, rec.outcome(r))
+}
+
+func (m *metrics) record(method string, o outcome) {
+	method, code := methodLabel(method), codeLabel(o.status)
+	m.duration.WithLabelValues(method, code).Observe(o.dur.Seconds())
+	if o.bytes > 0 {
+		m.sent.WithLabelValues(method, code).Add(float64(o.bytes))
+	}
+}
+
+type fastMetrics struct {
+	*metrics
+	fast       FastHandler
+	exposition fasthttp.RequestHandler
+}
+
+func (m *fastMetrics) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
+	if string(ctx.Path()) == m.path && (ctx.IsGet() || ctx.IsHead()) {
+		m.exposition(ctx)
+		return
+	}
+	m.inFlight.Inc()
+	observeFast(ctx, m.fast, func(ctx *fasthttp.RequestCtx, o outcome) {
+		m.inFlight.Dec()
+		m.record(string(ctx.Method()), o)
+	})
+}
+
+// methodLabel bounds the method label to the known methods.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "OTHER"
+}
+
+// codeLabel is the status as the code label writes it.
+func codeLabel(status int) string {
+	switch status {
+	case http.StatusOK:
+		return "200"
+	case http.StatusNotFound:
+		return "404"
+	}
+	return strconv.Itoa(status)
+}
