@@ -29,7 +29,6 @@ var pending = map[string]string{
 	"workers":                "several worker processes",
 	"threads":                "several accept loops (free-threaded CPython)",
 	"spawn-workers":          "spawned workers",
-	"qos":                    "a scheduling class for the Python threads",
 	"pg-listen":              "the PostgreSQL bus",
 	"realtime":               "held streams (M0-Hold)",
 	"replay-frames":          "the replay journal",
@@ -84,6 +83,9 @@ func ConfigChecks(c *Config) []Check {
 			fmt.Sprintf("%s=%s asks for %s, which this m0serve does not support yet", how, c.Values[s.name], what),
 			"leave --"+s.name+unsetEnv(s)+" unset")
 	}
+	add("qos", c.QoS == "" || qosPermitted(c.QoS),
+		fmt.Sprintf("--qos %s needs a nice level of %d, which this process may not take", c.QoS, qosLinux[c.QoS].nice),
+		"run as root or with CAP_SYS_NICE (or a higher RLIMIT_NICE), or pass a class from default down")
 	add("protocol", c.Protocol != "asgi",
 		"--protocol asgi asks for the ASGI bridge, which this m0serve does not support yet",
 		"serve a WSGI callable, or leave --protocol unset")

@@ -50,6 +50,9 @@ func run(args []string) int {
 	if err := plan.Err(); err != nil {
 		return m0.Report(os.Stderr, err)
 	}
+	if err := m0.ApplyQoS(cfg); err != nil {
+		return m0.Report(os.Stderr, err)
+	}
 	threads, _ := cfg.PoolSize()
 	if threads == 0 {
 		threads = -1 // no pool: one Python thread

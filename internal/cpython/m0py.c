@@ -1,7 +1,12 @@
+#define _GNU_SOURCE /* SCHED_BATCH */
 #include "m0py.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,6 +366,30 @@ static int bind_wsgi(m0_thread *t)
 	return t->start_response && t->write ? 0 : -1;
 }
 
+/* The scheduling class every Python thread takes when it is made. */
+static int qos_set, qos_nice, qos_batch;
+
+/* m0_apply_qos gives the calling thread the class; -1 and errno on failure. */
+int m0_apply_qos(void)
+{
+	if (!qos_set)
+		return 0;
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	if (setpriority(PRIO_PROCESS, (id_t)tid, qos_nice) < 0)
+		return -1;
+	struct sched_param sp = {0};
+	if (qos_batch && sched_setscheduler(0, SCHED_BATCH, &sp) < 0)
+		return -1;
+	return 0;
+}
+
+void m0_set_qos(int nice, int batch)
+{
+	qos_nice = nice;
+	qos_batch = batch;
+	qos_set = 1;
+}
+
 m0_thread *m0_thread_peek(void)
 {
 	return m0_here;
@@ -373,6 +402,7 @@ m0_thread *m0_thread_here(void)
 	m0_thread *t = calloc(1, sizeof *t);
 	if (!t)
 		return NULL;
+	m0_apply_qos(); /* checked at start-up on the main thread */
 	t->ts = py.PyThreadState_New(m0_interp);
 	if (!t->ts) {
 		free(t);

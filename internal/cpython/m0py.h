@@ -67,6 +67,10 @@ void m0_save_signals(void);
 void m0_restore_signals(void);
 uintptr_t m0_signal_handler(int sig);
 
+/* The scheduling class of Python threads: set once, applied to each new one. */
+void m0_set_qos(int nice, int batch);
+int m0_apply_qos(void);
+
 /* The calling OS thread's Python thread, created on first use. */
 m0_thread *m0_thread_here(void);
 /* The calling OS thread's Python thread, or NULL if it has none yet. */

@@ -241,3 +241,16 @@ type Object uintptr
 
 // signalHandler returns the address of the process's handler for sig.
 func signalHandler(sig int) uintptr { return uintptr(C.m0_signal_handler(C.int(sig))) }
+
+// SetQoS gives every Python thread a nice level, and SCHED_BATCH if batch:
+// the main thread at once, and each other one as it is made. The error is
+// the main thread's (EPERM for a nice level below 0 without privilege).
+func (rt *Runtime) SetQoS(nice int, batch bool) error {
+	C.m0_set_qos(C.int(nice), cbool(batch))
+	return rt.Main(func(Thread) error {
+		if rc, err := C.m0_apply_qos(); rc != 0 {
+			return fmt.Errorf("cpython: cannot set the scheduling class: %w", err)
+		}
+		return nil
+	})
+}

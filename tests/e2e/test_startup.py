@@ -1,5 +1,6 @@
 """Start-up: the banner, app discovery, and failures before serving."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,16 @@ def test_no_libpython_exits_78_with_one_line(serve):
     assert len(lines) == 1, f"want exactly one stderr line, got:\n{server.stderr}"
     assert "M0_PYTHON_LIBRARY" in lines[0]
     assert READY_PREFIX not in server.stdout
+
+
+@pytest.mark.parametrize("qos, nice, batch", [
+    ("default", 0, False),
+    ("utility", 5, True),
+    ("background", 10, True),
+    pytest.param("user-interactive", -10, False,
+                 marks=pytest.mark.skipif(os.geteuid() != 0, reason="a nice level below 0 needs root")),
+])
+def test_qos_sets_the_python_threads_scheduling(serve, qos, nice, batch):
+    server = serve("pep3333:application", args=["--qos", qos], validated=True)
+    for _ in range(5):  # whichever thread serves it
+        assert server.get_json("/sched") == {"nice": nice, "batch": batch}

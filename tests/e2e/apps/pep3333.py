@@ -126,6 +126,14 @@ def app(environ, start_response):
     if path == "/ok":
         return _respond(start_response, "ok\n")
 
+    if path == "/sched":
+        import os
+        import threading
+
+        tid = threading.get_native_id()
+        return _json(start_response, {"nice": os.getpriority(os.PRIO_PROCESS, tid),
+                                      "batch": os.sched_getscheduler(0) == os.SCHED_BATCH})
+
     if path == "/orphan":
         # The shell exits at once; its background sleep is orphaned and
         # handed to PID 1, which must reap it when it ends.

@@ -1,0 +1,53 @@
+package m0
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// qosClass is what a --qos class means on Linux: a nice level for the
+// Python threads, and SCHED_BATCH for the classes that yield to others.
+type qosClass struct {
+	nice  int
+	batch bool
+}
+
+// qosLinux maps the classes, named as the platform's quality-of-service
+// classes are, to Linux scheduling.
+var qosLinux = map[string]qosClass{
+	"user-interactive": {nice: -10},
+	"user-initiated":   {nice: -5},
+	"default":          {nice: 0},
+	"utility":          {nice: 5, batch: true},
+	"background":       {nice: 10, batch: true},
+}
+
+// qosPermitted reports whether this process may take the class: a nice
+// level below 0 needs root or an RLIMIT_NICE that allows it.
+func qosPermitted(class string) bool {
+	q := qosLinux[class]
+	if q.nice >= 0 || os.Geteuid() == 0 {
+		return true
+	}
+	var rl unix.Rlimit
+	return unix.Getrlimit(unix.RLIMIT_NICE, &rl) == nil && 20-int(rl.Cur) <= q.nice
+}
+
+// ApplyQoS gives the Python threads the scheduling class of c.QoS; the
+// default class changes nothing.
+func ApplyQoS(c *Config) error {
+	if c.QoS == "" || c.QoS == "default" {
+		return nil
+	}
+	q := qosLinux[c.QoS]
+	rt, err := startPython()
+	if err != nil {
+		return err
+	}
+	if err := rt.SetQoS(q.nice, q.batch); err != nil {
+		return &Refusal{Found: fmt.Sprintf("--qos %s: %v", c.QoS, err), Fix: "run with CAP_SYS_NICE, or pass --qos default"}
+	}
+	return nil
+}
