@@ -45,12 +45,13 @@ type fastExchange struct {
 	env     cpython.Environ
 	scratch []byte
 	s       *stream // a streamed body fasthttp reads
+	sent    *int64  // where the bytes of a streamed body are counted (m0.SentCounter)
 }
 
 var fastExchanges = sync.Pool{New: func() any { return &fastExchange{} }}
 
 func (x *fastExchange) release() {
-	x.ctx, x.s = nil, nil
+	x.ctx, x.s, x.sent = nil, nil, nil
 	if cap(x.env.B) > keep {
 		x.env.B = nil
 	}
@@ -113,8 +114,15 @@ func (x *fastExchange) Read(p []byte) (int, error) {
 	}
 	n := copy(p, s.part)
 	s.part = s.part[n:]
+	if x.sent != nil {
+		*x.sent += int64(n)
+	}
 	return n, nil
 }
+
+// CountInto has the bytes of a streamed body counted into n, for the
+// access log and the metrics.
+func (x *fastExchange) CountInto(n *int64) { x.sent = n }
 
 // Close is fasthttp's word that the body is over, sent or not.
 func (x *fastExchange) Close() error {
@@ -125,6 +133,7 @@ func (x *fastExchange) Close() error {
 
 func (x *fastExchange) stream10(t cpython.Thread, status int, s *stream) {
 	defer s.close()
+	x.ctx.SetStatusCode(status) // for the access log; fasthttp writes no response
 	w := bufio.NewWriterSize(x.ctx.Conn(), 4096)
 	w.WriteString("HTTP/1.0 ")
 	w.WriteString(strconv.Itoa(status))

@@ -57,13 +57,20 @@ func run(args []string) int {
 	if threads == 0 {
 		threads = -1 // no pool: one Python thread
 	}
-	h := wsgi.New(plan.App, &wsgi.Options{Threads: threads})
+	app := wsgi.New(plan.App, &wsgi.Options{Threads: threads})
+	h := m0.Health(cfg.HealthPath, app)
+	if cfg.Metrics {
+		h = m0.Metrics(m0.MetricsPath, h)
+	}
+	if cfg.AccessLog {
+		h = m0.AccessLog(os.Stdout, h)
+	}
 	w := &m0.Worker{
 		Config:   cfg,
 		Spec:     plan.App.Spec,
 		Protocol: plan.App.Protocol,
 		Handler:  h,
-		Drain:    []m0.Shutdowner{h.(m0.Shutdowner), m0.PythonDrain()},
+		Drain:    []m0.Shutdowner{app.(m0.Shutdowner), m0.PythonDrain()},
 	}
 	return m0.Report(os.Stderr, w.Run())
 }

@@ -1,0 +1,70 @@
+"""--access-log, --metrics and --health-path through the binary."""
+
+import concurrent.futures
+import json
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+import requests
+
+from conftest import HTTP_TIMEOUT, wait_until
+
+TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+FIELDS = ["time", "level", "msg", "method", "path", "status", "dur_us", "bytes", "remote_addr"]
+
+
+def access_lines(server):
+    return [json.loads(line) for line in server.stdout.splitlines() if line.startswith('{"time"')]
+
+
+def test_access_log_has_exactly_the_fields(serve):
+    server = serve("pep3333:application", args=["--access-log"], validated=True)
+    assert server.get("/ok?x=1").text == "ok\n"
+    requests.head(server.url("/ok"), timeout=HTTP_TIMEOUT)
+    body = "".join(requests.get(server.url("/stream?n=3"), timeout=HTTP_TIMEOUT).text)
+    wait_until(lambda: len(access_lines(server)) >= 3, 5, "three access lines")
+    get_ok, head_ok, stream = access_lines(server)[:3]
+    for line in (get_ok, head_ok, stream):
+        assert list(line) == FIELDS, line
+        assert TIME_RE.match(line["time"]), line["time"]
+        assert line["level"] == "INFO" and line["msg"] == "access"
+        assert isinstance(line["status"], int) and isinstance(line["dur_us"], int) and isinstance(line["bytes"], int)
+        assert line["remote_addr"] == "127.0.0.1"
+    assert (get_ok["method"], get_ok["path"], get_ok["status"], get_ok["bytes"]) == ("GET", "/ok", 200, 3)
+    assert (head_ok["method"], head_ok["bytes"]) == ("HEAD", 0)
+    assert stream["path"] == "/stream" and stream["bytes"] == len(body.encode())
+
+
+def test_no_access_log_by_default(serve):
+    server = serve("pep3333:application", validated=True)
+    server.get("/ok")
+    assert access_lines(server) == []
+
+
+def test_health_is_answered_before_python(serve):
+    server = serve("pep3333:application", args=["--health-path", "/healthz"], blocking_threads=1, validated=True)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        slow = pool.submit(requests.get, server.url("/sleep?s=1.5"), timeout=HTTP_TIMEOUT)
+        time.sleep(0.3)  # the one Python thread is asleep now
+        r = requests.get(server.url("/healthz"), timeout=1)
+        assert not slow.done(), "health waited for the Python thread"
+        assert slow.result(timeout=HTTP_TIMEOUT).status_code == 200
+    assert r.status_code == 200 and r.headers["Content-Type"] == "application/json"
+    assert r.json()["status"] == "ok"
+
+
+def test_metrics_exposition(serve, tmp_path):
+    server = serve("pep3333:application", args=["--metrics"], validated=True)
+    for _ in range(3):
+        server.get("/ok")
+    text = requests.get(server.url("/__metrics"), timeout=HTTP_TIMEOUT).text
+    count = re.search(r'^m0_http_request_duration_seconds_count\{code="200",method="GET"\} (\d+)$', text, re.M)
+    assert count and int(count.group(1)) >= 3, text[:2000]
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian package prometheus)")
+    check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0, check.stdout + check.stderr
