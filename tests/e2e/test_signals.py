@@ -1,6 +1,7 @@
 """Graceful stop: SIGTERM/SIGINT let in-flight requests finish, then exit 0."""
 
 import concurrent.futures
+import re
 import signal
 import time
 
@@ -47,3 +48,22 @@ def test_requests_waiting_for_a_thread_finish_during_drain(serve):
     assert [r.status_code for r in results] == [200, 200, 200], [r.text for r in results]
     rc = server.wait_exit(STOP_TIMEOUT)
     assert rc == 0, server.describe()
+
+
+def test_drain_is_bounded_and_names_what_still_runs(serve):
+    """A view that outlasts the five-second drain: the thread is named, exit 0 anyway."""
+    server = serve("pep3333:application", blocking_threads=2, validated=True)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        stuck = pool.submit(requests.get, server.url("/sleep?s=20"), timeout=30)
+        wait_until(lambda: server.get_json("/inflight")["sleep"] == 1, 5, "the long request to start")
+        started = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        rc = server.wait_exit(15)
+        took = time.monotonic() - started
+        try:
+            stuck.result(timeout=30)
+        except requests.RequestException:
+            pass  # the connection went with the process
+    assert rc == 0, server.describe()
+    assert 4.5 <= took <= 9, f"the drain took {took:.1f}s, want about 5"
+    assert re.search(r"python-\d+ still running", server.stderr), server.stderr
