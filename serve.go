@@ -73,7 +73,7 @@ func (w *Worker) Run() error {
 	if err != nil {
 		return err
 	}
-	srv := newServer(w.Handler)
+	srv := newServer(w.Handler, Limits{})
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(stop)

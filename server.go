@@ -26,36 +26,51 @@ type server interface {
 	Shutdown(ctx context.Context) error
 }
 
-// IdleTimeout closes a keep-alive connection idle that long.
+// IdleTimeout is m0serve's --idle-timeout when none is named.
 const IdleTimeout = 60 * time.Second
 
-func newServer(h http.Handler) server {
+// newServer returns the server a worker serves h with, within lim, on a
+// listener it wraps with lim.Listener.
+func newServer(h http.Handler, lim Limits) server {
 	if fh, ok := h.(FastHandler); ok {
-		return &fastServer{srv: FastServer(fh)}
+		return &fastServer{srv: FastServer(fh, lim), lim: lim}
 	}
-	return &http.Server{Handler: h, IdleTimeout: IdleTimeout}
+	return &netServer{srv: netLimits(h, lim), lim: lim}
 }
 
-// FastServer returns the fasthttp server m0serve serves h with.
-func FastServer(h FastHandler) *fasthttp.Server {
-	return &fasthttp.Server{
+// FastServer returns the fasthttp server m0serve serves h with, within lim.
+// A request body over the cap or too slow to arrive never reaches h. Serve
+// it on lim.Listener(ln) for the bound on a send that makes no progress and
+// for the linger after a refused upload.
+func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
+	s := &fasthttp.Server{
 		Handler:               h.ServeFastHTTP,
-		IdleTimeout:           IdleTimeout,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
 		// The application parses its own bodies, byte for byte.
 		DisablePreParseMultipartForm: true,
 		// Request line and headers up to 16 KiB (an 8 KiB cookie fits).
 		ReadBufferSize: 16 << 10,
-		// fasthttp reads a body whole before the handler runs, so its
-		// cap is the default --max-body; the handler checks its own.
-		MaxRequestBodySize: 4 << 20,
-		Logger:             log.New(io.Discard, "", 0),
+		Logger:         log.New(io.Discard, "", 0),
 	}
+	fastLimits(s, lim)
+	return s
 }
 
-type fastServer struct{ srv *fasthttp.Server }
+type fastServer struct {
+	srv *fasthttp.Server
+	lim Limits
+}
 
-func (s *fastServer) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+func (s *fastServer) Serve(ln net.Listener) error { return s.srv.Serve(s.lim.Listener(ln)) }
 
 func (s *fastServer) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+
+type netServer struct {
+	srv *http.Server
+	lim Limits
+}
+
+func (s *netServer) Serve(ln net.Listener) error { return s.srv.Serve(s.lim.Listener(ln)) }
+
+func (s *netServer) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }

@@ -77,7 +77,7 @@ func serve(t *testing.T, fe, attr string, opts *wsgi.Options) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := m0.FastServer(h.(m0.FastHandler))
+	fs := m0.FastServer(h.(m0.FastHandler), m0.Limits{})
 	go fs.Serve(ln)
 	t.Cleanup(func() { fs.Shutdown() })
 	return &server{"http://" + ln.Addr().String(), log}

@@ -1,0 +1,430 @@
+package m0
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// DefaultMaxBody is the request body cap when Limits.MaxBody is zero.
+const DefaultMaxBody = 4 << 20
+
+// DefaultBodyTimeout is m0serve's --body-timeout when none is named; a zero
+// Limits.BodyTimeout is no timeout.
+const DefaultBodyTimeout = 30 * time.Second
+
+// Linger bounds how long a connection whose upload was refused with 413 is
+// read and discarded before it closes, so that a client writing its whole
+// body before it reads still reads the refusal. A smaller nonzero
+// Limits.IdleTimeout bounds it too.
+const Linger = 5 * time.Second
+
+// Limits bound what one connection and one request may cost.
+type Limits struct {
+	MaxBody              int64                            // request body cap in bytes; 0 means DefaultMaxBody (4 MiB); <0 none
+	BodyTimeout          time.Duration                    // a body still arriving this long after its headers: 408; 0 never
+	IdleTimeout          time.Duration                    // idle keep-alive close, and no-send-progress bound; 0 never
+	MaxKeepaliveRequests int                              // close a connection after N requests; 0 never
+	Logf                 func(format string, args ...any) // first-refusal lines; nil: stderr
+}
+
+// Listener wraps ln so that its connections carry the limits the HTTP
+// parser cannot: a send that makes no progress for IdleTimeout fails and the
+// connection closes, and a connection whose upload was refused is read and
+// discarded for up to Linger before it closes. FastServer's and net/http's
+// servers built by this package must serve on such a listener for those two
+// limits to hold; the rest hold on any listener.
+func (l Limits) Listener(ln net.Listener) net.Listener {
+	if _, ok := ln.(*limitListener); ok {
+		return ln
+	}
+	return &limitListener{Listener: ln, idle: l.IdleTimeout}
+}
+
+// maxBody is the cap in bytes, or -1 for none.
+func (l Limits) maxBody() int64 {
+	switch {
+	case l.MaxBody == 0:
+		return DefaultMaxBody
+	case l.MaxBody < 0:
+		return -1
+	}
+	return l.MaxBody
+}
+
+// linger is how long a refused upload is read and discarded; zero closes at
+// once.
+func (l Limits) linger() time.Duration {
+	switch {
+	case l.IdleTimeout <= 0:
+		return 0
+	case l.IdleTimeout < Linger:
+		return l.IdleTimeout
+	}
+	return Linger
+}
+
+// forever stands for no deadline where a duration must be positive to
+// replace one already set.
+const forever = 100 * 365 * 24 * time.Hour
+
+const (
+	tooLarge = "Request Entity Too Large\n"
+	timedOut = "Request Timeout\n"
+)
+
+// refusals prints the first refusal of each kind a server makes.
+type refusals struct {
+	lim            Limits
+	size, deadline sync.Once
+}
+
+func (r *refusals) logf(format string, args ...any) {
+	if r.lim.Logf != nil {
+		r.lim.Logf(format, args...)
+		return
+	}
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+}
+
+func (r *refusals) tooLarge() {
+	r.size.Do(func() {
+		r.logf("m0serve: refused a request body over --max-body %s with 413 (raise --max-body or M0_MAX_BODY)",
+			formatSize(r.lim.maxBody()))
+	})
+}
+
+func (r *refusals) timedOut() {
+	r.deadline.Do(func() {
+		r.logf("m0serve: refused a request body still arriving %s after its headers with 408 (raise --body-timeout or M0_BODY_TIMEOUT)",
+			r.lim.BodyTimeout)
+	})
+}
+
+// formatSize spells n as --max-body takes it: 4m, 512k, 1g, or bytes.
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		shift  uint
+		suffix string
+	}{{30, "g"}, {20, "m"}, {10, "k"}} {
+		if n > 0 && n%(1<<u.shift) == 0 {
+			return strconv.FormatInt(n>>u.shift, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// fastLimits are the fasthttp.Server settings that carry lim.
+func fastLimits(s *fasthttp.Server, lim Limits) {
+	rf := &refusals{lim: lim}
+	capBytes := lim.maxBody()
+	s.MaxRequestBodySize = math.MaxInt
+	if capBytes >= 0 && capBytes < math.MaxInt {
+		s.MaxRequestBodySize = int(capBytes)
+	}
+	// ReadTimeout bounds the request line and headers: a new connection's
+	// within IdleTimeout of its accept, a kept-alive one's within
+	// IdleTimeout of their first byte. IdleTimeout must stay positive for
+	// fasthttp to replace the body deadline before the next request.
+	s.ReadTimeout = lim.IdleTimeout
+	s.IdleTimeout = lim.IdleTimeout
+	if s.IdleTimeout <= 0 {
+		s.IdleTimeout = forever
+	}
+	s.MaxRequestsPerConn = lim.MaxKeepaliveRequests
+	body := lim.BodyTimeout
+	if body <= 0 {
+		body = forever
+	}
+	s.HeaderReceived = func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+		if h.ContentLength() == 0 || h.ContentLength() == -2 {
+			return fasthttp.RequestConfig{}
+		}
+		return fasthttp.RequestConfig{ReadTimeout: body}
+	}
+	s.ExpectHandler = func(ctx *fasthttp.RequestCtx) int {
+		if capBytes >= 0 && int64(ctx.Request.Header.ContentLength()) > capBytes {
+			rf.tooLarge()
+			ctx.Error(tooLarge, fasthttp.StatusRequestEntityTooLarge)
+			lingerOnClose(ctx.Conn(), lim.linger())
+			return fasthttp.StatusRequestEntityTooLarge
+		}
+		return fasthttp.StatusContinue
+	}
+	s.ErrorHandler = func(ctx *fasthttp.RequestCtx, err error) {
+		switch {
+		case errors.Is(err, fasthttp.ErrBodyTooLarge):
+			rf.tooLarge()
+			ctx.Error(tooLarge, fasthttp.StatusRequestEntityTooLarge)
+			lingerOnClose(ctx.Conn(), lim.linger())
+		case isTimeout(err) && headerError(ctx, err):
+			// As net/http does: a request whose headers never arrived
+			// gets no answer.
+			ctx.Conn().Close()
+		case isTimeout(err):
+			rf.timedOut()
+			if ctx.ConnRequestNum() > 0 {
+				// A later request on a kept-alive connection: it closes
+				// unanswered, as an idle close looks to the client.
+				ctx.Conn().Close()
+				return
+			}
+			ctx.Error(timedOut, fasthttp.StatusRequestTimeout)
+		case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
+			ctx.Error("Request Header Fields Too Large\n", fasthttp.StatusRequestHeaderFieldsTooLarge)
+		default:
+			ctx.Error("Bad Request\n", fasthttp.StatusBadRequest)
+		}
+	}
+}
+
+// headerError reports whether err, a read error fasthttp hands its
+// ErrorHandler, arose before the headers were whole: fasthttp wraps the
+// errors of a partial header, and hands on bare the error of a new
+// connection that sent nothing.
+func headerError(ctx *fasthttp.RequestCtx, err error) bool {
+	if lc, ok := ctx.Conn().(*limitConn); ok && !lc.readAny.Load() {
+		return true
+	}
+	var nothing fasthttp.ErrNothingRead
+	return errors.As(err, &nothing) || strings.Contains(err.Error(), "error when reading request headers")
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// lingerOnClose makes c, if it came from a Limits listener, read and discard
+// what the client still sends for up to d when it is closed.
+func lingerOnClose(c net.Conn, d time.Duration) {
+	if lc, ok := c.(*limitConn); ok {
+		lc.linger.Store(int64(d))
+		lc.refused.Store(true)
+	}
+}
+
+// limitHandler enforces lim around h for net/http.
+type limitHandler struct {
+	h   http.Handler
+	lim Limits
+	rf  *refusals
+}
+
+// connState is what net/http's handler knows of its connection.
+type connState struct {
+	conn     net.Conn
+	requests int // served so far; one request at a time on HTTP/1
+}
+
+type connKey struct{}
+
+// netLimits returns the net/http server that serves h within lim.
+func netLimits(h http.Handler, lim Limits) *http.Server {
+	lh := &limitHandler{h: h, lim: lim, rf: &refusals{lim: lim}}
+	return &http.Server{
+		Handler: lh,
+		// Headers arrive within IdleTimeout of the request's start;
+		// zero, as IdleTimeout's zero, is no bound.
+		ReadHeaderTimeout: lim.IdleTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, &connState{conn: c})
+		},
+	}
+}
+
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	cs, _ := r.Context().Value(connKey{}).(*connState)
+	if cs == nil {
+		cs = &connState{}
+	}
+	cs.requests++
+	if n := lh.lim.MaxKeepaliveRequests; n > 0 && cs.requests >= n {
+		w.Header().Set("Connection", "close")
+	}
+	capBytes := lh.lim.maxBody()
+	if capBytes >= 0 && r.ContentLength > capBytes {
+		lh.refuse(w, cs, http.StatusRequestEntityTooLarge)
+		return
+	}
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		lh.h.ServeHTTP(w, r)
+		return
+	}
+	if cs.conn != nil && lh.lim.BodyTimeout > 0 {
+		cs.conn.SetReadDeadline(time.Now().Add(lh.lim.BodyTimeout))
+	}
+	buf := bodyBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 1<<20 {
+			buf.Reset()
+			bodyBuffers.Put(buf)
+		}
+	}()
+	var rd io.Reader = r.Body
+	if capBytes >= 0 {
+		rd = io.LimitReader(r.Body, capBytes+1)
+	}
+	_, err := buf.ReadFrom(rd)
+	if cs.conn != nil && lh.lim.BodyTimeout > 0 {
+		// net/http's own read after the body must not inherit the deadline.
+		cs.conn.SetReadDeadline(time.Time{})
+	}
+	switch {
+	case err != nil && isTimeout(err):
+		lh.refuse(w, cs, http.StatusRequestTimeout)
+		return
+	case err != nil:
+		if !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			http.Error(w, "Bad Request", http.StatusBadRequest)
+		}
+		return
+	case capBytes >= 0 && int64(buf.Len()) > capBytes:
+		lh.refuse(w, cs, http.StatusRequestEntityTooLarge)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
+	r.ContentLength = int64(buf.Len())
+	lh.h.ServeHTTP(w, r)
+}
+
+// refuse answers 413 or 408 on the connection itself and closes it: a 413
+// after reading and discarding the rest of the upload for the linger, a 408
+// on a connection's first request only (a later one closes unanswered).
+func (lh *limitHandler) refuse(w http.ResponseWriter, cs *connState, status int) {
+	msg := tooLarge
+	if status == http.StatusRequestTimeout {
+		lh.rf.timedOut()
+		msg = timedOut
+	} else {
+		lh.rf.tooLarge()
+	}
+	c, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		w.Header().Set("Connection", "close")
+		http.Error(w, strings.TrimSuffix(msg, "\n"), status)
+		return
+	}
+	if status == http.StatusRequestTimeout && cs.requests > 1 {
+		c.Close()
+		return
+	}
+	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\nDate: %s\r\n\r\n%s",
+		status, http.StatusText(status), len(msg), time.Now().UTC().Format(http.TimeFormat), msg)
+	if status == http.StatusRequestEntityTooLarge {
+		lingerOnClose(c, lh.lim.linger())
+	}
+	c.Close()
+}
+
+// limitListener hands out limitConns.
+type limitListener struct {
+	net.Listener
+	idle time.Duration
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &limitConn{Conn: c, idle: l.idle}, nil
+}
+
+// limitConn bounds a send that makes no progress, and lingers on a refused
+// upload when it closes.
+type limitConn struct {
+	net.Conn
+	idle     time.Duration
+	deadline atomic.Int64 // the write deadline set, in Unix nanoseconds; 0 unknown
+	readAny  atomic.Bool  // a byte has arrived
+	refused  atomic.Bool
+	linger   atomic.Int64 // a time.Duration
+	once     sync.Once
+	err      error
+}
+
+func (c *limitConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.readAny.Load() {
+		c.readAny.Store(true)
+	}
+	return n, err
+}
+
+// Write sends p under a deadline IdleTimeout ahead, renewed while the
+// client takes bytes: it fails only once a whole IdleTimeout passes with
+// none taken, however long p takes to send.
+func (c *limitConn) Write(p []byte) (int, error) {
+	if c.idle <= 0 {
+		return c.Conn.Write(p)
+	}
+	written := 0
+	for {
+		now := time.Now()
+		// Renew only when less than IdleTimeout is left, and then a
+		// sixteenth further, so most writes set no deadline at all.
+		if d := c.deadline.Load(); d == 0 || time.Duration(d-now.UnixNano()) < c.idle {
+			dl := now.Add(c.idle + c.idle/16)
+			if err := c.Conn.SetWriteDeadline(dl); err != nil {
+				return written, err
+			}
+			c.deadline.Store(dl.UnixNano())
+		}
+		n, err := c.Conn.Write(p[written:])
+		written += n
+		if err != nil && n > 0 && written < len(p) && isTimeout(err) {
+			continue // progress within the window: a fresh one
+		}
+		return written, err
+	}
+}
+
+func (c *limitConn) SetWriteDeadline(t time.Time) error {
+	c.deadline.Store(0)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *limitConn) SetDeadline(t time.Time) error {
+	c.deadline.Store(0)
+	return c.Conn.SetDeadline(t)
+}
+
+// CloseWrite half-closes the connection when the underlying one can.
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// Close closes the connection once. After a refused upload it first sends
+// its FIN and reads and discards what the client still sends, until the
+// client closes or the linger ends.
+func (c *limitConn) Close() error {
+	c.once.Do(func() {
+		if d := time.Duration(c.linger.Load()); c.refused.Load() && d > 0 {
+			if c.CloseWrite() == nil && c.Conn.SetReadDeadline(time.Now().Add(d)) == nil {
+				io.Copy(io.Discard, c.Conn)
+			}
+		}
+		c.err = c.Conn.Close()
+	})
+	return c.err
+}
