@@ -26,22 +26,18 @@ type Check struct {
 // each is parsed and validated, and refused when it asks for anything but
 // its default.
 var pending = map[string]string{
-	"workers":                "several worker processes",
-	"threads":                "several accept loops (free-threaded CPython)",
-	"spawn-workers":          "spawned workers",
-	"pg-listen":              "the PostgreSQL bus",
-	"realtime":               "held streams (M0-Hold)",
-	"replay-frames":          "the replay journal",
-	"mount":                  "mounted applications",
-	"static":                 "the static file handler",
-	"static-cache-control":   "the static file handler",
-	"static-header":          "the static file handler",
-	"reload":                 "reloading",
-	"reload-dir":             "reloading",
-	"body-timeout":           "the body timeout",
-	"idle-timeout":           "a configurable idle timeout",
-	"max-keepalive-requests": "a keep-alive request cap",
-	"max-body":               "a configurable body cap",
+	"workers":              "several worker processes",
+	"threads":              "several accept loops (free-threaded CPython)",
+	"spawn-workers":        "spawned workers",
+	"pg-listen":            "the PostgreSQL bus",
+	"realtime":             "held streams (M0-Hold)",
+	"replay-frames":        "the replay journal",
+	"mount":                "mounted applications",
+	"static":               "the static file handler",
+	"static-cache-control": "the static file handler",
+	"static-header":        "the static file handler",
+	"reload":               "reloading",
+	"reload-dir":           "reloading",
 }
 
 // MaxReplayFrames is the most frames a worker journals.

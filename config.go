@@ -70,6 +70,21 @@ func (c *Config) PoolSize() (n int, auto bool) {
 	return c.BlockingThreads, false
 }
 
+// Limits returns the request limits of the configuration. --max-body 0
+// means no cap.
+func (c *Config) Limits() Limits {
+	maxBody := c.MaxBody
+	if maxBody == 0 {
+		maxBody = -1
+	}
+	return Limits{
+		MaxBody:              maxBody,
+		BodyTimeout:          c.BodyTimeout,
+		IdleTimeout:          c.IdleTimeout,
+		MaxKeepaliveRequests: c.MaxKeepaliveRequests,
+	}
+}
+
 // setting is one flag and its variable.
 type setting struct {
 	name  string // the flag, without dashes
@@ -135,7 +150,7 @@ var settings = []setting{
 		}
 		return fmt.Errorf("want one of %s, not %q", strings.Join(qosClasses, ", "), v)
 	}},
-	{name: "max-body", env: "M0_MAX_BODY", def: "4m", arg: "SIZE", usage: "request body cap (512k, 4m, 64m, 1g); over it 413", set: func(c *Config, v string) error {
+	{name: "max-body", env: "M0_MAX_BODY", def: "4m", arg: "SIZE", usage: "request body cap (512k, 4m, 64m, 1g; 0: none); over it 413", set: func(c *Config, v string) error {
 		n, err := ParseSize(v)
 		c.MaxBody = n
 		return err

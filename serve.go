@@ -73,7 +73,7 @@ func (w *Worker) Run() error {
 	if err != nil {
 		return err
 	}
-	srv := newServer(w.Handler, Limits{})
+	srv := newServer(w.Handler, w.Config.Limits())
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(stop)

@@ -57,7 +57,7 @@ func run(args []string) int {
 	if threads == 0 {
 		threads = -1 // no pool: one Python thread
 	}
-	app := wsgi.New(plan.App, &wsgi.Options{Threads: threads})
+	app := wsgi.New(plan.App, &wsgi.Options{Threads: threads, MaxBody: cfg.Limits().MaxBody})
 	h := m0.Health(cfg.HealthPath, app)
 	if cfg.Metrics {
 		h = m0.Metrics(m0.MetricsPath, h)

@@ -61,10 +61,13 @@ def _json(start_response, obj, status="200 OK"):
 class CountedStream:
     """A body iterable that records close() calls in CLOSE_COUNTS[stream_id]."""
 
-    def __init__(self, stream_id, n, delay):
-        self.stream_id, self.n, self.delay = stream_id, n, delay
+    def __init__(self, stream_id, n, delay, parts=None):
+        self.stream_id, self.n, self.delay, self.parts = stream_id, n, delay, parts
 
     def __iter__(self):
+        if self.parts is not None:
+            yield from self.parts()
+            return
         for i in range(self.n):
             if i:
                 time.sleep(self.delay)
@@ -125,6 +128,21 @@ def app(environ, start_response):
 
     if path == "/ok":
         return _respond(start_response, "ok\n")
+
+    if path == "/bytes":
+        # A large streamed body in 64 KiB parts, counted like /stream.
+        total = int(q.get("n", "0"))
+
+        def parts():
+            sent = 0
+            while sent < total:
+                part = min(65536, total - sent)
+                sent += part
+                yield b"b" * part
+
+        stream = CountedStream(q.get("id", ""), 0, 0, parts)
+        start_response("200 OK", [("Content-Type", "application/octet-stream")])
+        return stream
 
     if path == "/sched":
         import os
