@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/m0serve/m0/internal/cpython"
 )
@@ -60,12 +61,16 @@ func ConfigChecks(c *Config) []Check {
 	add("replay-frames", c.ReplayFrames <= MaxReplayFrames,
 		fmt.Sprintf("--replay-frames %d is more than %d", c.ReplayFrames, MaxReplayFrames),
 		fmt.Sprintf("pass --replay-frames or set M0_REPLAY_FRAMES to at most %d", MaxReplayFrames))
+	add("workers", c.Workers >= 1,
+		fmt.Sprintf("%d workers", c.Workers), "pass --workers or set M0_WORKERS to 1 or more")
+	add("threads", c.Threads >= 1,
+		fmt.Sprintf("%d threads", c.Threads), "pass --threads or set M0_THREADS to 1 or more")
 	add("threads-and-workers", !(c.Threads > 1 && c.Workers > 1),
 		fmt.Sprintf("--threads %d beside --workers %d", c.Threads, c.Workers),
 		"use one of --threads and --workers, not both")
 	for _, s := range settings {
 		what, ok := pending[s.name]
-		if !ok || c.Sources[s.name] == FromDefault || c.Values[s.name] == s.def {
+		if !ok || c.Sources[s.name] == FromDefault || s.isDefault(c) {
 			continue
 		}
 		how := "--" + s.name
@@ -75,6 +80,17 @@ func ConfigChecks(c *Config) []Check {
 		add(s.name, false,
 			fmt.Sprintf("%s=%s asks for %s, which this m0serve does not support yet", how, c.Values[s.name], what),
 			"leave --"+s.name+unsetEnv(s)+" unset")
+	}
+	for _, e := range flaglessEnv {
+		if v, ok := c.Env[e.name]; ok && v != e.def {
+			shown := v
+			if strings.HasPrefix(e.name, "M0_GRANT_KEY") {
+				shown = "(set)"
+			}
+			add(e.name, false,
+				fmt.Sprintf("%s=%s is for %s, which this m0serve does not support yet", e.name, shown, e.feature),
+				"unset "+e.name)
+		}
 	}
 	add("qos", c.QoS == "" || qosPermitted(c.QoS),
 		fmt.Sprintf("--qos %s needs a nice level of %d, which this process may not take", c.QoS, qosLinux[c.QoS].nice),

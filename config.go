@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
+	"reflect"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -59,6 +62,20 @@ type Config struct {
 	Values map[string]string
 	// Notes are startup lines about variables that were ignored.
 	Notes []string
+	// Env holds the M0_* variables that have no flag, as set.
+	Env map[string]string
+}
+
+// flaglessEnv are the variables without a flag: each one's default, and
+// the feature it belongs to.
+var flaglessEnv = []struct{ name, def, feature string }{
+	{"M0_SSE_HEARTBEAT_MS", "15000", "held streams (M0-Hold)"},
+	{"M0_STREAM_KEEPALIVE_S", "15", "held streams (M0-Hold)"},
+	{"M0_APP_TICK_MS", "", "producers"},
+	{"M0_GRANT_KEY", "", "grants (--mount PREFIX=hold)"},
+	{"M0_GRANT_KEY_PREV", "", "grants (--mount PREFIX=hold)"},
+	{"M0_GRANT_COOKIE", "sessionid", "grants (--mount PREFIX=hold)"},
+	{"M0_INVERTED", "0", "the inverted ASGI loop"},
 }
 
 // PoolSize returns the number of Python threads the configuration resolves
@@ -131,8 +148,8 @@ var settings = []setting{
 		}
 		return nil
 	}},
-	{name: "workers", env: "M0_WORKERS", def: "1", arg: "N", usage: "worker processes", set: setCount(func(c *Config) *int { return &c.Workers }, 1)},
-	{name: "threads", env: "M0_THREADS", def: "1", arg: "N", usage: "accept loops in one process (free-threaded CPython)", set: setCount(func(c *Config) *int { return &c.Threads }, 1)},
+	{name: "workers", env: "M0_WORKERS", def: "1", arg: "N", usage: "worker processes", set: setCount(func(c *Config) *int { return &c.Workers }, 0)},
+	{name: "threads", env: "M0_THREADS", def: "1", arg: "N", usage: "accept loops in one process (free-threaded CPython)", set: setCount(func(c *Config) *int { return &c.Threads }, 0)},
 	{name: "blocking-threads", env: "M0_BLOCKING_THREADS", def: "auto", arg: "N", usage: "Python threads running the application (0: one thread, no pool; auto: min(cores, 8))", set: func(c *Config, v string) error {
 		if v == "auto" {
 			c.BlockingThreads = -1
@@ -297,7 +314,12 @@ func ParseDuration(s string) (time.Duration, error) {
 // lenient: a bad value is replaced by the default and noted in Notes.
 // Whether the result can run is for Checks to say.
 func Parse(args []string, getenv func(string) string) (*Config, error) {
-	c := &Config{Sources: map[string]Source{}, Values: map[string]string{}}
+	c := &Config{Sources: map[string]Source{}, Values: map[string]string{}, Env: map[string]string{}}
+	for _, e := range flaglessEnv {
+		if v := getenv(e.name); v != "" {
+			c.Env[e.name] = v
+		}
+	}
 	fs := flag.NewFlagSet("m0serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	given := map[string][]string{}
@@ -345,16 +367,20 @@ func Parse(args []string, getenv func(string) string) (*Config, error) {
 			for _, v := range vs {
 				s.set(c, v)
 			}
-			c.Sources[s.name], c.Values[s.name] = FromFlag, strings.Join(vs, ", ")
+			value := vs[len(vs)-1] // a repeated flag: the last one counts
+			if s.multi {
+				value = strings.Join(vs, ", ")
+			}
+			c.Sources[s.name], c.Values[s.name] = FromFlag, redact(s.name, value)
 			continue
 		}
 		if s.env != "" {
 			if v := getenv(s.env); v != "" {
 				if err := s.set(c, v); err == nil {
-					c.Sources[s.name], c.Values[s.name] = FromEnv, v
+					c.Sources[s.name], c.Values[s.name] = FromEnv, redact(s.name, v)
 					continue
 				} else {
-					c.Notes = append(c.Notes, fmt.Sprintf("m0serve: ignored %s=%s (%v); using the default, %s", s.env, v, err, orNone(s.def)))
+					c.Notes = append(c.Notes, fmt.Sprintf("m0serve: ignored %s=%s (%v); using the default, %s", s.env, redact(s.name, v), err, orNone(s.def)))
 				}
 			}
 		}
@@ -364,6 +390,36 @@ func Parse(args []string, getenv func(string) string) (*Config, error) {
 		c.Sources[s.name], c.Values[s.name] = FromDefault, s.def
 	}
 	return c, nil
+}
+
+// redact hides the password of a PostgreSQL DSN, as a URL
+// (postgres://user:secret@host/db) or as key=value pairs (password=secret).
+func redact(name, v string) string {
+	if name != "pg-listen" || v == "" {
+		return v
+	}
+	if u, err := url.Parse(v); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return passwordKV.ReplaceAllString(v, "${1}xxxxx")
+}
+
+var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
+
+// isDefault reports whether the setting's value in c means what its
+// default means ("0", "no" and "false" are one switch; "01" is 1).
+func (s setting) isDefault(c *Config) bool {
+	if s.multi {
+		return c.Sources[s.name] == FromDefault
+	}
+	want, got := &Config{}, &Config{}
+	if s.def != "" {
+		s.set(want, s.def)
+	}
+	if err := s.set(got, c.Values[s.name]); err != nil {
+		return false
+	}
+	return reflect.DeepEqual(want, got)
 }
 
 func orNone(s string) string {

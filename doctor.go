@@ -25,6 +25,7 @@ type DoctorReport struct {
 	App      any                       `json:"app"`
 	Config   map[string]map[string]any `json:"config"`
 	Env      map[string]string         `json:"env"`
+	Notes    []string                  `json:"notes"`
 	Topology map[string]any            `json:"topology"`
 	Checks   []Check                   `json:"checks"`
 	Exit     int                       `json:"exit"`
@@ -38,6 +39,7 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 		Config:   map[string]map[string]any{},
 		Env:      map[string]string{},
 		Checks:   p.Checks,
+		Notes:    append([]string{}, c.Notes...),
 		Exit:     ExitCode(p.Err()),
 	}
 	if p.Python != nil {
@@ -129,6 +131,18 @@ func (r *DoctorReport) Print(w io.Writer) error {
 	return err
 }
 
+// WantsDoctor reports whether a command line that could not be parsed
+// asked for the doctor, so that its answer is still the JSON.
+func WantsDoctor(args []string) bool {
+	for _, a := range args {
+		name, value, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && name == "doctor" && value != "false" && value != "0" {
+			return true
+		}
+	}
+	return false
+}
+
 // UsageReport is the doctor's report for a command line that could not be
 // read: one failed check, exit 2.
 func UsageReport(err error) *DoctorReport {
@@ -138,6 +152,7 @@ func UsageReport(err error) *DoctorReport {
 		Env:      map[string]string{},
 		Topology: map[string]any{},
 		Checks:   []Check{{Name: "arguments", Detail: err.Error(), Fix: "see m0serve --help", Exit: ExitUsage}},
+		Notes:    []string{},
 		Exit:     ExitUsage,
 	}
 }

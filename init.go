@@ -16,6 +16,18 @@ const initChildEnv = "M0_INIT_CHILD"
 var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
 	syscall.SIGUSR1, syscall.SIGUSR2}
 
+// early holds the signals an init gets before RunAsInit runs: as PID 1 a
+// signal with no handler is dropped by the kernel, so they are caught from
+// the start of the program.
+var early chan os.Signal
+
+func init() {
+	if os.Getpid() == 1 && os.Getenv(initChildEnv) == "" {
+		early = make(chan os.Signal, 8)
+		signal.Notify(early, append(forwarded, syscall.SIGCHLD)...)
+	}
+}
+
 // RunAsInit makes the process a minimal init when it is PID 1 (the first
 // process of a container): it starts itself again as its only child,
 // passes on the signals it gets, reaps every process that ends up its
@@ -30,9 +42,7 @@ func RunAsInit() (code int, ok bool) {
 	if err != nil {
 		return Report(os.Stderr, &StartupError{Msg: "as PID 1, cannot find the executable: " + err.Error()}), true
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
-	signal.Notify(sigs, syscall.SIGCHLD)
+	sigs := early
 	cmd := exec.Command(exe, os.Args[1:]...)
 	cmd.Env = append(os.Environ(), initChildEnv+"=1")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -40,6 +50,7 @@ func RunAsInit() (code int, ok bool) {
 		return Report(os.Stderr, &StartupError{Msg: "as PID 1, cannot start the server: " + err.Error()}), true
 	}
 	child := cmd.Process.Pid
+	// A signal that came before the child: it gets it now.
 	for sig := range sigs {
 		if sig != syscall.SIGCHLD {
 			unix.Kill(child, sig.(syscall.Signal))

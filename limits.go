@@ -175,14 +175,11 @@ func fastLimits(s *fasthttp.Server, lim Limits) {
 			// gets no answer.
 			ctx.Conn().Close()
 		case isTimeout(err):
+			// 408, then the connection closes; closing it here instead
+			// would lose a pipelined response fasthttp has not flushed.
 			rf.timedOut()
-			if ctx.ConnRequestNum() > 0 {
-				// A later request on a kept-alive connection: it closes
-				// unanswered, as an idle close looks to the client.
-				ctx.Conn().Close()
-				return
-			}
 			ctx.Error(timedOut, fasthttp.StatusRequestTimeout)
+			ctx.SetConnectionClose()
 		case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
 			ctx.Error("Request Header Fields Too Large\n", fasthttp.StatusRequestHeaderFieldsTooLarge)
 		default:
@@ -305,8 +302,7 @@ func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // refuse answers 413 or 408 on the connection itself and closes it: a 413
-// after reading and discarding the rest of the upload for the linger, a 408
-// on a connection's first request only (a later one closes unanswered).
+// after reading and discarding the rest of the upload for the linger.
 func (lh *limitHandler) refuse(w http.ResponseWriter, cs *connState, status int) {
 	msg := tooLarge
 	if status == http.StatusRequestTimeout {
@@ -319,10 +315,6 @@ func (lh *limitHandler) refuse(w http.ResponseWriter, cs *connState, status int)
 	if err != nil {
 		w.Header().Set("Connection", "close")
 		http.Error(w, strings.TrimSuffix(msg, "\n"), status)
-		return
-	}
-	if status == http.StatusRequestTimeout && cs.requests > 1 {
-		c.Close()
 		return
 	}
 	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\nDate: %s\r\n\r\n%s",

@@ -73,6 +73,9 @@ func (pythonDrain) Shutdown(ctx context.Context) error {
 	if err != nil {
 		return nil
 	}
+	if ctx.Err() != nil {
+		return errors.New("atexit handlers skipped: the drain's time is up")
+	}
 	done := make(chan error, 1)
 	go func() {
 		done <- rt.Main(func(t cpython.Thread) error {

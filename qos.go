@@ -2,7 +2,7 @@ package m0
 
 import (
 	"fmt"
-	"os"
+	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,15 +24,21 @@ var qosLinux = map[string]qosClass{
 	"background":       {nice: 10, batch: true},
 }
 
-// qosPermitted reports whether this process may take the class: a nice
-// level below 0 needs root or an RLIMIT_NICE that allows it.
+// qosPermitted reports whether this process may take the class. A nice
+// level below 0 needs CAP_SYS_NICE or an RLIMIT_NICE that allows it, which
+// root inside a container may not have: it is tried on a thread made for
+// the purpose and thrown away.
 func qosPermitted(class string) bool {
 	q := qosLinux[class]
-	if q.nice >= 0 || os.Geteuid() == 0 {
+	if q.nice >= 0 {
 		return true
 	}
-	var rl unix.Rlimit
-	return unix.Getrlimit(unix.RLIMIT_NICE, &rl) == nil && 20-int(rl.Cur) <= q.nice
+	ok := make(chan bool)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		ok <- unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), q.nice) == nil
+	}()
+	return <-ok
 }
 
 // ApplyQoS gives the Python threads the scheduling class of c.QoS; the

@@ -56,16 +56,34 @@ func (p *pool) shutdown(ctx context.Context) error {
 		return ErrClosed
 	}
 	free := make([]bool, p.n)
-	for range p.n {
+	for left := p.n; left > 0; left-- {
+		select {
+		case i := <-p.slots:
+			free[i] = true
+			continue
+		default:
+		}
 		select {
 		case i := <-p.slots:
 			free[i] = true
 		case <-ctx.Done():
+			// Take every slot freed meanwhile before naming the rest.
+			for more := true; more; {
+				select {
+				case i := <-p.slots:
+					free[i] = true
+				default:
+					more = false
+				}
+			}
 			var busy []string
 			for i, f := range free {
 				if !f {
 					busy = append(busy, fmt.Sprintf("python-%d", i+1))
 				}
+			}
+			if len(busy) == 0 {
+				return nil
 			}
 			return fmt.Errorf("wsgi: %s still running a request", strings.Join(busy, ", "))
 		}

@@ -9,8 +9,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"slices"
-	"strings"
 
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/wsgi"
@@ -29,7 +27,7 @@ func run(args []string) int {
 	case m0.IsHelp(err):
 		m0.PrintHelp(os.Stdout)
 		return m0.ExitOK
-	case err != nil && slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--doctor") }):
+	case err != nil && m0.WantsDoctor(args):
 		m0.UsageReport(err).Print(os.Stdout)
 		return m0.ExitUsage
 	case err != nil:

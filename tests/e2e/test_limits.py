@@ -98,3 +98,16 @@ def test_a_client_that_stops_reading_is_dropped(serve):
             assert time.monotonic() < deadline, "the stalled response was never dropped"
             time.sleep(0.1)
         assert server.get("/ok").text == "ok\n"
+
+
+def test_http_client_uploading_10mb_gets_the_413(serve):
+    """http.client writes the whole body before reading: without the linger
+    it would see a reset instead of the answer."""
+    import http.client
+    server = serve("pep3333:application", args=["--max-body", "1m"], validated=True)
+    for _ in range(2):
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+        conn.request("POST", "/input", body=b"x" * (10 << 20), headers={"Content-Type": "application/octet-stream"})
+        resp = conn.getresponse()
+        assert resp.status == 413, resp.read()
+        conn.close()
