@@ -54,6 +54,14 @@ func TestParse(t *testing.T) {
 		{name: "threads beside workers", args: []string{"--threads", "2", "--workers", "2", "app"}, env: env(), code: ExitConfig},
 		{name: "realtime not yet", args: []string{"--realtime", "app"}, env: env(), code: ExitConfig},
 		{name: "protocol asgi not yet", args: []string{"--protocol", "asgi", "app"}, env: env(), code: ExitConfig},
+		{name: "a switch off by another spelling", args: []string{"--realtime=off", "--reload=0", "app"}, env: env("M0_SPAWN_WORKERS", "no"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
+		{name: "a count by another spelling", args: []string{"--workers", "01", "app"}, env: env(), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
+		{name: "repeated flag keeps the last", args: []string{"--port", "9001", "--port", "9002", "--workers", "1", "--workers", "1", "app"}, env: env(), port: 9002, host: "0.0.0.0", threads: -1, source: FromFlag},
+		{name: "zero workers by flag", args: []string{"--workers", "0", "app"}, env: env(), code: ExitConfig},
+		{name: "zero workers by env", args: []string{"app"}, env: env("M0_WORKERS", "0"), code: ExitConfig},
+		{name: "flagless variable for a feature not built", args: []string{"app"}, env: env("M0_INVERTED", "1"), code: ExitConfig},
+		{name: "flagless variable at its default", args: []string{"app"}, env: env("M0_SSE_HEARTBEAT_MS", "15000"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
+		{name: "grant key set", args: []string{"app"}, env: env("M0_GRANT_KEY", "k"), code: ExitConfig},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -153,4 +161,21 @@ func FuzzParseDuration(f *testing.F) {
 			t.Fatalf("ParseDuration(%q) = %v", s, d)
 		}
 	})
+}
+
+func TestPGListenPasswordIsRedacted(t *testing.T) {
+	for _, dsn := range []string{"postgres://app:hunter2@db/x", "host=db user=app password=hunter2 dbname=x", "host=db password='hunter2' dbname=x"} {
+		cfg, err := Parse([]string{"app"}, env("M0_PG_LISTEN", dsn))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(cfg.Values["pg-listen"], "hunter2") {
+			t.Errorf("%q kept as %q", dsn, cfg.Values["pg-listen"])
+		}
+		for _, ch := range ConfigChecks(cfg) {
+			if strings.Contains(ch.Detail, "hunter2") {
+				t.Errorf("check %s prints the password: %s", ch.Name, ch.Detail)
+			}
+		}
+	}
 }
