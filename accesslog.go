@@ -76,6 +76,14 @@ func (l *accessLog) write(method, path string, o outcome) {
 	l.log.LogAttrs(context.Background(), slog.LevelInfo, "access", attrs[:n]...)
 }
 
+// refused logs a response the server gave before next was reached.
+func (l *accessLog) refused(method, path string, o outcome) {
+	l.write(method, path, o)
+	if obs, ok := l.next.(refusalObserver); ok {
+		obs.refused(method, path, o)
+	}
+}
+
 type fastAccessLog struct {
 	*accessLog
 	fast FastHandler

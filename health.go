@@ -62,6 +62,12 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+func (h *health) refused(method, path string, o outcome) {
+	if obs, ok := h.next.(refusalObserver); ok {
+		obs.refused(method, path, o)
+	}
+}
+
 type fastHealth struct {
 	*health
 	fast FastHandler

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -128,7 +129,7 @@ func formatSize(n int64) string {
 }
 
 // fastLimits are the fasthttp.Server settings that carry lim.
-func fastLimits(s *fasthttp.Server, lim Limits) {
+func fastLimits(s *fasthttp.Server, lim Limits, obs refusalObserver) {
 	rf := &refusals{lim: lim}
 	capBytes := lim.maxBody()
 	s.MaxRequestBodySize = math.MaxInt
@@ -165,6 +166,17 @@ func fastLimits(s *fasthttp.Server, lim Limits) {
 		return fasthttp.StatusContinue
 	}
 	s.ErrorHandler = func(ctx *fasthttp.RequestCtx, err error) {
+		answered := true
+		defer func() {
+			if answered && obs != nil {
+				o := outcome{status: ctx.Response.StatusCode(), dur: time.Since(ctx.Time()),
+					bytes: int64(len(ctx.Response.Body()))}
+				if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
+					o.remote = a.AddrPort().Addr().Unmap()
+				}
+				obs.refused(string(ctx.Method()), string(ctx.Path()), o)
+			}
+		}()
 		switch {
 		case errors.Is(err, fasthttp.ErrBodyTooLarge):
 			rf.tooLarge()
@@ -173,6 +185,7 @@ func fastLimits(s *fasthttp.Server, lim Limits) {
 		case isTimeout(err) && headerError(ctx, err):
 			// As net/http does: a request whose headers never arrived
 			// gets no answer.
+			answered = false
 			ctx.Conn().Close()
 		case isTimeout(err):
 			// 408, then the connection closes; closing it here instead
@@ -257,7 +270,7 @@ func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	capBytes := lh.lim.maxBody()
 	if capBytes >= 0 && r.ContentLength > capBytes {
-		lh.refuse(w, cs, http.StatusRequestEntityTooLarge)
+		lh.refuse(w, r, http.StatusRequestEntityTooLarge)
 		return
 	}
 	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
@@ -285,7 +298,7 @@ func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case err != nil && isTimeout(err):
-		lh.refuse(w, cs, http.StatusRequestTimeout)
+		lh.refuse(w, r, http.StatusRequestTimeout)
 		return
 	case err != nil:
 		if !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
@@ -293,7 +306,7 @@ func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	case capBytes >= 0 && int64(buf.Len()) > capBytes:
-		lh.refuse(w, cs, http.StatusRequestEntityTooLarge)
+		lh.refuse(w, r, http.StatusRequestEntityTooLarge)
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
@@ -301,9 +314,17 @@ func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	lh.h.ServeHTTP(w, r)
 }
 
+// refusalObserver is a handler that learns of the requests the server
+// refused before they reached it (413, 408, 400, 431): the access log and
+// the metrics, which count every response.
+type refusalObserver interface {
+	refused(method, path string, o outcome)
+}
+
 // refuse answers 413 or 408 on the connection itself and closes it: a 413
 // after reading and discarding the rest of the upload for the linger.
-func (lh *limitHandler) refuse(w http.ResponseWriter, cs *connState, status int) {
+func (lh *limitHandler) refuse(w http.ResponseWriter, r *http.Request, status int) {
+	start := time.Now()
 	msg := tooLarge
 	if status == http.StatusRequestTimeout {
 		lh.rf.timedOut()
@@ -319,6 +340,13 @@ func (lh *limitHandler) refuse(w http.ResponseWriter, cs *connState, status int)
 	}
 	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\nDate: %s\r\n\r\n%s",
 		status, http.StatusText(status), len(msg), time.Now().UTC().Format(http.TimeFormat), msg)
+	if obs, ok := lh.h.(refusalObserver); ok {
+		o := outcome{status: status, dur: time.Since(start), bytes: int64(len(msg))}
+		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+			o.remote = ap.Addr().Unmap()
+		}
+		obs.refused(r.Method, r.URL.Path, o)
+	}
 	if status == http.StatusRequestEntityTooLarge {
 		lingerOnClose(c, lh.lim.linger())
 	}

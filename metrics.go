@@ -108,6 +108,14 @@ func (m *metrics) record(method string, o outcome) {
 	}
 }
 
+// refused counts a response the server gave before next was reached.
+func (m *metrics) refused(method, path string, o outcome) {
+	m.record(method, o)
+	if obs, ok := m.next.(refusalObserver); ok {
+		obs.refused(method, path, o)
+	}
+}
+
 type fastMetrics struct {
 	*metrics
 	fast       FastHandler

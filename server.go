@@ -53,7 +53,8 @@ func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
 		ReadBufferSize: 16 << 10,
 		Logger:         log.New(io.Discard, "", 0),
 	}
-	fastLimits(s, lim)
+	obs, _ := h.(refusalObserver)
+	fastLimits(s, lim, obs)
 	return s
 }
 

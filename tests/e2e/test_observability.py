@@ -68,3 +68,15 @@ def test_metrics_exposition(serve, tmp_path):
         pytest.skip("promtool is not installed (Debian package prometheus)")
     check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_refusals_are_logged_and_counted(serve):
+    """A 413 the server gives before the application runs is still a response."""
+    server = serve("pep3333:application", args=["--access-log", "--metrics", "--max-body", "1k"], validated=True)
+    r = requests.post(server.url("/input"), data=b"x" * 4096, timeout=HTTP_TIMEOUT)
+    assert r.status_code == 413
+    wait_until(lambda: any(line["status"] == 413 for line in access_lines(server)), 5, "the 413's access line")
+    line = next(line for line in access_lines(server) if line["status"] == 413)
+    assert list(line) == FIELDS and line["method"] == "POST" and line["path"] == "/input" and line["bytes"] > 0
+    text = requests.get(server.url("/__metrics"), timeout=HTTP_TIMEOUT).text
+    assert re.search(r'^m0_http_request_duration_seconds_count\{code="413",method="POST"\} 1$', text, re.M), text[:3000]
