@@ -199,6 +199,15 @@ func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
 
+// A fasthttp handler that writes its response to the connection itself
+// (a hijack) tells the access log and the metrics what it sent through
+// these user values: the body's bytes as an int64, and when the head went
+// out as a time.Time.
+const (
+	HijackedSent = "m0.sent"
+	HijackedHead = "m0.head"
+)
+
 // SentCounter is implemented by a fasthttp response body stream that counts
 // the bytes fasthttp takes from it: CountInto(n) asks it to add each Read's
 // count to *n, on the goroutine that reads it, until it is closed. Without
@@ -256,8 +265,15 @@ func observeFast(ctx *fasthttp.RequestCtx, next FastHandler, done func(*fasthttp
 	case ctx.IsHead() || !bodyAllowed(rec.o.status) || resp.SkipBody:
 		rec.o.bytes = 0
 	case ctx.Hijacked():
-		// The handler wrote the response to the connection itself.
+		// The handler wrote the response to the connection itself, and may
+		// say how: HijackedSent and HijackedHead.
 		rec.o.bytes = -1
+		if n, ok := ctx.UserValue(HijackedSent).(int64); ok {
+			rec.o.bytes = n
+		}
+		if head, ok := ctx.UserValue(HijackedHead).(time.Time); ok {
+			rec.o.dur = head.Sub(start)
+		}
 	case resp.IsBodyStream():
 		if n := resp.Header.ContentLength(); n >= 0 {
 			rec.o.bytes = int64(n)

@@ -160,6 +160,10 @@ func (x *fastExchange) stream10(t cpython.Thread, status int, s *stream) {
 	// The connection closes after the body: fasthttp writes nothing more.
 	x.ctx.HijackSetNoResponse(true)
 	x.ctx.Hijack(func(net.Conn) {})
+	// What was sent, for the access log (m0.HijackedHead, m0.HijackedSent).
+	x.ctx.SetUserValue("m0.head", time.Now())
+	var sent int64
+	defer func() { x.ctx.SetUserValue("m0.sent", sent) }()
 	if x.ctx.IsHead() || !bodyAllowed(status) {
 		w.Flush()
 		return
@@ -174,6 +178,7 @@ func (x *fastExchange) stream10(t cpython.Thread, status int, s *stream) {
 		if w.Flush() != nil {
 			return
 		}
+		sent += int64(len(b))
 	}
 }
 

@@ -80,3 +80,15 @@ def test_refusals_are_logged_and_counted(serve):
     assert list(line) == FIELDS and line["method"] == "POST" and line["path"] == "/input" and line["bytes"] > 0
     text = requests.get(server.url("/__metrics"), timeout=HTTP_TIMEOUT).text
     assert re.search(r'^m0_http_request_duration_seconds_count\{code="413",method="POST"\} 1$', text, re.M), text[:3000]
+
+
+def test_http10_stream_is_logged_with_its_bytes(serve):
+    server = serve("pep3333:application", args=["--access-log"], validated=True)
+    out = subprocess.run(["curl", "-s", "--http1.0", server.url("/stream?n=3&delay=0.3")],
+                         capture_output=True, timeout=HTTP_TIMEOUT)
+    body = out.stdout
+    assert body.count(b"chunk") == 3, out
+    wait_until(lambda: access_lines(server), 5, "the access line")
+    line = access_lines(server)[-1]
+    assert line["status"] == 200 and line["bytes"] == len(body), line
+    assert line["dur_us"] < 300_000, line  # to the head, not to the end of the body
