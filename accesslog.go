@@ -122,6 +122,12 @@ type recorder struct {
 // observe serves r with next through a recorder.
 func observe(w http.ResponseWriter, r *http.Request, next http.Handler) *recorder {
 	rec := &recorder{ResponseWriter: w, start: time.Now()}
+	// From the request's headers: the limits read the body before this.
+	if cs, ok := r.Context().Value(connKey{}).(*connState); ok {
+		if t := requestStart(cs.conn); !t.IsZero() && t.Before(rec.start) {
+			rec.start = t
+		}
+	}
 	next.ServeHTTP(rec, r)
 	return rec
 }
@@ -249,9 +255,13 @@ func observeFast(ctx *fasthttp.RequestCtx, next FastHandler, done func(*fasthttp
 	ctx.SetUserValue(fastRecordKey{}, rec)
 	next.ServeFastHTTP(ctx)
 
+	// From the request's headers: ctx.Time is when its body had arrived.
 	start := ctx.Time()
 	if start.IsZero() {
 		start = ctx.ConnTime()
+	}
+	if t := requestStart(ctx.Conn()); !t.IsZero() && t.Before(start) {
+		start = t
 	}
 	resp := &ctx.Response
 	rec.o.status = resp.StatusCode()

@@ -375,23 +375,47 @@ type limitConn struct {
 	deadline atomic.Int64 // the write deadline set, in Unix nanoseconds; 0 unknown
 	readAny  atomic.Bool  // a byte has arrived
 	refused  atomic.Bool
-	linger   atomic.Int64 // a time.Duration
-	once     sync.Once
-	err      error
+	// started is when the first bytes of the request being read arrived
+	// (Unix nanoseconds): a Read with data after a Write begins a request.
+	started atomic.Int64
+	wrote   atomic.Bool
+	linger  atomic.Int64 // a time.Duration
+	once    sync.Once
+	err     error
 }
 
 func (c *limitConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 && !c.readAny.Load() {
-		c.readAny.Store(true)
+	if n > 0 {
+		if !c.readAny.Load() {
+			c.readAny.Store(true)
+			c.started.Store(time.Now().UnixNano())
+		} else if c.wrote.Load() {
+			c.wrote.Store(false)
+			c.started.Store(time.Now().UnixNano())
+		}
 	}
 	return n, err
+}
+
+// requestStart returns when the request being served began to arrive, or
+// the zero time when the connection has no such mark.
+func requestStart(c net.Conn) time.Time {
+	if lc, ok := c.(*limitConn); ok {
+		if ns := lc.started.Load(); ns != 0 {
+			return time.Unix(0, ns)
+		}
+	}
+	return time.Time{}
 }
 
 // Write sends p under a deadline IdleTimeout ahead, renewed while the
 // client takes bytes: it fails only once a whole IdleTimeout passes with
 // none taken, however long p takes to send.
 func (c *limitConn) Write(p []byte) (int, error) {
+	if !c.wrote.Load() {
+		c.wrote.Store(true)
+	}
 	if c.idle <= 0 {
 		return c.Conn.Write(p)
 	}

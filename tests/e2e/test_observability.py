@@ -92,3 +92,19 @@ def test_http10_stream_is_logged_with_its_bytes(serve):
     line = access_lines(server)[-1]
     assert line["status"] == 200 and line["bytes"] == len(body), line
     assert line["dur_us"] < 300_000, line  # to the head, not to the end of the body
+
+
+def test_duration_counts_from_the_headers(serve):
+    """An upload that takes 0.6 s is logged with at least that long."""
+    import socket
+    server = serve("pep3333:application", args=["--access-log"], validated=True)
+    with socket.create_connection((server.host, server.port), timeout=10) as s:
+        s.sendall(b"POST /input HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\nConnection: close\r\n\r\n")
+        for _ in range(3):
+            time.sleep(0.2)
+            s.sendall(b"0123456789")
+        while s.recv(65536):
+            pass
+    wait_until(lambda: access_lines(server), 5, "the access line")
+    line = access_lines(server)[-1]
+    assert line["path"] == "/input" and line["dur_us"] >= 550_000, line
