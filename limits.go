@@ -356,7 +356,9 @@ func (lh *limitHandler) refuse(w http.ResponseWriter, r *http.Request, status in
 // limitListener hands out limitConns.
 type limitListener struct {
 	net.Listener
-	idle time.Duration
+	idle  time.Duration
+	mu    sync.Mutex
+	conns map[*limitConn]struct{} // open connections
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -364,7 +366,31 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &limitConn{Conn: c, idle: l.idle}, nil
+	lc := &limitConn{Conn: c, idle: l.idle, ln: l}
+	l.mu.Lock()
+	if l.conns == nil {
+		l.conns = map[*limitConn]struct{}{}
+	}
+	l.conns[lc] = struct{}{}
+	l.mu.Unlock()
+	return lc, nil
+}
+
+// closeUnused closes the open connections that have not sent a byte: they
+// carry no request, and a drain need not wait for one (a browser's
+// preconnect, say).
+func (l *limitListener) closeUnused() {
+	l.mu.Lock()
+	var unused []*limitConn
+	for c := range l.conns {
+		if !c.readAny.Load() {
+			unused = append(unused, c)
+		}
+	}
+	l.mu.Unlock()
+	for _, c := range unused {
+		c.Close()
+	}
 }
 
 // limitConn bounds a send that makes no progress, and lingers on a refused
@@ -379,6 +405,7 @@ type limitConn struct {
 	// (Unix nanoseconds): a Read with data after a Write begins a request.
 	started atomic.Int64
 	wrote   atomic.Bool
+	ln      *limitListener
 	linger  atomic.Int64 // a time.Duration
 	once    sync.Once
 	err     error
@@ -469,6 +496,11 @@ func (c *limitConn) Close() error {
 			}
 		}
 		c.err = c.Conn.Close()
+		if c.ln != nil {
+			c.ln.mu.Lock()
+			delete(c.ln.conns, c)
+			c.ln.mu.Unlock()
+		}
 	})
 	return c.err
 }

@@ -6,6 +6,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -61,17 +62,53 @@ func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
 type fastServer struct {
 	srv *fasthttp.Server
 	lim Limits
+	ln  atomic.Value // the net.Listener served
 }
 
-func (s *fastServer) Serve(ln net.Listener) error { return s.srv.Serve(s.lim.Listener(ln)) }
+func (s *fastServer) Serve(ln net.Listener) error {
+	l := s.lim.Listener(ln)
+	s.ln.Store(l)
+	return s.srv.Serve(l)
+}
 
-func (s *fastServer) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+func (s *fastServer) Shutdown(ctx context.Context) error {
+	return drainUnused(ctx, s.ln.Load(), s.srv.ShutdownWithContext)
+}
 
 type netServer struct {
 	srv *http.Server
 	lim Limits
+	ln  atomic.Value // the net.Listener served
 }
 
-func (s *netServer) Serve(ln net.Listener) error { return s.srv.Serve(s.lim.Listener(ln)) }
+func (s *netServer) Serve(ln net.Listener) error {
+	l := s.lim.Listener(ln)
+	s.ln.Store(l)
+	return s.srv.Serve(l)
+}
 
-func (s *netServer) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+func (s *netServer) Shutdown(ctx context.Context) error {
+	return drainUnused(ctx, s.ln.Load(), s.srv.Shutdown)
+}
+
+// drainUnused runs a server's shutdown, closing meanwhile every connection
+// that never sent a byte: both servers otherwise wait on such a connection
+// for seconds, though it carries no request.
+func drainUnused(ctx context.Context, ln any, shutdown func(context.Context) error) error {
+	l, ok := ln.(*limitListener)
+	if !ok {
+		return shutdown(ctx)
+	}
+	done := make(chan error, 1)
+	go func() { done <- shutdown(ctx) }()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		l.closeUnused()
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+		}
+	}
+}

@@ -69,3 +69,17 @@ def test_drain_is_bounded_and_names_what_still_runs(serve):
     named = re.findall(r"wsgi: (.*) still running a request", server.stderr)
     # The one busy thread, and no idle one.
     assert len(named) == 1 and re.fullmatch(r"python-\d+", named[0]), server.stderr
+
+
+def test_drain_does_not_wait_for_connections_without_a_request(serve):
+    """A connection that never sent a byte (a browser's preconnect) does not
+    hold the drain."""
+    import socket
+    server = serve("pep3333:application", validated=True)
+    with socket.create_connection((server.host, server.port), timeout=10):
+        started = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        rc = server.wait_exit(15)
+        took = time.monotonic() - started
+    assert rc == 0, server.describe()
+    assert took < 2, f"the drain waited {took:.1f}s on an unused connection"
