@@ -70,7 +70,8 @@ func ConfigChecks(c *Config) []Check {
 		"use one of --threads and --workers, not both")
 	for _, s := range settings {
 		what, ok := pending[s.name]
-		if !ok || c.Sources[s.name] == FromDefault || s.isDefault(c) {
+		if !ok || c.Sources[s.name] == FromDefault || s.isDefault(c) ||
+			s.name == "replay-frames" && c.ReplayFrames > MaxReplayFrames { // refused above already
 			continue
 		}
 		how := "--" + s.name
@@ -92,6 +93,9 @@ func ConfigChecks(c *Config) []Check {
 				"unset "+e.name)
 		}
 	}
+	add("health-path", !(c.Metrics && c.HealthPath == MetricsPath),
+		fmt.Sprintf("--health-path %s is the path --metrics answers", c.HealthPath),
+		"pass another --health-path")
 	add("qos", c.QoS == "" || qosPermitted(c.QoS),
 		fmt.Sprintf("--qos %s needs a nice level of %d, which this process may not take", c.QoS, qosLinux[c.QoS].nice),
 		"run as root or with CAP_SYS_NICE (or a higher RLIMIT_NICE), or pass a class from default down")

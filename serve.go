@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -107,7 +108,7 @@ func (w *Worker) Run() error {
 func (w *Worker) banner(addr net.Addr) string {
 	c := w.Config
 	host := c.Host
-	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
+	if strings.Contains(host, ":") {
 		host = "[" + host + "]"
 	}
 	port := c.Port
