@@ -34,9 +34,11 @@ const IdleTimeout = 60 * time.Second
 // listener it wraps with lim.Listener.
 func newServer(h http.Handler, lim Limits) server {
 	if fh, ok := h.(FastHandler); ok {
-		return &fastServer{srv: FastServer(fh, lim), lim: lim}
+		srv := FastServer(fh, lim)
+		return &limitedServer{serve: srv.Serve, shutdown: srv.ShutdownWithContext, lim: lim}
 	}
-	return &netServer{srv: netLimits(h, lim), lim: lim}
+	srv := netLimits(h, lim)
+	return &limitedServer{serve: srv.Serve, shutdown: srv.Shutdown, lim: lim}
 }
 
 // FastServer returns the fasthttp server m0serve serves h with, within lim.
@@ -59,36 +61,23 @@ func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
 	return s
 }
 
-type fastServer struct {
-	srv *fasthttp.Server
-	lim Limits
-	ln  atomic.Value // the net.Listener served
+// limitedServer is either server, serving on a listener wrapped with its
+// limits.
+type limitedServer struct {
+	serve    func(net.Listener) error
+	shutdown func(context.Context) error
+	lim      Limits
+	ln       atomic.Value // the net.Listener served
 }
 
-func (s *fastServer) Serve(ln net.Listener) error {
+func (s *limitedServer) Serve(ln net.Listener) error {
 	l := s.lim.Listener(ln)
 	s.ln.Store(l)
-	return s.srv.Serve(l)
+	return s.serve(l)
 }
 
-func (s *fastServer) Shutdown(ctx context.Context) error {
-	return drainUnused(ctx, s.ln.Load(), s.srv.ShutdownWithContext)
-}
-
-type netServer struct {
-	srv *http.Server
-	lim Limits
-	ln  atomic.Value // the net.Listener served
-}
-
-func (s *netServer) Serve(ln net.Listener) error {
-	l := s.lim.Listener(ln)
-	s.ln.Store(l)
-	return s.srv.Serve(l)
-}
-
-func (s *netServer) Shutdown(ctx context.Context) error {
-	return drainUnused(ctx, s.ln.Load(), s.srv.Shutdown)
+func (s *limitedServer) Shutdown(ctx context.Context) error {
+	return drainUnused(ctx, s.ln.Load(), s.shutdown)
 }
 
 // drainUnused runs a server's shutdown, closing meanwhile every connection
