@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -397,7 +398,7 @@ func TestNoPoolIsOneThread(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for n := 0; n < 25; n++ {
-					if r, body := get(t, s.URL+"/?"+fe); r.StatusCode != 200 || body != "1" {
+					if r, body := get(t, s.URL+"/?"+url.QueryEscape(s.URL)); r.StatusCode != 200 || body != "1" {
 						t.Errorf("%d %q: not the thread that made the connection", r.StatusCode, body)
 						return
 					}
