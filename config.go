@@ -102,6 +102,15 @@ func (c *Config) Limits() Limits {
 	}
 }
 
+// BridgeThreads is the pool size as the bridges' Options.Threads take it:
+// the resolved count, or -1 for no pool (--blocking-threads 0).
+func (c *Config) BridgeThreads() int {
+	if n, _ := c.PoolSize(); n > 0 {
+		return n
+	}
+	return -1
+}
+
 // setting is one flag and its variable.
 type setting struct {
 	name  string // the flag, without dashes

@@ -51,11 +51,7 @@ func run(args []string) int {
 	if err := m0.ApplyQoS(cfg); err != nil {
 		return m0.Report(os.Stderr, err)
 	}
-	threads, _ := cfg.PoolSize()
-	if threads == 0 {
-		threads = -1 // no pool: one Python thread
-	}
-	app := wsgi.New(plan.App, &wsgi.Options{Threads: threads, MaxBody: cfg.Limits().MaxBody})
+	app := wsgi.New(plan.App, &wsgi.Options{Threads: cfg.BridgeThreads(), MaxBody: cfg.Limits().MaxBody})
 	h := m0.Health(cfg.HealthPath, app)
 	if cfg.Metrics {
 		h = m0.Metrics(m0.MetricsPath, h)
