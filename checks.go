@@ -99,9 +99,6 @@ func ConfigChecks(c *Config) []Check {
 	add("qos", c.QoS == "" || qosPermitted(c.QoS),
 		fmt.Sprintf("--qos %s needs a nice level of %d, which this process may not take", c.QoS, qosLinux[c.QoS].nice),
 		"run as root or with CAP_SYS_NICE (or a higher RLIMIT_NICE), or pass a class from default down")
-	add("protocol", c.Protocol != "asgi",
-		"--protocol asgi asks for the ASGI bridge, which this m0serve does not support yet",
-		"serve a WSGI callable, or leave --protocol unset")
 	return cs
 }
 
@@ -120,6 +117,9 @@ type Plan struct {
 	Python *cpython.Interpreter // nil when none could be used
 	App    *App                 // nil without an application, or when it failed
 	AppDir string               // the absolute --app-dir
+	// EventLoop is the loop the ASGI executor runs ("uvloop" or
+	// "asyncio"), or "" when no executor serves the application.
+	EventLoop string
 }
 
 // NewPlan runs the checks serving applies, in order: the configuration,
@@ -145,16 +145,38 @@ func NewPlan(c *Config) *Plan {
 		return p
 	}
 	p.App = app
-	if app.Protocol != "wsgi" {
-		p.Checks = append(p.Checks, Check{
-			Name: "app", Exit: ExitConfig,
-			Detail: app.Spec + " is an ASGI application, and ASGI is not yet supported by this m0serve",
-			Fix:    "name the WSGI callable, such as MODULE.wsgi:application, or pass --protocol wsgi if it is one",
-		})
-		return p
-	}
 	p.Checks = append(p.Checks, Check{Name: "app", OK: true})
+	if app.Protocol == "asgi" && !c.ASGIBuffered() {
+		p.checkLoop(rt)
+	}
 	return p
+}
+
+// checkLoop resolves the event loop the ASGI executor will run.
+func (p *Plan) checkLoop(rt *cpython.Runtime) {
+	have := false
+	err := rt.Main(func(t cpython.Thread) error {
+		s, err := t.Eval(`__import__("importlib.util").util.find_spec("uvloop") is not None`)
+		have = s == "True"
+		return err
+	})
+	switch want := p.Config.Loop; {
+	case err != nil:
+		p.fail("loop", &StartupError{Msg: "cannot look for uvloop: " + err.Error()})
+		return
+	case want == "uvloop" && !have:
+		p.Checks = append(p.Checks, Check{
+			Name: "loop", Exit: ExitConfig,
+			Detail: "--loop uvloop, and uvloop is not installed in this interpreter",
+			Fix:    "pip install uvloop into the application's environment, or pass --loop auto or asyncio",
+		})
+		return
+	case want == "asyncio" || !have:
+		p.EventLoop = "asyncio"
+	default:
+		p.EventLoop = "uvloop"
+	}
+	p.Checks = append(p.Checks, Check{Name: "loop", OK: true})
 }
 
 func (p *Plan) fail(name string, err error) {

@@ -37,6 +37,7 @@ type Config struct {
 	// BlockingThreads is the Python thread pool: -1 means min(cores, 8), 0 no pool.
 	BlockingThreads      int
 	Protocol             string // "", "wsgi" or "asgi"
+	Loop                 string // the ASGI event loop: "auto", "uvloop" or "asyncio"
 	AccessLog            bool
 	QoS                  string // the scheduling class of the Python threads
 	SpawnWorkers         bool
@@ -111,6 +112,11 @@ func (c *Config) BridgeThreads() int {
 	return -1
 }
 
+// ASGIBuffered reports whether an ASGI application runs on the buffered
+// path (a pool of --blocking-threads N, N > 0, each request run to its end
+// with its body buffered) rather than on the executor's event loop.
+func (c *Config) ASGIBuffered() bool { return c.BlockingThreads > 0 }
+
 // setting is one flag and its variable.
 type setting struct {
 	name  string // the flag, without dashes
@@ -154,6 +160,15 @@ var settings = []setting{
 			c.Protocol = v
 		default:
 			return fmt.Errorf("want wsgi, asgi or auto, not %q", v)
+		}
+		return nil
+	}},
+	{name: "loop", env: "M0_LOOP", def: "auto", arg: "auto|uvloop|asyncio", usage: "the ASGI event loop (auto: uvloop when installed)", set: func(c *Config, v string) error {
+		switch v {
+		case "auto", "uvloop", "asyncio":
+			c.Loop = v
+		default:
+			return fmt.Errorf("want auto, uvloop or asyncio, not %q", v)
 		}
 		return nil
 	}},

@@ -94,6 +94,20 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 		"front_end":             frontEnd,
 		"listen":                listenAddr(c.Host, c.Port),
 	}
+	if protocol == "asgi" {
+		// The executor: one event loop beside Go's (the seed's "pump"); or,
+		// under --blocking-threads N > 0, the buffered path, with no loop.
+		r.Topology["asgi_path"] = "buffered"
+		if !c.ASGIBuffered() {
+			r.Topology["asgi_path"] = "executor"
+			r.Topology["loop"] = "pump"
+			r.Topology["event_loop"] = nilIfEmpty(p.EventLoop)
+			r.Topology["eager_tasks"] = p.Python != nil && p.Python.AtLeast(3, 12)
+			r.Topology["pool"] = false
+			r.Topology["streaming"] = true
+			r.Topology["blocking_threads"] = 0
+		}
+	}
 	return r
 }
 

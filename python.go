@@ -15,7 +15,7 @@ type App = cpython.App
 
 // Protocols are the application protocols this build serves; discovery
 // prefers a candidate of one of them.
-var Protocols = []string{"wsgi"}
+var Protocols = []string{"wsgi", "asgi"}
 
 // LoadApp starts the interpreter (once per process) and imports the
 // application spec names (see m0serve --help for discovery). appDir, if not

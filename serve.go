@@ -32,9 +32,21 @@ type Worker struct {
 	Config   *Config
 	Spec     string // the application spec, for the banner
 	Protocol string // for the banner
+	// EventLoop, for an ASGI application on the executor, is its loop
+	// ("uvloop" or "asyncio"), which the banner names in place of the
+	// blocking threads.
+	EventLoop string
 	Handler  http.Handler
 	// Drain is stopped in order after the listener, within DrainTimeout.
 	Drain []Shutdowner
+	// Ready, if set, runs after the armed line and before the listener
+	// opens and the banner prints: an ASGI application's lifespan startup.
+	// A SIGTERM or SIGINT meanwhile ends Run with nil and nothing served;
+	// an error ends it with that error.
+	Ready func(ctx context.Context) error
+	// Draining is called as the drain begins, before in-flight requests
+	// are waited for: a streaming response hears that its client is gone.
+	Draining []func()
 
 	Stdout io.Writer // the ready lines; nil means os.Stdout
 	Stderr io.Writer // drain reports; nil means os.Stderr
@@ -70,16 +82,31 @@ func (w *Worker) Run() error {
 	if stderr == nil {
 		stderr = os.Stderr
 	}
-	ln, err := Listen(w.Config.Host, w.Config.Port)
-	if err != nil {
-		return err
-	}
-	srv := newServer(w.Handler, w.Config.Limits())
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(stop)
 
 	fmt.Fprintf(stdout, "[worker 0] pid=%d armed for a graceful stop\n", os.Getpid())
+	if w.Ready != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan error, 1)
+		go func() { ready <- w.Ready(ctx) }()
+		select {
+		case err := <-ready:
+			cancel()
+			if err != nil {
+				return err
+			}
+		case <-stop:
+			cancel()
+			return nil // stopped during start-up: nothing was served
+		}
+	}
+	ln, err := Listen(w.Config.Host, w.Config.Port)
+	if err != nil {
+		return err
+	}
+	srv := newServer(w.Handler, w.Config.Limits())
 	fmt.Fprintln(stdout, w.banner(ln.Addr()))
 
 	served := make(chan error, 1)
@@ -94,6 +121,9 @@ func (w *Worker) Run() error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer cancel()
+	for _, f := range w.Draining {
+		f()
+	}
 	if err := srv.Shutdown(ctx); err != nil {
 		fmt.Fprintf(stderr, "m0serve: requests still in flight after %s; exiting anyway\n", DrainTimeout)
 	}
@@ -115,9 +145,12 @@ func (w *Worker) banner(addr net.Addr) string {
 	if a, ok := addr.(*net.TCPAddr); ok {
 		port = a.Port
 	}
+	s := fmt.Sprintf("🔥 m0serve: %s on http://%s:%d (protocol=%s workers=1)", w.Spec, host, port, w.Protocol)
+	if w.EventLoop != "" {
+		return s + " loop=pump event-loop=" + w.EventLoop
+	}
 	threads, auto := c.PoolSize()
-	s := fmt.Sprintf("🔥 m0serve: %s on http://%s:%d (protocol=%s workers=1) blocking-threads=%d",
-		w.Spec, host, port, w.Protocol, threads)
+	s += fmt.Sprintf(" blocking-threads=%d", threads)
 	if auto {
 		s += " (auto)"
 	}

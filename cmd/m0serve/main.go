@@ -7,10 +7,14 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 
 	"github.com/m0serve/m0"
+	"github.com/m0serve/m0/asgi"
 	"github.com/m0serve/m0/wsgi"
 )
 
@@ -51,7 +55,34 @@ func run(args []string) int {
 	if err := m0.ApplyQoS(cfg); err != nil {
 		return m0.Report(os.Stderr, err)
 	}
-	app := wsgi.New(plan.App, &wsgi.Options{Threads: cfg.BridgeThreads(), MaxBody: cfg.Limits().MaxBody})
+	w := &m0.Worker{Config: cfg, Spec: plan.App.Spec, Protocol: plan.App.Protocol}
+	var app http.Handler
+	if plan.App.Protocol == "asgi" && !cfg.ASGIBuffered() {
+		closeTO := cfg.IdleTimeout
+		if closeTO == 0 {
+			closeTO = -1 // --idle-timeout 0: a WebSocket closes without waiting for the reply
+		}
+		a, err := asgi.New(plan.App, &asgi.Options{Loop: cfg.Loop, MaxBody: cfg.Limits().MaxBody, CloseTimeout: closeTO})
+		if err != nil {
+			return m0.Report(os.Stderr, &m0.StartupError{Msg: err.Error()})
+		}
+		app = a
+		w.EventLoop = a.Loop()
+		w.Ready = func(ctx context.Context) error {
+			err := a.Startup(ctx)
+			var le *asgi.LifespanError
+			if errors.As(err, &le) {
+				return &m0.StartupError{Msg: err.Error()}
+			}
+			return err
+		}
+		w.Draining = []func(){a.Drain}
+		w.Drain = []m0.Shutdowner{a, m0.PythonDrain()}
+	} else {
+		wa := wsgi.New(plan.App, &wsgi.Options{Threads: cfg.BridgeThreads(), MaxBody: cfg.Limits().MaxBody})
+		app = wa
+		w.Drain = []m0.Shutdowner{wa.(m0.Shutdowner), m0.PythonDrain()}
+	}
 	h := m0.Health(cfg.HealthPath, app)
 	if cfg.Metrics {
 		h = m0.Metrics(m0.MetricsPath, h)
@@ -59,12 +90,6 @@ func run(args []string) int {
 	if cfg.AccessLog {
 		h = m0.AccessLog(os.Stdout, h)
 	}
-	w := &m0.Worker{
-		Config:   cfg,
-		Spec:     plan.App.Spec,
-		Protocol: plan.App.Protocol,
-		Handler:  h,
-		Drain:    []m0.Shutdowner{app.(m0.Shutdowner), m0.PythonDrain()},
-	}
+	w.Handler = h
 	return m0.Report(os.Stderr, w.Run())
 }

@@ -145,3 +145,136 @@ def _addsitedirs(arg):
             site.addsitedir(d)
             added.append(d)
     return json.dumps(added)
+
+
+# ---- ASGI ------------------------------------------------------------------
+# The executor's loop. The per-request path (scope, receive, send, the task)
+# is in C (asgi.c); what is here runs once, or once per lifespan event.
+
+_A_SHUTDOWN, _A_STOP = 8, 9
+_C_LOOP, _C_LIFESPAN = 20, 21
+_L_STARTED, _L_FAILED, _L_UNSUPPORTED, _L_STOPPED, _L_STOP_FAILED = 0, 1, 2, 3, 4
+
+
+class _Lifespan:
+    """The lifespan protocol, as uvicorn's "auto": an application that does
+    not take it is served anyway."""
+
+    def __init__(self, loop, app, state):
+        import asyncio
+
+        self.app = app
+        self.state = state
+        self.inbox = asyncio.Queue()
+        self.phase = "startup"
+        self.answered = False
+        self.task = loop.create_task(self.run())
+
+    async def receive(self):
+        return await self.inbox.get()
+
+    async def send(self, message):
+        kind = message.get("type") if isinstance(message, dict) else None
+        text = str(message.get("message", "")) if isinstance(message, dict) else ""
+        if self.phase == "startup" and kind == "lifespan.startup.complete":
+            self._answer(_L_STARTED, "")
+        elif self.phase == "startup" and kind == "lifespan.startup.failed":
+            self._answer(_L_FAILED, text or "lifespan.startup.failed")
+        elif self.phase == "shutdown" and kind == "lifespan.shutdown.complete":
+            self._answer(_L_STOPPED, "")
+        elif self.phase == "shutdown" and kind == "lifespan.shutdown.failed":
+            self._answer(_L_STOP_FAILED, text or "lifespan.shutdown.failed")
+        else:
+            raise RuntimeError("asgi: unexpected lifespan message %r in the %s phase" % (kind, self.phase))
+
+    def _answer(self, code, text):
+        self.answered = True
+        asgi_notify(_C_LIFESPAN, code, text)
+
+    async def run(self):
+        scope = {
+            "type": "lifespan",
+            "asgi": {"version": "3.0", "spec_version": "2.0"},
+            "state": self.state,
+        }
+        await self.inbox.put({"type": "lifespan.startup"})
+        try:
+            await self.app(scope, self.receive, self.send)
+        except BaseException as exc:  # noqa: BLE001 - reported, never raised in the loop
+            if self.phase == "startup" and not self.answered:
+                # uvicorn's "auto": an application that raises before it
+                # answers does not support lifespan, and is served anyway.
+                self._answer(_L_UNSUPPORTED, _format_exc(type(exc), exc, exc.__traceback__))
+            elif self.phase == "shutdown" and not self.answered:
+                self._answer(_L_STOP_FAILED, _format_exc(type(exc), exc, exc.__traceback__))
+            return
+        if not self.answered:
+            self._answer(_L_UNSUPPORTED if self.phase == "startup" else _L_STOPPED, "")
+
+    def shutdown(self):
+        self.phase = "shutdown"
+        self.answered = False
+        if self.task.done():
+            # The application returned (no lifespan, or a failed startup).
+            self._answer(_L_STOPPED, "")
+            return
+        self.inbox.put_nowait({"type": "lifespan.shutdown"})
+
+
+_asgi = {}
+
+
+def _asgi_event(kind, flags):
+    if kind == _A_SHUTDOWN:
+        lifespan = _asgi.get("lifespan")
+        if lifespan is None:
+            asgi_notify(_C_LIFESPAN, _L_STOPPED, "")
+        else:
+            lifespan.shutdown()
+    elif kind == _A_STOP:
+        _asgi["loop"].stop()
+
+
+def _asgi_run(app, in_fd, opts):
+    import asyncio
+
+    o = json.loads(opts)
+    want = o.get("loop", "auto")
+    loop = None
+    name = "asyncio"
+    if want in ("auto", "uvloop"):
+        try:
+            import uvloop
+        except ImportError:
+            if want == "uvloop":
+                raise
+        else:
+            loop = uvloop.new_event_loop()
+            name = "uvloop"
+    if loop is None:
+        loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    eager = sys.version_info >= (3, 12)
+    state = {}
+    asgi_setup(loop, app, state, eager, _asgi_event)
+    _asgi["loop"] = loop
+    try:
+        loop.add_reader(in_fd, asgi_drain)
+        asgi_notify(_C_LOOP, 1 if eager else 0, name)
+        if o.get("lifespan", True):
+            _asgi["lifespan"] = _Lifespan(loop, app, state)
+        else:
+            asgi_notify(_C_LIFESPAN, _L_UNSUPPORTED, "")
+        loop.run_forever()
+        loop.remove_reader(in_fd)
+        tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        asgi_teardown()
+        asyncio.set_event_loop(None)
+        loop.close()
+        _asgi.clear()

@@ -223,3 +223,10 @@ func versionAtLeast(v string, major, minor int) bool {
 	}
 	return a > major || (a == major && b >= minor)
 }
+
+// AtLeast reports whether the interpreter is CPython major.minor or newer.
+func (in Interpreter) AtLeast(major, minor int) bool {
+	var ma, mi int
+	fmt.Sscanf(in.Version, "%d.%d", &ma, &mi)
+	return ma > major || ma == major && mi >= minor
+}

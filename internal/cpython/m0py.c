@@ -1,5 +1,5 @@
 #define _GNU_SOURCE /* SCHED_BATCH */
-#include "m0py.h"
+#include "m0py_int.h"
 
 #include <dlfcn.h>
 #include <sched.h>
@@ -16,89 +16,7 @@
 
 /* ---- the function table ------------------------------------------------ */
 
-#define METH_VARARGS 0x0001
-#define METH_KEYWORDS 0x0002
-#define METH_O 0x0008
-#define Py_file_input 257
-#define Py_eval_input 258
-
-#define M0_PY_FUNCS(X)                                                                 \
-	X(void, Py_InitializeEx, (int))                                                    \
-	X(int, Py_IsInitialized, (void))                                                   \
-	X(void, Py_SetProgramName, (const wchar_t *))                                      \
-	X(wchar_t *, Py_DecodeLocale, (const char *, size_t *))                            \
-	X(PyThreadState *, PyEval_SaveThread, (void))                                      \
-	X(void, PyEval_RestoreThread, (PyThreadState *))                                   \
-	X(PyThreadState *, PyThreadState_New, (PyInterpreterState *))                      \
-	X(void, PyThreadState_Clear, (PyThreadState *))                                    \
-	X(void, PyThreadState_Delete, (PyThreadState *))                                   \
-	X(PyInterpreterState *, PyInterpreterState_Get, (void))                            \
-	X(void, Py_IncRef, (PyObject *))                                                   \
-	X(void, Py_DecRef, (PyObject *))                                                   \
-	X(PyObject *, PyObject_Type, (PyObject *))                                         \
-	X(PyObject *, PyObject_GetAttrString, (PyObject *, const char *))                  \
-	X(int, PyObject_HasAttrString, (PyObject *, const char *))                         \
-	X(PyObject *, PyObject_Str, (PyObject *))                                          \
-	X(PyObject *, PyObject_Call, (PyObject *, PyObject *, PyObject *))                 \
-	X(PyObject *, PyObject_CallFunctionObjArgs, (PyObject *, ...))                     \
-	X(PyObject *, PyObject_GetIter, (PyObject *))                                      \
-	X(PyObject *, PyIter_Next, (PyObject *))                                           \
-	X(int, PyObject_IsTrue, (PyObject *))                                              \
-	X(PyObject *, PyErr_Occurred, (void))                                              \
-	X(void, PyErr_Fetch, (PyObject **, PyObject **, PyObject **))                      \
-	X(void, PyErr_NormalizeException, (PyObject **, PyObject **, PyObject **))         \
-	X(void, PyErr_Restore, (PyObject *, PyObject *, PyObject *))                       \
-	X(void, PyErr_SetString, (PyObject *, const char *))                               \
-	X(PyObject *, PyErr_Format, (PyObject *, const char *, ...))                       \
-	X(void, PyErr_Clear, (void))                                                       \
-	X(int, PyException_SetTraceback, (PyObject *, PyObject *))                         \
-	X(PyObject *, PyDict_New, (void))                                                  \
-	X(PyObject *, PyDict_Copy, (PyObject *))                                           \
-	X(int, PyDict_SetItem, (PyObject *, PyObject *, PyObject *))                       \
-	X(PyObject *, PyDict_GetItemString, (PyObject *, const char *))                    \
-	X(PyObject *, PyUnicode_DecodeLatin1, (const char *, Py_ssize_t, const char *))    \
-	X(PyObject *, PyUnicode_FromString, (const char *))                                \
-	X(PyObject *, PyUnicode_InternFromString, (const char *))                          \
-	X(PyObject *, PyUnicode_AsLatin1String, (PyObject *))                              \
-	X(const char *, PyUnicode_AsUTF8AndSize, (PyObject *, Py_ssize_t *))               \
-	X(PyObject *, PyBytes_FromStringAndSize, (const char *, Py_ssize_t))               \
-	X(int, PyBytes_AsStringAndSize, (PyObject *, char **, Py_ssize_t *))               \
-	X(PyObject *, PyBool_FromLong, (long))                                             \
-	X(Py_ssize_t, PySequence_Size, (PyObject *))                                       \
-	X(PyObject *, PySequence_GetItem, (PyObject *, Py_ssize_t))                        \
-	X(PyObject *, PyCFunction_NewEx, (PyMethodDef *, PyObject *, PyObject *))          \
-	X(PyObject *, PyModule_NewObject, (PyObject *))                                    \
-	X(int, PyModule_AddFunctions, (PyObject *, PyMethodDef *))                         \
-	X(PyObject *, PyModule_GetDict, (PyObject *))                                      \
-	X(PyObject *, PyImport_GetModuleDict, (void))                                      \
-	X(PyObject *, PyImport_ImportModule, (const char *))                               \
-	X(PyObject *, PyCapsule_New, (void *, const char *, void (*)(PyObject *)))         \
-	X(void *, PyCapsule_GetPointer, (PyObject *, const char *))                        \
-	X(PyObject *, Py_CompileString, (const char *, const char *, int))                 \
-	X(PyObject *, PyEval_EvalCode, (PyObject *, PyObject *, PyObject *))               \
-	X(int, PyArg_ParseTuple, (PyObject *, const char *, ...))                            \
-	X(int, PyArg_ParseTupleAndKeywords, (PyObject *, PyObject *, const char *, char **, ...))
-
-#define M0_PY_DATA(X)          \
-	X(_Py_NoneStruct)          \
-	X(PyList_Type)             \
-	X(PyTuple_Type)            \
-	X(PyExc_TypeError)         \
-	X(PyExc_ValueError)        \
-	X(PyExc_RuntimeError)      \
-	X(PyExc_AssertionError)
-
-static struct {
-#define X(ret, name, args) ret(*name) args;
-	M0_PY_FUNCS(X)
-#undef X
-#define X(name) void *name;
-	M0_PY_DATA(X)
-#undef X
-} py;
-
-#define Py_None ((PyObject *)py._Py_NoneStruct)
-#define EXC(name) (*(PyObject **)py.name)
+struct m0_pytable py;
 
 static void *lib;
 
@@ -132,7 +50,7 @@ int m0_load(const char *path, char *errbuf, size_t errlen)
 
 /* ---- buffers ------------------------------------------------------------- */
 
-static int buf_reserve(m0_buf *b, size_t extra)
+int buf_reserve(m0_buf *b, size_t extra)
 {
 	if (b->len + extra <= b->cap)
 		return 0;
@@ -147,7 +65,7 @@ static int buf_reserve(m0_buf *b, size_t extra)
 	return 0;
 }
 
-static int buf_put(m0_buf *b, const void *p, size_t n)
+int buf_put(m0_buf *b, const void *p, size_t n)
 {
 	if (buf_reserve(b, n) < 0)
 		return -1;
@@ -156,12 +74,12 @@ static int buf_put(m0_buf *b, const void *p, size_t n)
 	return 0;
 }
 
-static int buf_put_u32(m0_buf *b, uint32_t v)
+int buf_put_u32(m0_buf *b, uint32_t v)
 {
 	return buf_put(b, &v, sizeof v);
 }
 
-static void buf_set(m0_buf *b, const char *s)
+void buf_set(m0_buf *b, const char *s)
 {
 	b->len = 0;
 	buf_put(b, s, strlen(s));
@@ -203,9 +121,9 @@ void m0_restore_signals(void)
 
 /* ---- the interpreter ------------------------------------------------------ */
 
-static PyObject *m0_module;      /* _m0 */
-static PyObject *m0_dict;        /* its namespace, where the bootstrap runs */
-static PyObject *m0_format_exc;  /* _m0._format_exc(type, value, tb) -> str */
+PyObject *m0_module;             /* _m0 */
+PyObject *m0_dict;               /* its namespace, where the bootstrap runs */
+PyObject *m0_format_exc;         /* _m0._format_exc(type, value, tb) -> str */
 static PyObject *m0_bytesio;     /* io.BytesIO */
 static PyObject *m0_empty_bytes; /* b"" */
 static m0_thread m0_main;        /* the thread that started the interpreter */
@@ -237,7 +155,6 @@ static PyMethodDef m0_methods[] = {
 	{NULL, NULL, 0, NULL},
 };
 
-static void capture_error(m0_thread *t);
 static int bind_wsgi(m0_thread *t);
 
 int m0_initialize(const char *program, const char *bootstrap, char *errbuf, size_t errlen)
@@ -258,7 +175,8 @@ int m0_initialize(const char *program, const char *bootstrap, char *errbuf, size
 	PyObject *name = py.PyUnicode_FromString("_m0");
 	m0_module = py.PyModule_NewObject(name);
 	py.Py_DecRef(name);
-	if (!m0_module || py.PyModule_AddFunctions(m0_module, m0_methods) < 0)
+	if (!m0_module || py.PyModule_AddFunctions(m0_module, m0_methods) < 0 ||
+	    py.PyModule_AddFunctions(m0_module, m0_asgi_methods) < 0)
 		goto fail;
 	name = py.PyUnicode_InternFromString("_m0");
 	int set = name ? py.PyDict_SetItem(py.PyImport_GetModuleDict(), name, m0_module) : -1;
@@ -309,7 +227,7 @@ fail:
 
 /* capture_error moves the pending Python exception into t->err as traceback
  * text and clears it. The GIL is held. */
-static void capture_error(m0_thread *t)
+void capture_error(m0_thread *t)
 {
 	PyObject *type = NULL, *value = NULL, *tb = NULL;
 	py.PyErr_Fetch(&type, &value, &tb);
@@ -537,7 +455,7 @@ static m0_thread *self_thread(PyObject *self)
 	return py.PyCapsule_GetPointer(self, "m0.thread");
 }
 
-static int is_tchar(unsigned char c)
+int is_tchar(unsigned char c)
 {
 	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
 		return 1;
@@ -581,7 +499,7 @@ static int parse_status(PyObject *status)
 }
 
 /* set_not_bytes sets a TypeError naming what was not bytes. */
-static void set_not_bytes(PyObject *o, const char *what)
+void set_not_bytes(PyObject *o, const char *what)
 {
 	py.PyErr_Clear();
 	PyObject *tp = py.PyObject_Type(o);

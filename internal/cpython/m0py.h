@@ -92,4 +92,57 @@ int m0_wsgi_call(m0_thread **t, uintptr_t app, uintptr_t tmpl, const char *req, 
 int m0_wsgi_next(m0_thread *t);
 void m0_wsgi_close(m0_thread *t);
 
+/* ASGI: messages between Go and the loop. */
+typedef struct {
+	int kind;
+	uint32_t slot; /* the request, or UINT32_MAX for none */
+	uint32_t gen;
+	int flags;
+	char *data; /* malloc'd, or NULL */
+	size_t len;
+} m0_amsg;
+
+/* Go -> loop. */
+enum {
+	M0_A_HTTP = 1,       /* data: the packed scope and first body chunk; flags: M0_A_MORE */
+	M0_A_WS = 2,         /* data: the packed scope */
+	M0_A_BODY = 3,       /* data: a body chunk; flags: M0_A_MORE */
+	M0_A_DISCONNECT = 4, /* flags: the WebSocket close code */
+	M0_A_RESUME = 5,     /* the client took what was sent: a waiting send returns */
+	M0_A_WSMSG = 6,      /* data: a frame; flags: M0_A_TEXT */
+	M0_A_DRAIN = 7,      /* every request hears that the client is gone */
+	M0_A_SHUTDOWN = 8,   /* run the lifespan shutdown */
+	M0_A_STOP = 9,       /* stop the loop */
+};
+
+/* loop -> Go. */
+enum {
+	M0_C_START = 1,    /* flags: the status; data: packed headers */
+	M0_C_BODY = 2,     /* data: a chunk; flags: M0_A_MORE, M0_A_WAIT */
+	M0_C_WANT = 3,     /* http: send the next body chunk; ws: one more frame may come */
+	M0_C_DONE = 4,     /* the task is over; flags: 1 if the response failed; data: why */
+	M0_C_WS_ACCEPT = 5, /* data: [u32 len][subprotocol] + packed headers */
+	M0_C_WS_SEND = 6,  /* data: a frame; flags: M0_A_TEXT */
+	M0_C_WS_CLOSE = 7, /* flags: the code; data: the reason */
+	M0_C_PATHSEND = 8, /* data: the file's path */
+	M0_C_LOOP = 20,    /* data: the loop's name */
+	M0_C_LIFESPAN = 21, /* flags: M0_L_*; data: the message */
+};
+
+enum { M0_A_MORE = 1, M0_A_TEXT = 2, M0_A_WAIT = 4 };
+enum { M0_S_HTTP11 = 1 };
+enum {
+	M0_L_STARTED = 0,
+	M0_L_FAILED = 1,
+	M0_L_UNSUPPORTED = 2,
+	M0_L_STOPPED = 3,
+	M0_L_STOP_FAILED = 4,
+};
+
+int m0_asgi_init(int *in_fd, int *out_fd);
+int m0_asgi_post(int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len);
+size_t m0_asgi_take(m0_amsg **out);
+void m0_asgi_free(m0_amsg *v, size_t n);
+int m0_asgi_run(m0_thread *t, uintptr_t app, const char *opts);
+
 #endif

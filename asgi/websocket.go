@@ -1,0 +1,306 @@
+package asgi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/m0serve/m0/internal/cpython"
+	"github.com/valyala/fasthttp"
+)
+
+// credits is how many inbound frames may wait in the loop for the
+// application to receive them before Go stops reading the socket.
+const credits = 16
+
+var upgrader = websocket.Upgrader{
+	// The application decides, as under uvicorn: it sees the Origin header.
+	CheckOrigin:       func(*http.Request) bool { return true },
+	ReadBufferSize:    4096,
+	WriteBufferSize:   4096,
+	EnableCompression: false,
+}
+
+func isNetUpgrade(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) }
+
+func isFastUpgrade(ctx *fasthttp.RequestCtx) bool {
+	h := &ctx.Request.Header
+	return ctx.IsGet() && hasToken(h.Peek("Connection"), "upgrade") && hasToken(h.Peek("Upgrade"), "websocket")
+}
+
+func hasToken(v []byte, tok string) bool {
+	for _, part := range bytes.Split(v, []byte(",")) {
+		if equalFold(bytes.TrimSpace(part), tok) {
+			return true
+		}
+	}
+	return false
+}
+
+// handshake waits for the application's answer to websocket.connect: the
+// accept (its subprotocol and headers), or a refusal already answered.
+func (h *Handler) handshake(req *cpython.Request, method, path string) (accept []byte, status int) {
+	for {
+		m, _ := req.Next(context.Background())
+		switch m.Kind {
+		case cpython.CAccept:
+			return m.Data, 0
+		case cpython.CClose:
+			return nil, http.StatusForbidden // closed before the handshake
+		case cpython.CDone:
+			if m.Flags == 0 {
+				return nil, http.StatusForbidden
+			}
+			h.logError(method, path, string(m.Data))
+			return nil, http.StatusInternalServerError
+		}
+	}
+}
+
+// acceptHeader turns the accept message into the handshake's headers.
+func acceptHeader(accept []byte) http.Header {
+	hdr := http.Header{}
+	if len(accept) < 4 {
+		return hdr
+	}
+	n := int(binary.LittleEndian.Uint32(accept))
+	if 4+n > len(accept) {
+		return hdr
+	}
+	if n > 0 {
+		hdr.Set("Sec-WebSocket-Protocol", string(accept[4:4+n]))
+	}
+	eachHeader(accept[4+n:], func(name, value []byte) {
+		k := http.CanonicalHeaderKey(string(name))
+		switch k {
+		case "Upgrade", "Connection", "Sec-Websocket-Accept", "Content-Length":
+			return
+		}
+		hdr[k] = append(hdr[k], string(value))
+	})
+	return hdr
+}
+
+func (h *Handler) netWebSocket(w http.ResponseWriter, r *http.Request) {
+	var sc scope
+	sc.net(r, h.rootPath)
+	req := h.ex.Start(cpython.AWebSocket, sc.end(nil), false)
+	accept, status := h.handshake(req, r.Method, r.URL.Path)
+	if status != 0 {
+		req.Done()
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
+	conn, err := upgrader.Upgrade(w, r, acceptHeader(accept))
+	if err != nil { // the upgrader has answered the client
+		req.Post(cpython.ADisconnect, 1006, nil)
+		req.Done()
+		return
+	}
+	h.session(conn, req)
+}
+
+func (h *Handler) fastWebSocket(ctx *fasthttp.RequestCtx) {
+	hr, err := netRequest(ctx)
+	if err != nil || !websocket.IsWebSocketUpgrade(hr) || hr.Header.Get("Sec-Websocket-Key") == "" ||
+		hr.Header.Get("Sec-Websocket-Version") != "13" {
+		ctx.Error("Bad Request", fasthttp.StatusBadRequest)
+		return
+	}
+	var sc scope
+	sc.fast(ctx, h.rootPath)
+	req := h.ex.Start(cpython.AWebSocket, sc.end(nil), false)
+	accept, status := h.handshake(req, hr.Method, hr.URL.Path)
+	if status != 0 {
+		req.Done()
+		ctx.Error(http.StatusText(status), status)
+		return
+	}
+	hdr := acceptHeader(accept)
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		conn, err := upgrader.Upgrade(&hijacked{c: c, h: http.Header{}}, hr, hdr)
+		if err != nil {
+			req.Post(cpython.ADisconnect, 1006, nil)
+			req.Done()
+			return
+		}
+		h.session(conn, req)
+	})
+}
+
+// netRequest is the http.Request the upgrader reads a fasthttp request as.
+func netRequest(ctx *fasthttp.RequestCtx) (*http.Request, error) {
+	u, err := url.ParseRequestURI(string(ctx.RequestURI()))
+	if err != nil {
+		return nil, err
+	}
+	r := &http.Request{
+		Method:     string(ctx.Method()),
+		URL:        u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     http.Header{},
+		Host:       string(ctx.Host()),
+		RemoteAddr: ctx.RemoteAddr().String(),
+		RequestURI: string(ctx.RequestURI()),
+	}
+	for k, v := range ctx.Request.Header.All() {
+		name := http.CanonicalHeaderKey(string(k))
+		r.Header[name] = append(r.Header[name], string(v))
+	}
+	return r, nil
+}
+
+// hijacked is the ResponseWriter the upgrader takes over a connection
+// fasthttp handed over.
+type hijacked struct {
+	c net.Conn
+	h http.Header
+}
+
+func (w *hijacked) Header() http.Header { return w.h }
+func (w *hijacked) WriteHeader(int)     {}
+func (w *hijacked) Write([]byte) (int, error) {
+	return 0, errors.New("asgi: write to a hijacked connection")
+}
+func (w *hijacked) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return w.c, bufio.NewReadWriter(bufio.NewReader(w.c), bufio.NewWriter(w.c)), nil
+}
+
+// wsConn is an open WebSocket: this goroutine reads frames for the
+// application, and one writer goroutine sends what the application sends.
+type wsConn struct {
+	conn    *websocket.Conn
+	req     *cpython.Request
+	credit  chan struct{}
+	once    sync.Once
+	closeTO time.Duration
+}
+
+func (h *Handler) session(conn *websocket.Conn, req *cpython.Request) {
+	c := &wsConn{conn: conn, req: req, credit: make(chan struct{}, credits), closeTO: h.closeTO}
+	for range credits {
+		c.credit <- struct{}{}
+	}
+	if h.maxBody > 0 {
+		conn.SetReadLimit(h.maxBody)
+	}
+	h.wsMu.Lock()
+	h.ws[c] = struct{}{}
+	draining := h.draining.Load()
+	h.wsMu.Unlock()
+	if draining {
+		c.goingAway()
+	}
+	readerDone := make(chan struct{})
+	writerDone := make(chan struct{})
+	go c.write(h, readerDone, writerDone)
+	c.read()
+	close(readerDone)
+	<-writerDone
+	conn.Close()
+	h.wsMu.Lock()
+	delete(h.ws, c)
+	h.wsMu.Unlock()
+	req.Done()
+}
+
+// read hands each frame to the application until the peer closes or the
+// connection fails; the application then hears websocket.disconnect.
+func (c *wsConn) read() {
+	for {
+		mt, data, err := c.conn.ReadMessage()
+		if err != nil {
+			code := websocket.CloseAbnormalClosure
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				code = ce.Code
+			}
+			c.req.Post(cpython.ADisconnect, code, nil)
+			return
+		}
+		<-c.credit
+		flags := 0
+		if mt == websocket.TextMessage {
+			flags = cpython.FlagText
+		}
+		c.req.Post(cpython.AFrame, flags, data)
+	}
+}
+
+// write sends what the application sends, until it closes or its task ends.
+func (c *wsConn) write(h *Handler, readerDone <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	for {
+		m, _ := c.req.Next(context.Background())
+		switch m.Kind {
+		case cpython.CWant:
+			select {
+			case c.credit <- struct{}{}:
+			default:
+			}
+		case cpython.CFrame:
+			mt := websocket.BinaryMessage
+			if m.Flags&cpython.FlagText != 0 {
+				mt = websocket.TextMessage
+			}
+			if err := c.conn.WriteMessage(mt, m.Data); err != nil {
+				c.conn.Close() // the reader ends, and the application hears of it
+			}
+		case cpython.CClose:
+			c.close(m.Flags, string(m.Data), readerDone)
+			c.drainUntilDone()
+			return
+		case cpython.CDone:
+			code := websocket.CloseNormalClosure
+			if m.Flags != 0 {
+				h.logError("GET", "websocket", string(m.Data))
+				code = websocket.CloseInternalServerErr
+			}
+			c.close(code, "", readerDone)
+			return
+		}
+	}
+}
+
+// drainUntilDone consumes the request's messages until its task ends, so
+// its slot is given back.
+func (c *wsConn) drainUntilDone() {
+	for {
+		m, _ := c.req.Next(context.Background())
+		if m.Kind == cpython.CDone {
+			return
+		}
+	}
+}
+
+// close sends a close frame and waits for the peer's reply (the reader
+// ends) for at most closeTO, then closes the connection.
+func (c *wsConn) close(code int, reason string, readerDone <-chan struct{}) {
+	c.once.Do(func() {
+		msg := websocket.FormatCloseMessage(code, reason)
+		c.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+		select {
+		case <-readerDone:
+		case <-time.After(c.closeTO):
+		}
+		c.conn.Close()
+	})
+}
+
+// goingAway closes the connection for a drain, with 1001.
+func (c *wsConn) goingAway() {
+	msg := websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down")
+	c.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+	c.conn.SetReadDeadline(time.Now().Add(time.Second))
+}

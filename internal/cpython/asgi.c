@@ -1,0 +1,1404 @@
+/* The ASGI executor: one asyncio loop on a Python thread of its own.
+ *
+ * Go and the loop talk through two queues, each with an eventfd. Go posts
+ * events (a request, a body chunk, a disconnect) to the inbound queue and
+ * wakes the loop once per batch; the loop drains every pending event in one
+ * callback. The loop posts what the application sends (a response head, a
+ * body chunk, a WebSocket frame) to the outbound queue and wakes Go once per
+ * batch. The loop thread never calls into Go on the hot path, so it never
+ * needs Go's scheduler.
+ *
+ * The scope, receive and send are built and handled here in C: receive and
+ * send are builtin functions bound to the request's handle, and they return
+ * futures (a finished one when nothing has to wait), so a request whose
+ * coroutine never waits finishes in the loop iteration it started in (with
+ * eager tasks, 3.12+). */
+#include "m0py_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+/* ---- the queues ------------------------------------------------------------ */
+
+typedef struct {
+	m0_amsg *v;
+	size_t n, cap;
+	int signaled; /* the reader has been woken and has not taken the queue yet */
+	int fd;
+	pthread_mutex_t mu;
+} msgq;
+
+static msgq inq = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};  /* Go -> loop */
+static msgq outq = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER}; /* loop -> Go */
+
+static void wake(int fd)
+{
+	uint64_t one = 1;
+	while (write(fd, &one, sizeof one) < 0 && errno == EINTR)
+		;
+}
+
+/* push appends a message (taking its data) and wakes the reader if it is the
+ * first since the reader last took the queue. */
+static int push(msgq *q, m0_amsg m)
+{
+	pthread_mutex_lock(&q->mu);
+	if (q->n == q->cap) {
+		size_t cap = q->cap ? q->cap * 2 : 64;
+		m0_amsg *v = realloc(q->v, cap * sizeof *v);
+		if (!v) {
+			pthread_mutex_unlock(&q->mu);
+			free(m.data);
+			return -1;
+		}
+		q->v = v;
+		q->cap = cap;
+	}
+	q->v[q->n++] = m;
+	int first = !q->signaled;
+	q->signaled = 1;
+	pthread_mutex_unlock(&q->mu);
+	if (first)
+		wake(q->fd);
+	return 0;
+}
+
+/* take hands over every queued message; the caller frees them. */
+static size_t take(msgq *q, m0_amsg **out)
+{
+	uint64_t n;
+	while (read(q->fd, &n, sizeof n) < 0 && errno == EINTR)
+		;
+	pthread_mutex_lock(&q->mu);
+	size_t cnt = q->n;
+	*out = q->v;
+	q->v = NULL;
+	q->n = q->cap = 0;
+	q->signaled = 0;
+	pthread_mutex_unlock(&q->mu);
+	return cnt;
+}
+
+void m0_asgi_free(m0_amsg *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i].data);
+	free(v);
+}
+
+int m0_asgi_init(int *in_fd, int *out_fd)
+{
+	if (inq.fd < 0)
+		inq.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (outq.fd < 0)
+		outq.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	*in_fd = inq.fd;
+	*out_fd = outq.fd;
+	return inq.fd >= 0 && outq.fd >= 0 ? 0 : -1;
+}
+
+int m0_asgi_post(int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len)
+{
+	m0_amsg m = {.kind = kind, .slot = slot, .gen = gen, .flags = flags};
+	if (len) {
+		m.data = malloc(len);
+		if (!m.data)
+			return -1;
+		memcpy(m.data, data, len);
+		m.len = len;
+	}
+	return push(&inq, m);
+}
+
+size_t m0_asgi_take(m0_amsg **out)
+{
+	return take(&outq, out);
+}
+
+/* emit posts a message to Go, copying len bytes of data (two parts). */
+static int emit2(int kind, uint32_t slot, uint32_t gen, int flags, const char *a, size_t alen,
+		 const char *b, size_t blen)
+{
+	m0_amsg m = {.kind = kind, .slot = slot, .gen = gen, .flags = flags};
+	if (alen + blen) {
+		m.data = malloc(alen + blen);
+		if (!m.data)
+			return -1;
+		if (alen)
+			memcpy(m.data, a, alen);
+		if (blen)
+			memcpy(m.data + alen, b, blen);
+		m.len = alen + blen;
+	}
+	return push(&outq, m);
+}
+
+static int emit(int kind, uint32_t slot, uint32_t gen, int flags, const char *p, size_t len)
+{
+	return emit2(kind, slot, gen, flags, p, len, NULL, 0);
+}
+
+/* ---- the loop's references ------------------------------------------------ */
+
+static PyObject *a_loop, *a_app, *a_state;
+static PyObject *a_create_future; /* loop.create_future */
+static PyObject *a_create_task;   /* loop.create_task, or asyncio.Task with eager_start */
+static PyObject *a_task_kw;       /* {"loop": loop, "eager_start": True}, or NULL */
+static PyObject *a_done;          /* a finished future: what send returns when nothing waits */
+static PyObject *a_event;         /* _m0._asgi_event(kind, flags), for the rare events */
+static PyObject *a_asgi;          /* the scope's "asgi" dict */
+static PyObject *a_extensions;    /* the scope's "extensions" dict */
+
+#define K(X)                                                                        \
+	X(type) X(asgi) X(http_version) X(method) X(scheme) X(path) X(raw_path)     \
+	X(query_string) X(root_path) X(headers) X(client) X(server) X(state)        \
+	X(extensions) X(subprotocols) X(body) X(more_body) X(status) X(text)        \
+	X(bytes) X(code) X(reason) X(subprotocol) X(trailers) X(set_result)          \
+	X(set_exception) X(cancelled) X(done) X(add_done_callback) X(exception)     \
+	X(result) X(cancel)
+static struct {
+#define X(n) PyObject *n;
+	K(X)
+#undef X
+} k;
+
+/* Interned values. */
+static PyObject *v_http, *v_websocket, *v_ws, *v_11, *v_10, *v_request, *v_disconnect,
+	*v_connect, *v_wsreceive, *v_wsdisconnect;
+
+static PyObject *methods[8]; /* GET HEAD POST PUT DELETE OPTIONS PATCH */
+static const char *method_names[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"};
+
+/* ---- requests ---------------------------------------------------------------- */
+
+/* A request's inbound messages not yet received: body chunks or WebSocket
+ * frames. */
+typedef struct {
+	m0_amsg *v;
+	size_t head, n, cap;
+} inbox;
+
+typedef struct {
+	uint32_t gen;
+	int live;
+	int ws;
+	int started;      /* http: the head was sent; ws: accepted */
+	int complete;     /* http: the body ended; ws: closed */
+	int disconnected; /* the client left, or the server drains */
+	int body_more;    /* more request body is to come from Go */
+	int want_sent;    /* Go was asked for more and has not answered */
+	int connected;    /* ws: websocket.connect was received */
+	int dcode;        /* ws: the close code the client sent */
+	int head;         /* the request is a HEAD */
+	size_t inflight;  /* bytes sent since Go last caught up */
+	PyObject *recv_fut, *send_fut;
+	inbox in;
+} aslot;
+
+static aslot *slots;
+static size_t nslots;
+
+/* Sends wait once this much of a body is queued for a client that has not
+ * taken it. */
+#define HIGH_WATER (256u << 10)
+
+static aslot *slot_at(uint32_t i)
+{
+	if (i >= nslots) {
+		size_t n = nslots ? nslots : 64;
+		while (n <= i)
+			n *= 2;
+		aslot *s = realloc(slots, n * sizeof *s);
+		if (!s)
+			return NULL;
+		memset(s + nslots, 0, (n - nslots) * sizeof *s);
+		slots = s;
+		nslots = n;
+	}
+	return &slots[i];
+}
+
+static PyObject *handle(uint32_t slot, uint32_t gen)
+{
+	return py.PyLong_FromUnsignedLongLong(((unsigned long long)gen << 32) | slot);
+}
+
+/* lookup returns the live request a bound function's handle names, or NULL
+ * with RuntimeError set. */
+static aslot *lookup(PyObject *self, uint32_t *slot)
+{
+	unsigned long long h = py.PyLong_AsUnsignedLongLong(self);
+	uint32_t i = (uint32_t)h, gen = (uint32_t)(h >> 32);
+	if (i < nslots && slots[i].live && slots[i].gen == gen) {
+		*slot = i;
+		return &slots[i];
+	}
+	py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: receive or send used after the request ended");
+	return NULL;
+}
+
+static void inbox_push(inbox *b, m0_amsg m)
+{
+	if (b->head + b->n == b->cap) {
+		if (b->head) {
+			memmove(b->v, b->v + b->head, b->n * sizeof *b->v);
+			b->head = 0;
+		} else {
+			size_t cap = b->cap ? b->cap * 2 : 4;
+			m0_amsg *v = realloc(b->v, cap * sizeof *v);
+			if (!v) {
+				free(m.data);
+				return;
+			}
+			b->v = v;
+			b->cap = cap;
+		}
+	}
+	b->v[b->head + b->n++] = m;
+}
+
+static m0_amsg inbox_pop(inbox *b)
+{
+	m0_amsg m = b->v[b->head++];
+	if (--b->n == 0)
+		b->head = 0;
+	return m;
+}
+
+static void slot_clear(aslot *s)
+{
+	while (s->in.n) {
+		m0_amsg m = inbox_pop(&s->in);
+		free(m.data);
+	}
+	free(s->in.v);
+	if (s->recv_fut)
+		py.Py_DecRef(s->recv_fut);
+	if (s->send_fut)
+		py.Py_DecRef(s->send_fut);
+	uint32_t gen = s->gen;
+	memset(s, 0, sizeof *s);
+	s->gen = gen;
+}
+
+/* ---- futures --------------------------------------------------------------------- */
+
+static PyObject *new_future(void)
+{
+	return py.PyObject_CallFunctionObjArgs(a_create_future, NULL);
+}
+
+/* ready returns a finished future holding msg (stolen). */
+static PyObject *ready(PyObject *msg)
+{
+	if (!msg)
+		return NULL;
+	PyObject *f = new_future();
+	PyObject *r = f ? py.PyObject_CallMethodObjArgs(f, k.set_result, msg, NULL) : NULL;
+	py.Py_DecRef(msg);
+	if (!r) {
+		if (f)
+			py.Py_DecRef(f);
+		return NULL;
+	}
+	py.Py_DecRef(r);
+	return f;
+}
+
+/* oserror returns a new OSError for a client that left. */
+static PyObject *oserror(void)
+{
+	PyObject *s = py.PyUnicode_FromString("asgi: the client disconnected");
+	PyObject *e = s ? py.PyObject_CallFunctionObjArgs(EXC(PyExc_OSError), s, NULL) : NULL;
+	if (s)
+		py.Py_DecRef(s);
+	return e;
+}
+
+/* settle resolves *fut (if any and not cancelled) with msg, or with an
+ * OSError when msg is NULL; it steals msg and lets go of the future. It
+ * returns 1 if a waiter took msg. */
+static int settle(PyObject **fut, PyObject *msg)
+{
+	PyObject *f = *fut;
+	if (!f) {
+		if (msg)
+			py.Py_DecRef(msg);
+		return 0;
+	}
+	*fut = NULL;
+	int took = 0;
+	PyObject *d = py.PyObject_CallMethodObjArgs(f, k.done, NULL);
+	int finished = d ? py.PyObject_IsTrue(d) : 1;
+	if (d)
+		py.Py_DecRef(d);
+	if (!finished) {
+		PyObject *r;
+		if (msg) {
+			r = py.PyObject_CallMethodObjArgs(f, k.set_result, msg, NULL);
+		} else {
+			PyObject *exc = oserror();
+			r = exc ? py.PyObject_CallMethodObjArgs(f, k.set_exception, exc, NULL) : NULL;
+			if (exc)
+				py.Py_DecRef(exc);
+		}
+		if (r) {
+			py.Py_DecRef(r);
+			took = 1;
+		}
+	}
+	py.PyErr_Clear();
+	if (msg)
+		py.Py_DecRef(msg);
+	py.Py_DecRef(f);
+	return took;
+}
+
+/* ---- messages to the application ---------------------------------------------------- */
+
+static PyObject *dict_of(PyObject *type)
+{
+	PyObject *d = py.PyDict_New();
+	if (d && py.PyDict_SetItem(d, k.type, type) < 0) {
+		py.Py_DecRef(d);
+		return NULL;
+	}
+	return d;
+}
+
+static int set_steal(PyObject *d, PyObject *key, PyObject *v)
+{
+	int rc = v ? py.PyDict_SetItem(d, key, v) : -1;
+	if (v)
+		py.Py_DecRef(v);
+	return rc;
+}
+
+static PyObject *body_msg(const char *p, size_t n, int more)
+{
+	PyObject *d = dict_of(v_request);
+	if (!d || set_steal(d, k.body, py.PyBytes_FromStringAndSize(p, (Py_ssize_t)n)) < 0 ||
+	    set_steal(d, k.more_body, py.PyBool_FromLong(more)) < 0) {
+		if (d)
+			py.Py_DecRef(d);
+		return NULL;
+	}
+	return d;
+}
+
+static PyObject *ws_msg(m0_amsg *m)
+{
+	PyObject *d = dict_of(v_wsreceive);
+	if (!d)
+		return NULL;
+	int rc = (m->flags & M0_A_TEXT)
+			 ? set_steal(d, k.text, py.PyUnicode_DecodeUTF8(m->data, (Py_ssize_t)m->len, "replace"))
+			 : set_steal(d, k.bytes, py.PyBytes_FromStringAndSize(m->data, (Py_ssize_t)m->len));
+	if (rc < 0) {
+		py.Py_DecRef(d);
+		return NULL;
+	}
+	return d;
+}
+
+static PyObject *disconnect_msg(aslot *s)
+{
+	if (!s->ws)
+		return dict_of(v_disconnect);
+	PyObject *d = dict_of(v_wsdisconnect);
+	if (d && (set_steal(d, k.code, py.PyLong_FromLong(s->dcode ? s->dcode : 1006)) < 0 ||
+		  set_steal(d, k.reason, py.PyUnicode_FromString("")) < 0)) {
+		py.Py_DecRef(d);
+		return NULL;
+	}
+	return d;
+}
+
+/* next_msg returns the message receive() yields now, or NULL (no error set)
+ * when it has to wait. */
+static PyObject *next_msg(aslot *s, uint32_t slot, int *err)
+{
+	*err = 0;
+	PyObject *m = NULL;
+	if (s->ws && !s->connected) {
+		s->connected = 1;
+		m = dict_of(v_connect);
+	} else if (s->in.n) {
+		m0_amsg a = inbox_pop(&s->in);
+		if (s->ws) {
+			m = ws_msg(&a);
+			emit(M0_C_WANT, slot, s->gen, 0, NULL, 0); /* one more frame may come */
+		} else {
+			m = body_msg(a.data, a.len, (a.flags & M0_A_MORE) != 0);
+		}
+		free(a.data);
+	} else if (s->disconnected || (!s->ws && s->complete)) {
+		m = disconnect_msg(s);
+	} else {
+		if (!s->ws && s->body_more && !s->want_sent) {
+			s->want_sent = 1;
+			emit(M0_C_WANT, slot, s->gen, 0, NULL, 0);
+		}
+		return NULL;
+	}
+	if (!m)
+		*err = 1;
+	return m;
+}
+
+static PyObject *asgi_receive(PyObject *self, PyObject *unused)
+{
+	uint32_t slot;
+	aslot *s = lookup(self, &slot);
+	if (!s)
+		return NULL;
+	int err;
+	PyObject *m = next_msg(s, slot, &err);
+	if (m)
+		return ready(m);
+	if (err)
+		return NULL;
+	if (s->recv_fut) {
+		PyObject *d = py.PyObject_CallMethodObjArgs(s->recv_fut, k.done, NULL);
+		int finished = d ? py.PyObject_IsTrue(d) : -1;
+		if (d)
+			py.Py_DecRef(d);
+		if (finished < 0)
+			return NULL;
+		if (!finished) {
+			py.PyErr_SetString(EXC(PyExc_RuntimeError),
+					   "asgi: receive() called while another receive() is waiting");
+			return NULL;
+		}
+		py.Py_DecRef(s->recv_fut);
+		s->recv_fut = NULL;
+	}
+	PyObject *f = new_future();
+	if (!f)
+		return NULL;
+	py.Py_IncRef(f);
+	s->recv_fut = f;
+	return f;
+}
+
+/* feed gives a waiting receive() the next message, if there is one. */
+static void feed(aslot *s, uint32_t slot)
+{
+	if (!s->recv_fut)
+		return;
+	int err;
+	PyObject *m = next_msg(s, slot, &err);
+	if (!m) {
+		py.PyErr_Clear();
+		return;
+	}
+	settle(&s->recv_fut, m); /* a cancelled waiter loses the message, as with uvicorn */
+}
+
+/* ---- messages from the application --------------------------------------------------- */
+
+static PyObject *get(PyObject *msg, PyObject *key)
+{
+	PyObject *tp = py.PyObject_Type(msg);
+	int exact = tp == (PyObject *)py.PyDict_Type;
+	if (tp)
+		py.Py_DecRef(tp);
+	PyObject *v;
+	if (exact) {
+		v = py.PyDict_GetItem(msg, key); /* borrowed; NULL without error when absent */
+		if (v)
+			py.Py_IncRef(v);
+		return v;
+	}
+	v = py.PyObject_GetItem(msg, key);
+	if (!v)
+		py.PyErr_Clear();
+	return v;
+}
+
+static const char *type_of(PyObject *msg, PyObject **owned)
+{
+	*owned = get(msg, k.type);
+	const char *t = *owned ? py.PyUnicode_AsUTF8AndSize(*owned, NULL) : NULL;
+	if (!t) {
+		py.PyErr_Clear();
+		py.PyErr_SetString(EXC(PyExc_TypeError), "asgi: a message must be a dict with a str 'type'");
+	}
+	return t;
+}
+
+/* pack_headers packs an iterable of (name, value) byte pairs as
+ * [u32 nlen][name][u32 vlen][value]... into b. */
+static int pack_headers(PyObject *headers, m0_buf *b)
+{
+	if (!headers)
+		return 0;
+	PyObject *it = py.PyObject_GetIter(headers);
+	if (!it)
+		return -1;
+	PyObject *pair;
+	int rc = 0;
+	while (rc == 0 && (pair = py.PyIter_Next(it))) {
+		PyObject *n = py.PySequence_Size(pair) == 2 ? py.PySequence_GetItem(pair, 0) : NULL;
+		PyObject *v = n ? py.PySequence_GetItem(pair, 1) : NULL;
+		char *np, *vp;
+		Py_ssize_t nl, vl;
+		rc = -1;
+		if (!v || py.PyBytes_AsStringAndSize(n, &np, &nl) < 0 ||
+		    py.PyBytes_AsStringAndSize(v, &vp, &vl) < 0) {
+			py.PyErr_Clear();
+			py.PyErr_Format(EXC(PyExc_TypeError),
+					"asgi: each header must be a pair of bytes, got %R", pair);
+		} else {
+			int ok = nl > 0;
+			for (Py_ssize_t i = 0; ok && i < nl; i++)
+				ok = is_tchar((unsigned char)np[i]);
+			for (Py_ssize_t i = 0; ok && i < vl; i++) {
+				unsigned char c = (unsigned char)vp[i];
+				ok = !((c < 0x20 && c != '\t') || c == 0x7f);
+			}
+			if (!ok)
+				py.PyErr_Format(EXC(PyExc_RuntimeError), "asgi: invalid HTTP header %R", pair);
+			else if (buf_put_u32(b, (uint32_t)nl) == 0 && buf_put(b, np, (size_t)nl) == 0 &&
+				 buf_put_u32(b, (uint32_t)vl) == 0 && buf_put(b, vp, (size_t)vl) == 0)
+				rc = 0;
+		}
+		if (n)
+			py.Py_DecRef(n);
+		if (v)
+			py.Py_DecRef(v);
+		py.Py_DecRef(pair);
+	}
+	py.Py_DecRef(it);
+	return rc == 0 && !py.PyErr_Occurred() ? 0 : -1;
+}
+
+static int truthy(PyObject *msg, PyObject *key)
+{
+	PyObject *v = get(msg, key);
+	int r = v ? py.PyObject_IsTrue(v) : 0;
+	if (v)
+		py.Py_DecRef(v);
+	return r;
+}
+
+/* body_of returns the bytes of msg[key] (absent: empty) in *p, *n, and a
+ * reference to keep while they are used. */
+static int body_of(PyObject *msg, PyObject *key, char **p, Py_ssize_t *n, PyObject **keep)
+{
+	*keep = get(msg, key);
+	if (!*keep || *keep == Py_None) {
+		*p = "";
+		*n = 0;
+		return 0;
+	}
+	if (py.PyBytes_AsStringAndSize(*keep, p, n) < 0) {
+		py.PyErr_Clear();
+		py.PyErr_SetString(EXC(PyExc_TypeError), "asgi: a message's body must be bytes");
+		return -1;
+	}
+	return 0;
+}
+
+static PyObject *done_future(void)
+{
+	py.Py_IncRef(a_done);
+	return a_done;
+}
+
+static PyObject *http_send(aslot *s, uint32_t slot, PyObject *msg, const char *type)
+{
+	if (s->disconnected)
+		return done_future(); /* as uvicorn: a send after the client left is dropped */
+	if (!s->started) {
+		if (strcmp(type, "http.response.start") != 0) {
+			py.PyErr_Format(EXC(PyExc_RuntimeError),
+					"Expected ASGI message 'http.response.start', but got '%s'.", type);
+			return NULL;
+		}
+		PyObject *st = get(msg, k.status);
+		long status = st ? py.PyLong_AsLong(st) : -1;
+		if (st)
+			py.Py_DecRef(st);
+		if (status < 200 || status > 599) {
+			py.PyErr_Clear();
+			py.PyErr_Format(EXC(PyExc_RuntimeError),
+					"asgi: http.response.start needs an int 'status' from 200 to 599");
+			return NULL;
+		}
+		m0_buf b = {0};
+		PyObject *h = get(msg, k.headers);
+		int rc = pack_headers(h, &b);
+		if (h)
+			py.Py_DecRef(h);
+		if (rc < 0) {
+			free(b.p);
+			return NULL;
+		}
+		m0_amsg m = {.kind = M0_C_START, .slot = slot, .gen = s->gen, .flags = (int)status,
+			     .data = b.p, .len = b.len};
+		push(&outq, m);
+		s->started = 1;
+		return done_future();
+	}
+	if (s->complete) {
+		py.PyErr_Format(EXC(PyExc_RuntimeError),
+				"Unexpected ASGI message '%s' sent, after response already completed.", type);
+		return NULL;
+	}
+	if (strcmp(type, "http.response.body") == 0) {
+		char *p;
+		Py_ssize_t n;
+		PyObject *keep;
+		if (body_of(msg, k.body, &p, &n, &keep) < 0) {
+			if (keep)
+				py.Py_DecRef(keep);
+			return NULL;
+		}
+		int more = truthy(msg, k.more_body);
+		int wait = 0;
+		if (more) {
+			s->inflight += (size_t)n;
+			wait = s->inflight > HIGH_WATER;
+		}
+		emit(M0_C_BODY, slot, s->gen, (more ? M0_A_MORE : 0) | (wait ? M0_A_WAIT : 0), p, (size_t)n);
+		if (keep)
+			py.Py_DecRef(keep);
+		if (!more) {
+			s->complete = 1;
+			feed(s, slot); /* a receive() waiting for the end now gets http.disconnect */
+		}
+		if (!wait)
+			return done_future();
+		PyObject *f = new_future();
+		if (f) {
+			py.Py_IncRef(f);
+			s->send_fut = f;
+		}
+		return f;
+	}
+	if (strcmp(type, "http.response.pathsend") == 0) {
+		PyObject *path = get(msg, k.path);
+		Py_ssize_t n = 0;
+		const char *u = path ? py.PyUnicode_AsUTF8AndSize(path, &n) : NULL;
+		if (!u) {
+			py.PyErr_Clear();
+			py.PyErr_SetString(EXC(PyExc_TypeError), "asgi: http.response.pathsend needs a str 'path'");
+		} else {
+			emit(M0_C_PATHSEND, slot, s->gen, 0, u, (size_t)n);
+			s->complete = 1;
+			feed(s, slot);
+		}
+		if (path)
+			py.Py_DecRef(path);
+		return u ? done_future() : NULL;
+	}
+	py.PyErr_Format(EXC(PyExc_RuntimeError), "Expected ASGI message 'http.response.body', but got '%s'.",
+			type);
+	return NULL;
+}
+
+static PyObject *ws_close(aslot *s, uint32_t slot, PyObject *msg)
+{
+	PyObject *c = get(msg, k.code);
+	long code = c ? py.PyLong_AsLong(c) : 1000;
+	if (c)
+		py.Py_DecRef(c);
+	if (code < 0) {
+		py.PyErr_Clear();
+		code = 1000;
+	}
+	PyObject *r = get(msg, k.reason);
+	Py_ssize_t n = 0;
+	const char *u = r && r != Py_None ? py.PyUnicode_AsUTF8AndSize(r, &n) : "";
+	if (!u) {
+		py.PyErr_Clear();
+		u = "";
+		n = 0;
+	}
+	emit(M0_C_WS_CLOSE, slot, s->gen, (int)code, u, (size_t)n);
+	if (r)
+		py.Py_DecRef(r);
+	s->complete = 1;
+	return done_future();
+}
+
+static PyObject *ws_send(aslot *s, uint32_t slot, PyObject *msg, const char *type)
+{
+	if (!s->started && !s->complete) {
+		if (strcmp(type, "websocket.accept") == 0) {
+			m0_buf b = {0};
+			PyObject *sp = get(msg, k.subprotocol);
+			Py_ssize_t n = 0;
+			const char *u = sp && sp != Py_None ? py.PyUnicode_AsUTF8AndSize(sp, &n) : "";
+			PyObject *h = u ? get(msg, k.headers) : NULL;
+			int rc = u ? 0 : -1;
+			if (u && (buf_put_u32(&b, (uint32_t)n) < 0 || buf_put(&b, u, (size_t)n) < 0))
+				rc = -1;
+			if (rc == 0)
+				rc = pack_headers(h, &b);
+			if (sp)
+				py.Py_DecRef(sp);
+			if (h)
+				py.Py_DecRef(h);
+			if (rc < 0) {
+				free(b.p);
+				return NULL;
+			}
+			m0_amsg m = {.kind = M0_C_WS_ACCEPT, .slot = slot, .gen = s->gen, .data = b.p, .len = b.len};
+			push(&outq, m);
+			s->started = 1;
+			return done_future();
+		}
+		if (strcmp(type, "websocket.close") == 0)
+			return ws_close(s, slot, msg); /* before the handshake: Go answers 403 */
+		py.PyErr_Format(EXC(PyExc_RuntimeError),
+				"Expected ASGI message 'websocket.accept' or 'websocket.close', but got '%s'.",
+				type);
+		return NULL;
+	}
+	if (s->complete) {
+		py.PyErr_Format(EXC(PyExc_RuntimeError),
+				"Unexpected ASGI message '%s', after sending 'websocket.close'.", type);
+		return NULL;
+	}
+	if (s->disconnected) {
+		PyObject *exc = oserror();
+		if (exc) {
+			py.PyErr_SetObject(EXC(PyExc_OSError), exc);
+			py.Py_DecRef(exc);
+		}
+		return NULL;
+	}
+	if (strcmp(type, "websocket.send") == 0) {
+		PyObject *t = get(msg, k.text);
+		if (t && t != Py_None) {
+			Py_ssize_t n;
+			const char *u = py.PyUnicode_AsUTF8AndSize(t, &n);
+			if (u)
+				emit(M0_C_WS_SEND, slot, s->gen, M0_A_TEXT, u, (size_t)n);
+			py.Py_DecRef(t);
+			return u ? done_future() : NULL;
+		}
+		if (t)
+			py.Py_DecRef(t);
+		char *p;
+		Py_ssize_t n;
+		PyObject *keep;
+		if (body_of(msg, k.bytes, &p, &n, &keep) < 0) {
+			if (keep)
+				py.Py_DecRef(keep);
+			return NULL;
+		}
+		emit(M0_C_WS_SEND, slot, s->gen, 0, p, (size_t)n);
+		if (keep)
+			py.Py_DecRef(keep);
+		return done_future();
+	}
+	if (strcmp(type, "websocket.close") == 0)
+		return ws_close(s, slot, msg);
+	py.PyErr_Format(EXC(PyExc_RuntimeError),
+			"Expected ASGI message 'websocket.send' or 'websocket.close', but got '%s'.", type);
+	return NULL;
+}
+
+static PyObject *asgi_send(PyObject *self, PyObject *msg)
+{
+	uint32_t slot;
+	aslot *s = lookup(self, &slot);
+	if (!s)
+		return NULL;
+	PyObject *owned;
+	const char *type = type_of(msg, &owned);
+	PyObject *r = NULL;
+	if (type)
+		r = s->ws ? ws_send(s, slot, msg, type) : http_send(s, slot, msg, type);
+	if (owned)
+		py.Py_DecRef(owned);
+	return r;
+}
+
+static PyMethodDef receive_def = {"receive", asgi_receive, 0x0004 /* METH_NOARGS */,
+				  "receive() -> awaitable ASGI message"};
+static PyMethodDef send_def = {"send", asgi_send, METH_O, "send(message) -> awaitable"};
+
+/* ---- the scope ----------------------------------------------------------------- */
+
+typedef struct {
+	const char *p;
+	size_t len, i;
+	int bad;
+} reader;
+
+static uint32_t rd_u32(reader *r)
+{
+	uint32_t v = 0;
+	if (r->i + 4 > r->len) {
+		r->bad = 1;
+		return 0;
+	}
+	memcpy(&v, r->p + r->i, 4);
+	r->i += 4;
+	return v;
+}
+
+static const char *rd_str(reader *r, size_t *n)
+{
+	*n = rd_u32(r);
+	if (r->bad || r->i + *n > r->len) {
+		r->bad = 1;
+		*n = 0;
+		return "";
+	}
+	const char *s = r->p + r->i;
+	r->i += *n;
+	return s;
+}
+
+static PyObject *method_str(const char *p, size_t n)
+{
+	for (int i = 0; i < 7; i++)
+		if (strlen(method_names[i]) == n && memcmp(method_names[i], p, n) == 0) {
+			py.Py_IncRef(methods[i]);
+			return methods[i];
+		}
+	return py.PyUnicode_DecodeLatin1(p, (Py_ssize_t)n, NULL);
+}
+
+static PyObject *addr(const char *host, size_t n, uint32_t port)
+{
+	PyObject *t = py.PyTuple_New(2);
+	if (!t)
+		return NULL;
+	PyObject *h = py.PyUnicode_DecodeLatin1(host, (Py_ssize_t)n, NULL);
+	PyObject *p = py.PyLong_FromLong((long)port);
+	if (!h || !p) {
+		if (h)
+			py.Py_DecRef(h);
+		if (p)
+			py.Py_DecRef(p);
+		py.Py_DecRef(t);
+		return NULL;
+	}
+	py.PyTuple_SetItem(t, 0, h);
+	py.PyTuple_SetItem(t, 1, p);
+	return t;
+}
+
+/* subprotocols splits the values of Sec-WebSocket-Protocol into the list. */
+static int add_subprotocols(PyObject *list, const char *v, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		size_t j = i;
+		while (j < n && v[j] != ',')
+			j++;
+		size_t e = j;
+		while (e > i && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		if (e > i) {
+			PyObject *s = py.PyUnicode_DecodeLatin1(v + i, (Py_ssize_t)(e - i), NULL);
+			int rc = s ? py.PyList_Append(list, s) : -1;
+			if (s)
+				py.Py_DecRef(s);
+			if (rc < 0)
+				return -1;
+		}
+		i = j;
+	}
+	return 0;
+}
+
+/* build_scope makes the scope from Go's packed request: [u32 flags][u32
+ * client port][u32 server port][u32 header count], then length-prefixed
+ * method, path (decoded), raw path, query, client host, server host, root
+ * path, the headers as name/value pairs (names lowercased by Go), and the
+ * first body chunk, which *body points into. */
+static PyObject *build_scope(int ws, const char *p, size_t len, const char **body, size_t *bodylen,
+			     int *head)
+{
+	reader r = {.p = p, .len = len};
+	uint32_t flags = rd_u32(&r), cport = rd_u32(&r), sport = rd_u32(&r), nh = rd_u32(&r);
+	size_t ml, pl, rl, ql, chl, shl, rpl;
+	const char *m = rd_str(&r, &ml), *path = rd_str(&r, &pl), *raw = rd_str(&r, &rl),
+		   *q = rd_str(&r, &ql), *ch = rd_str(&r, &chl), *sh = rd_str(&r, &shl),
+		   *rp = rd_str(&r, &rpl);
+	if (r.bad) {
+		py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: malformed request buffer");
+		return NULL;
+	}
+	*head = ml == 4 && memcmp(m, "HEAD", 4) == 0;
+	PyObject *d = py.PyDict_New();
+	if (!d)
+		return NULL;
+	PyObject *hl = py.PyList_New((Py_ssize_t)nh);
+	PyObject *subs = ws ? py.PyList_New(0) : NULL;
+	int rc = hl && (!ws || subs) ? 0 : -1;
+	for (uint32_t i = 0; rc == 0 && i < nh; i++) {
+		size_t nl, vl;
+		const char *n = rd_str(&r, &nl), *v = rd_str(&r, &vl);
+		if (r.bad) {
+			py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: malformed request buffer");
+			rc = -1;
+			break;
+		}
+		if (ws && nl == 22 && memcmp(n, "sec-websocket-protocol", 22) == 0 &&
+		    add_subprotocols(subs, v, vl) < 0) {
+			rc = -1;
+			break;
+		}
+		PyObject *t = py.PyTuple_New(2);
+		PyObject *nb = py.PyBytes_FromStringAndSize(n, (Py_ssize_t)nl);
+		PyObject *vb = py.PyBytes_FromStringAndSize(v, (Py_ssize_t)vl);
+		if (!t || !nb || !vb) {
+			if (t)
+				py.Py_DecRef(t);
+			if (nb)
+				py.Py_DecRef(nb);
+			if (vb)
+				py.Py_DecRef(vb);
+			rc = -1;
+			break;
+		}
+		py.PyTuple_SetItem(t, 0, nb);
+		py.PyTuple_SetItem(t, 1, vb);
+		py.PyList_SetItem(hl, (Py_ssize_t)i, t);
+	}
+	if (rc == 0) {
+		*body = rd_str(&r, bodylen);
+		if (r.bad) {
+			py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: malformed request buffer");
+			rc = -1;
+		}
+	}
+	if (rc == 0)
+		rc = py.PyDict_SetItem(d, k.type, ws ? v_websocket : v_http);
+	if (rc == 0)
+		rc = py.PyDict_SetItem(d, k.asgi, a_asgi);
+	if (rc == 0)
+		rc = py.PyDict_SetItem(d, k.http_version, (flags & M0_S_HTTP11) ? v_11 : v_10);
+	if (rc == 0 && !ws)
+		rc = set_steal(d, k.method, method_str(m, ml));
+	if (rc == 0)
+		rc = py.PyDict_SetItem(d, k.scheme, ws ? v_ws : v_http);
+	if (rc == 0)
+		rc = set_steal(d, k.path, py.PyUnicode_DecodeUTF8(path, (Py_ssize_t)pl, "replace"));
+	if (rc == 0)
+		rc = set_steal(d, k.raw_path, py.PyBytes_FromStringAndSize(raw, (Py_ssize_t)rl));
+	if (rc == 0)
+		rc = set_steal(d, k.query_string, py.PyBytes_FromStringAndSize(q, (Py_ssize_t)ql));
+	if (rc == 0)
+		rc = set_steal(d, k.root_path, py.PyUnicode_DecodeUTF8(rp, (Py_ssize_t)rpl, "replace"));
+	if (rc == 0)
+		rc = py.PyDict_SetItem(d, k.headers, hl);
+	if (rc == 0)
+		rc = chl ? set_steal(d, k.client, addr(ch, chl, cport)) : py.PyDict_SetItem(d, k.client, Py_None);
+	if (rc == 0)
+		rc = set_steal(d, k.server, addr(sh, shl, sport));
+	if (rc == 0 && ws)
+		rc = py.PyDict_SetItem(d, k.subprotocols, subs);
+	if (rc == 0)
+		rc = set_steal(d, k.state, py.PyDict_Copy(a_state));
+	if (rc == 0 && !ws)
+		rc = py.PyDict_SetItem(d, k.extensions, a_extensions);
+	if (hl)
+		py.Py_DecRef(hl);
+	if (subs)
+		py.Py_DecRef(subs);
+	if (rc < 0) {
+		py.Py_DecRef(d);
+		return NULL;
+	}
+	return d;
+}
+
+/* ---- the application's task ------------------------------------------------------- */
+
+/* fail_text formats the pending exception, or msg, for Go's log line. */
+static void error_text(m0_buf *b, const char *msg)
+{
+	static m0_thread scratch; /* the loop thread's; capture_error only uses err */
+	if (py.PyErr_Occurred()) {
+		capture_error(&scratch);
+		buf_put(b, scratch.err.p, scratch.err.len);
+	} else {
+		buf_put(b, msg, strlen(msg));
+	}
+}
+
+/* finish ends a request whose task is over: Go hears whether the response
+ * was whole, with the error if not, and the slot is freed. */
+static void finish(aslot *s, uint32_t slot, m0_buf *err)
+{
+	int failed = err->len > 0;
+	if (!failed && !s->ws && !s->started)
+		buf_put(err, "ASGI callable returned without starting response.", 50), failed = 1;
+	else if (!failed && !s->ws && !s->complete && !s->disconnected)
+		buf_put(err, "ASGI callable returned without completing response.", 52), failed = 1;
+	else if (!failed && s->ws && !s->started && !s->complete && !s->disconnected)
+		buf_put(err, "ASGI callable returned without sending handshake.", 49), failed = 1;
+	emit(M0_C_DONE, slot, s->gen, failed, err->p, err->len);
+	slot_clear(s);
+	free(err->p);
+}
+
+/* task_over reads how the task ended and finishes the request. */
+static void task_over(aslot *s, uint32_t slot, PyObject *task)
+{
+	m0_buf err = {0};
+	PyObject *c = py.PyObject_CallMethodObjArgs(task, k.cancelled, NULL);
+	int cancelled = c ? py.PyObject_IsTrue(c) : 0;
+	if (c)
+		py.Py_DecRef(c);
+	py.PyErr_Clear();
+	if (cancelled) {
+		if (!s->complete && !s->disconnected)
+			buf_put(&err, "asyncio.CancelledError: the application's task was cancelled", 61);
+	} else {
+		PyObject *exc = py.PyObject_CallMethodObjArgs(task, k.exception, NULL);
+		if (exc && exc != Py_None) {
+			PyObject *tp = py.PyObject_Type(exc);
+			PyObject *tb = py.PyObject_GetAttrString(exc, "__traceback__");
+			PyObject *txt = tp && tb ? py.PyObject_CallFunctionObjArgs(m0_format_exc, tp, exc, tb, NULL)
+						 : NULL;
+			Py_ssize_t n = 0;
+			const char *u = txt ? py.PyUnicode_AsUTF8AndSize(txt, &n) : NULL;
+			if (u)
+				buf_put(&err, u, (size_t)n);
+			else
+				buf_put(&err, "an exception that cannot be formatted", 37);
+			py.PyErr_Clear();
+			if (txt)
+				py.Py_DecRef(txt);
+			if (tb)
+				py.Py_DecRef(tb);
+			if (tp)
+				py.Py_DecRef(tp);
+		} else if (!exc) {
+			error_text(&err, "asgi: the task's outcome cannot be read");
+		}
+		if (exc)
+			py.Py_DecRef(exc);
+	}
+	finish(s, slot, &err);
+}
+
+static PyObject *asgi_task_done(PyObject *self, PyObject *task)
+{
+	unsigned long long h = py.PyLong_AsUnsignedLongLong(self);
+	uint32_t i = (uint32_t)h, gen = (uint32_t)(h >> 32);
+	if (i < nslots && slots[i].live && slots[i].gen == gen)
+		task_over(&slots[i], i, task);
+	py.Py_IncRef(Py_None);
+	return Py_None;
+}
+
+static PyMethodDef task_done_def = {"_task_done", asgi_task_done, METH_O, NULL};
+
+/* start runs a new request: its scope, its receive and send, and the
+ * application's coroutine as a task. */
+static void start(m0_amsg *m)
+{
+	aslot *s = slot_at(m->slot);
+	if (!s) {
+		emit(M0_C_DONE, m->slot, m->gen, 1, "asgi: out of memory", 19);
+		return;
+	}
+	if (s->live) /* Go reuses a slot only after its task is over */
+		slot_clear(s);
+	s->gen = m->gen;
+	s->live = 1;
+	s->ws = m->kind == M0_A_WS;
+	m0_buf err = {0};
+	const char *body = NULL;
+	size_t bodylen = 0;
+	PyObject *h = NULL, *recv = NULL, *send = NULL, *coro = NULL, *task = NULL;
+	PyObject *scope = build_scope(s->ws, m->data, m->len, &body, &bodylen, &s->head);
+	if (!scope)
+		goto fail;
+	if (!s->ws) {
+		s->body_more = (m->flags & M0_A_MORE) != 0;
+		if (bodylen || !s->body_more) {
+			m0_amsg b = {.flags = m->flags & M0_A_MORE, .len = bodylen};
+			if (bodylen) {
+				b.data = malloc(bodylen);
+				if (b.data)
+					memcpy(b.data, body, bodylen);
+			}
+			inbox_push(&s->in, b);
+		}
+	}
+	h = handle(m->slot, m->gen);
+	recv = h ? py.PyCFunction_NewEx(&receive_def, h, m0_module) : NULL;
+	send = recv ? py.PyCFunction_NewEx(&send_def, h, m0_module) : NULL;
+	coro = send ? py.PyObject_CallFunctionObjArgs(a_app, scope, recv, send, NULL) : NULL;
+	if (!coro)
+		goto fail;
+	if (a_task_kw) {
+		PyObject *args = py.PyTuple_New(1);
+		if (!args)
+			goto fail;
+		py.Py_IncRef(coro);
+		py.PyTuple_SetItem(args, 0, coro);
+		task = py.PyObject_Call(a_create_task, args, a_task_kw);
+		py.Py_DecRef(args);
+	} else {
+		task = py.PyObject_CallFunctionObjArgs(a_create_task, coro, NULL);
+	}
+	if (!task)
+		goto fail;
+	/* An eager task that never waited is over already: finish it in this
+	 * iteration rather than the next. */
+	PyObject *d = py.PyObject_CallMethodObjArgs(task, k.done, NULL);
+	int over = d ? py.PyObject_IsTrue(d) : -1;
+	if (d)
+		py.Py_DecRef(d);
+	if (over < 0)
+		goto fail;
+	if (over) {
+		task_over(s, m->slot, task);
+	} else {
+		PyObject *cb = py.PyCFunction_NewEx(&task_done_def, h, m0_module);
+		PyObject *r = cb ? py.PyObject_CallMethodObjArgs(task, k.add_done_callback, cb, NULL) : NULL;
+		if (cb)
+			py.Py_DecRef(cb);
+		if (!r)
+			goto fail; /* cannot happen short of memory; the task runs unobserved */
+		py.Py_DecRef(r);
+	}
+	goto out;
+fail:
+	error_text(&err, "asgi: the request could not start");
+	finish(s, m->slot, &err);
+out:
+	py.PyErr_Clear();
+	if (task)
+		py.Py_DecRef(task);
+	if (coro)
+		py.Py_DecRef(coro);
+	if (send)
+		py.Py_DecRef(send);
+	if (recv)
+		py.Py_DecRef(recv);
+	if (h)
+		py.Py_DecRef(h);
+	if (scope)
+		py.Py_DecRef(scope);
+}
+
+/* live_slot returns the request an event names, or NULL if it is over. */
+static aslot *live_slot(m0_amsg *m)
+{
+	if (m->slot < nslots && slots[m->slot].live && slots[m->slot].gen == m->gen)
+		return &slots[m->slot];
+	return NULL;
+}
+
+static void disconnect(aslot *s, uint32_t slot, int code)
+{
+	if (s->disconnected)
+		return;
+	s->disconnected = 1;
+	s->dcode = code;
+	feed(s, slot);
+	settle(&s->send_fut, NULL);
+}
+
+static void rare_event(int kind, int flags)
+{
+	PyObject *a = py.PyLong_FromLong(kind), *b = py.PyLong_FromLong(flags);
+	PyObject *r = a && b ? py.PyObject_CallFunctionObjArgs(a_event, a, b, NULL) : NULL;
+	if (r)
+		py.Py_DecRef(r);
+	py.PyErr_Clear(); /* _asgi_event reports its own failures */
+	if (a)
+		py.Py_DecRef(a);
+	if (b)
+		py.Py_DecRef(b);
+}
+
+/* asgi_drain is the loop's reader callback on Go's eventfd: it handles every
+ * event Go posted since the last wake-up. */
+static PyObject *asgi_drain(PyObject *self, PyObject *unused)
+{
+	m0_amsg *v;
+	size_t n = take(&inq, &v);
+	for (size_t i = 0; i < n; i++) {
+		m0_amsg *m = &v[i];
+		aslot *s;
+		switch (m->kind) {
+		case M0_A_HTTP:
+		case M0_A_WS:
+			start(m);
+			break;
+		case M0_A_BODY:
+		case M0_A_WSMSG:
+			if ((s = live_slot(m))) {
+				s->want_sent = 0;
+				s->body_more = (m->flags & M0_A_MORE) != 0;
+				inbox_push(&s->in, *m);
+				m->data = NULL; /* the inbox owns it */
+				feed(s, m->slot);
+			}
+			break;
+		case M0_A_DISCONNECT:
+			if ((s = live_slot(m)))
+				disconnect(s, m->slot, m->flags);
+			break;
+		case M0_A_RESUME:
+			if ((s = live_slot(m))) {
+				s->inflight = 0;
+				py.Py_IncRef(Py_None);
+				settle(&s->send_fut, Py_None);
+			}
+			break;
+		case M0_A_DRAIN:
+			for (size_t j = 0; j < nslots; j++)
+				if (slots[j].live)
+					disconnect(&slots[j], (uint32_t)j, 1001);
+			break;
+		default:
+			rare_event(m->kind, m->flags);
+		}
+	}
+	m0_asgi_free(v, n);
+	py.PyErr_Clear();
+	py.Py_IncRef(Py_None);
+	return Py_None;
+}
+
+/* ---- set-up --------------------------------------------------------------------- */
+
+/* _m0.asgi_setup(loop, app, state, eager, event) */
+static PyObject *asgi_setup(PyObject *self, PyObject *args)
+{
+	PyObject *loop, *app, *state, *event;
+	int eager;
+	if (!py.PyArg_ParseTuple(args, "OOOpO", &loop, &app, &state, &eager, &event))
+		return NULL;
+	if (!k.type) {
+#define X(n) k.n = py.PyUnicode_InternFromString(#n);
+		K(X)
+#undef X
+		v_http = py.PyUnicode_InternFromString("http");
+		v_websocket = py.PyUnicode_InternFromString("websocket");
+		v_ws = py.PyUnicode_InternFromString("ws");
+		v_11 = py.PyUnicode_InternFromString("1.1");
+		v_10 = py.PyUnicode_InternFromString("1.0");
+		v_request = py.PyUnicode_InternFromString("http.request");
+		v_disconnect = py.PyUnicode_InternFromString("http.disconnect");
+		v_connect = py.PyUnicode_InternFromString("websocket.connect");
+		v_wsreceive = py.PyUnicode_InternFromString("websocket.receive");
+		v_wsdisconnect = py.PyUnicode_InternFromString("websocket.disconnect");
+		for (int i = 0; i < 7; i++)
+			methods[i] = py.PyUnicode_InternFromString(method_names[i]);
+		if (py.PyErr_Occurred())
+			return NULL;
+	}
+	a_loop = loop, a_app = app, a_state = state, a_event = event;
+	py.Py_IncRef(loop), py.Py_IncRef(app), py.Py_IncRef(state), py.Py_IncRef(event);
+	a_create_future = py.PyObject_GetAttrString(loop, "create_future");
+	if (!a_create_future)
+		return NULL;
+	if (eager) {
+		PyObject *asyncio = py.PyImport_ImportModule("asyncio");
+		a_create_task = asyncio ? py.PyObject_GetAttrString(asyncio, "Task") : NULL;
+		if (asyncio)
+			py.Py_DecRef(asyncio);
+		a_task_kw = py.PyDict_New();
+		if (!a_create_task || !a_task_kw || py.PyDict_SetItemString(a_task_kw, "loop", loop) < 0 ||
+		    py.PyDict_SetItemString(a_task_kw, "eager_start", py.PyBool_FromLong(1)) < 0)
+			return NULL;
+	} else {
+		a_create_task = py.PyObject_GetAttrString(loop, "create_task");
+		if (!a_create_task)
+			return NULL;
+	}
+	a_done = new_future();
+	PyObject *r = a_done ? py.PyObject_CallMethodObjArgs(a_done, k.set_result, Py_None, NULL) : NULL;
+	if (!r)
+		return NULL;
+	py.Py_DecRef(r);
+	a_asgi = py.PyDict_New();
+	a_extensions = py.PyDict_New();
+	PyObject *ps = a_extensions ? py.PyDict_New() : NULL;
+	if (!ps || py.PyDict_SetItemString(a_asgi, "version", py.PyUnicode_FromString("3.0")) < 0 ||
+	    py.PyDict_SetItemString(a_asgi, "spec_version", py.PyUnicode_FromString("2.3")) < 0 ||
+	    py.PyDict_SetItemString(a_extensions, "http.response.pathsend", ps) < 0)
+		return NULL;
+	py.Py_DecRef(ps);
+	py.Py_IncRef(Py_None);
+	return Py_None;
+}
+
+/* _m0.asgi_notify(kind, flags, text): a message to Go that no request owns. */
+static PyObject *asgi_notify(PyObject *self, PyObject *args)
+{
+	int kind, flags;
+	PyObject *s;
+	Py_ssize_t n;
+	if (!py.PyArg_ParseTuple(args, "iiO", &kind, &flags, &s))
+		return NULL;
+	const char *text = py.PyUnicode_AsUTF8AndSize(s, &n);
+	if (!text)
+		return NULL;
+	emit(kind, UINT32_MAX, 0, flags, text, (size_t)n);
+	py.Py_IncRef(Py_None);
+	return Py_None;
+}
+
+/* _m0.asgi_teardown(): lets go of the loop's references once it has stopped. */
+static PyObject *asgi_teardown(PyObject *self, PyObject *unused)
+{
+	for (size_t j = 0; j < nslots; j++)
+		if (slots[j].live)
+			slot_clear(&slots[j]);
+	PyObject **refs[] = {&a_loop, &a_app, &a_state, &a_event, &a_create_future, &a_create_task,
+			     &a_task_kw, &a_done, &a_asgi, &a_extensions};
+	for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++)
+		if (*refs[i]) {
+			py.Py_DecRef(*refs[i]);
+			*refs[i] = NULL;
+		}
+	py.Py_IncRef(Py_None);
+	return Py_None;
+}
+
+PyMethodDef m0_asgi_methods[] = {
+	{"asgi_drain", asgi_drain, 0x0004 /* METH_NOARGS */, "asgi_drain(): handle Go's pending events."},
+	{"asgi_setup", asgi_setup, METH_VARARGS, NULL},
+	{"asgi_notify", asgi_notify, METH_VARARGS, NULL},
+	{"asgi_teardown", asgi_teardown, 0x0004, NULL},
+	{NULL, NULL, 0, NULL},
+};
+
+/* m0_asgi_run runs _m0._asgi_run(app, in_fd, opts) on the calling thread:
+ * the loop, until Go stops it. */
+int m0_asgi_run(m0_thread *t, uintptr_t app, const char *opts)
+{
+	py.PyEval_RestoreThread(t->ts);
+	int rc = 0;
+	PyObject *fn = py.PyDict_GetItemString(m0_dict, "_asgi_run");
+	PyObject *fd = py.PyLong_FromLong(inq.fd);
+	PyObject *o = py.PyUnicode_FromString(opts);
+	PyObject *r = fn && fd && o ? py.PyObject_CallFunctionObjArgs(fn, (PyObject *)app, fd, o, NULL) : NULL;
+	if (!r) {
+		capture_error(t);
+		rc = -1;
+	} else {
+		py.Py_DecRef(r);
+	}
+	if (fd)
+		py.Py_DecRef(fd);
+	if (o)
+		py.Py_DecRef(o);
+	t->ts = py.PyEval_SaveThread();
+	return rc;
+}

@@ -1,0 +1,337 @@
+package cpython
+
+/*
+#include <stdlib.h>
+#include "m0py.h"
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Message kinds, Go to the loop.
+const (
+	AHTTP       = C.M0_A_HTTP
+	AWebSocket  = C.M0_A_WS
+	ABody       = C.M0_A_BODY
+	ADisconnect = C.M0_A_DISCONNECT
+	AResume     = C.M0_A_RESUME
+	AFrame      = C.M0_A_WSMSG
+	aDrain      = C.M0_A_DRAIN
+	aShutdown   = C.M0_A_SHUTDOWN
+	aStop       = C.M0_A_STOP
+)
+
+// Message kinds, the loop to Go.
+const (
+	CStart    = C.M0_C_START
+	CBody     = C.M0_C_BODY
+	CWant     = C.M0_C_WANT
+	CDone     = C.M0_C_DONE
+	CAccept   = C.M0_C_WS_ACCEPT
+	CFrame    = C.M0_C_WS_SEND
+	CClose    = C.M0_C_WS_CLOSE
+	CPathSend = C.M0_C_PATHSEND
+	cLoop     = C.M0_C_LOOP
+	cLifespan = C.M0_C_LIFESPAN
+)
+
+// Message flags.
+const (
+	FlagMore = C.M0_A_MORE // more body follows
+	FlagText = C.M0_A_TEXT // a WebSocket text frame
+	FlagWait = C.M0_A_WAIT // the application's send waits for Resume
+)
+
+// ScopeHTTP11 marks an HTTP/1.1 request in a packed scope's flags.
+const ScopeHTTP11 = C.M0_S_HTTP11
+
+// Lifespan outcomes.
+const (
+	LifespanStarted     = C.M0_L_STARTED
+	LifespanFailed      = C.M0_L_FAILED
+	LifespanUnsupported = C.M0_L_UNSUPPORTED
+	LifespanStopped     = C.M0_L_STOPPED
+	LifespanStopFailed  = C.M0_L_STOP_FAILED
+)
+
+// Msg is one message of a request from the application: Kind is a C*
+// constant; Data is Go's own copy.
+type Msg struct {
+	Kind  int
+	Flags int
+	Data  []byte
+}
+
+// LoopOptions configure an executor.
+type LoopOptions struct {
+	// Loop is "auto" (uvloop when installed), "uvloop" or "asyncio".
+	Loop string
+	// Lifespan runs the application's lifespan protocol.
+	Lifespan bool
+}
+
+// Executor runs an ASGI application on one asyncio loop, on a Python
+// thread of its own. One per process.
+type Executor struct {
+	// Loop is the loop that resolved: "uvloop" or "asyncio".
+	Loop string
+	// Eager reports whether requests start as eager tasks (3.12+).
+	Eager bool
+
+	out      *os.File
+	mu       sync.Mutex
+	reqs     []*Request
+	gens     []uint32
+	free     []uint32
+	lifespan chan Outcome
+	ended    chan struct{}
+	endErr   error
+}
+
+// Outcome is how a lifespan phase ended.
+type Outcome struct {
+	Code int
+	Msg  string
+}
+
+var executorStarted atomic.Bool
+
+// StartASGI starts the loop on its own thread with app, and returns once the
+// loop runs. The lifespan startup, if asked for, runs from there: Startup
+// waits for it.
+func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
+	if !executorStarted.CompareAndSwap(false, true) {
+		return nil, errors.New("cpython: one ASGI executor per process")
+	}
+	var in, out C.int
+	if C.m0_asgi_init(&in, &out) != 0 {
+		return nil, errors.New("cpython: cannot create the executor's eventfds")
+	}
+	e := &Executor{
+		out:      os.NewFile(uintptr(out), "m0-asgi"),
+		lifespan: make(chan Outcome, 4),
+		ended:    make(chan struct{}),
+	}
+	if opts.Loop == "" {
+		opts.Loop = "auto"
+	}
+	b, _ := json.Marshal(map[string]any{"loop": opts.Loop, "lifespan": opts.Lifespan})
+	ready := make(chan struct{})
+	go e.collect(ready)
+	go func() {
+		t := Here() // the loop's thread: its thread state, for life
+		defer t.Release()
+		o := C.CString(string(b))
+		defer C.free(unsafe.Pointer(o))
+		if C.m0_asgi_run(t.c, C.uintptr_t(app.Obj), o) != 0 {
+			e.endErr = t.err()
+		}
+		close(e.ended)
+	}()
+	select {
+	case <-ready:
+		return e, nil
+	case <-e.ended:
+		return nil, fmt.Errorf("cpython: the ASGI loop did not start: %w", e.endErr)
+	}
+}
+
+// Startup waits for the lifespan startup's outcome.
+func (e *Executor) Startup(ctx context.Context) (Outcome, error) {
+	select {
+	case o := <-e.lifespan:
+		return o, nil
+	case <-e.ended:
+		return Outcome{}, fmt.Errorf("cpython: the ASGI loop ended: %v", e.endErr)
+	case <-ctx.Done():
+		return Outcome{}, ctx.Err()
+	}
+}
+
+// Drain tells every request in flight that its client is gone: a
+// streaming response ends.
+func (e *Executor) Drain() { post(aDrain, math.MaxUint32, 0, 0, nil) }
+
+// Stop runs the lifespan shutdown (if startup completed) and stops the
+// loop, within ctx. The outcome is the shutdown's.
+func (e *Executor) Stop(ctx context.Context, lifespan bool) (Outcome, error) {
+	var o Outcome
+	var err error
+	if lifespan {
+		post(aShutdown, math.MaxUint32, 0, 0, nil)
+		select {
+		case o = <-e.lifespan:
+		case <-ctx.Done():
+			err = errors.New("the lifespan shutdown did not finish in time")
+		case <-e.ended:
+		}
+	}
+	post(aStop, math.MaxUint32, 0, 0, nil)
+	select {
+	case <-e.ended:
+	case <-ctx.Done():
+		if err == nil {
+			err = errors.New("the ASGI loop did not stop in time")
+		}
+	}
+	return o, err
+}
+
+// Ended is closed when the loop has stopped.
+func (e *Executor) Ended() <-chan struct{} { return e.ended }
+
+func post(kind int, slot, gen uint32, flags int, data []byte) {
+	var p *C.char
+	if len(data) > 0 {
+		p = (*C.char)(unsafe.Pointer(&data[0]))
+	}
+	C.m0_asgi_post(C.int(kind), C.uint32_t(slot), C.uint32_t(gen), C.int(flags), p, C.size_t(len(data)))
+}
+
+// collect reads what the loop sends, in batches, and hands each message to
+// its request.
+func (e *Executor) collect(ready chan<- struct{}) {
+	var buf [8]byte
+	for {
+		if _, err := e.out.Read(buf[:]); err != nil {
+			return
+		}
+		var v *C.m0_amsg
+		n := int(C.m0_asgi_take(&v))
+		if n == 0 {
+			continue
+		}
+		msgs := unsafe.Slice(v, n)
+		for i := range msgs {
+			m := &msgs[i]
+			var data []byte
+			if m.len > 0 {
+				data = C.GoBytes(unsafe.Pointer(m.data), C.int(m.len))
+			}
+			if uint32(m.slot) == math.MaxUint32 {
+				switch int(m.kind) {
+				case cLoop:
+					e.Loop, e.Eager = string(data), m.flags != 0
+					close(ready)
+				case cLifespan:
+					e.lifespan <- Outcome{Code: int(m.flags), Msg: string(data)}
+				}
+				continue
+			}
+			e.deliver(uint32(m.slot), uint32(m.gen), Msg{Kind: int(m.kind), Flags: int(m.flags), Data: data})
+		}
+		C.m0_asgi_free(v, C.size_t(n))
+	}
+}
+
+func (e *Executor) deliver(slot, gen uint32, m Msg) {
+	e.mu.Lock()
+	var r *Request
+	if int(slot) < len(e.reqs) {
+		r = e.reqs[slot]
+	}
+	e.mu.Unlock()
+	if r == nil || r.gen != gen {
+		return
+	}
+	r.mu.Lock()
+	r.q = append(r.q, m)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	if m.Kind == CDone {
+		r.release()
+	}
+}
+
+// Request is one HTTP request or WebSocket in the loop.
+type Request struct {
+	e         *Executor
+	slot, gen uint32
+	mu        sync.Mutex
+	q         []Msg
+	wake      chan struct{}
+	refs      atomic.Int32 // the handler's and the task's
+}
+
+// Start hands the loop a request: kind is AHTTP or AWebSocket, scope the
+// packed scope (with the first body chunk), more whether body follows.
+func (e *Executor) Start(kind int, scope []byte, more bool) *Request {
+	e.mu.Lock()
+	var slot uint32
+	if n := len(e.free); n > 0 {
+		slot = e.free[n-1]
+		e.free = e.free[:n-1]
+	} else {
+		slot = uint32(len(e.reqs))
+		e.reqs = append(e.reqs, nil)
+		e.gens = append(e.gens, 0)
+	}
+	e.gens[slot]++
+	r := &Request{e: e, slot: slot, gen: e.gens[slot], wake: make(chan struct{}, 1)}
+	r.refs.Store(2)
+	e.reqs[slot] = r
+	e.mu.Unlock()
+	flags := 0
+	if more {
+		flags = FlagMore
+	}
+	post(kind, slot, r.gen, flags, scope)
+	return r
+}
+
+// Next returns the next message from the application, waiting for it
+// unless ctx ends first.
+func (r *Request) Next(ctx context.Context) (Msg, error) {
+	for {
+		r.mu.Lock()
+		if len(r.q) > 0 {
+			m := r.q[0]
+			r.q[0] = Msg{}
+			r.q = r.q[1:]
+			if len(r.q) == 0 {
+				r.q = r.q[:0:0]
+			}
+			r.mu.Unlock()
+			return m, nil
+		}
+		r.mu.Unlock()
+		select {
+		case <-r.wake:
+		case <-ctx.Done():
+			return Msg{}, ctx.Err()
+		}
+	}
+}
+
+// Post sends the application a message: ABody, ADisconnect, AResume or
+// AFrame.
+func (r *Request) Post(kind, flags int, data []byte) { post(kind, r.slot, r.gen, flags, data) }
+
+// Done lets go of the request on the handler's side; its slot is reused
+// once its task is over too.
+func (r *Request) Done() { r.release() }
+
+func (r *Request) release() {
+	if r.refs.Add(-1) != 0 {
+		return
+	}
+	e := r.e
+	e.mu.Lock()
+	e.reqs[r.slot] = nil
+	e.free = append(e.free, r.slot)
+	e.mu.Unlock()
+}
