@@ -36,7 +36,7 @@ type Worker struct {
 	// ("uvloop" or "asyncio"), which the banner names in place of the
 	// blocking threads.
 	EventLoop string
-	Handler  http.Handler
+	Handler   http.Handler
 	// Drain is stopped in order after the listener, within DrainTimeout.
 	Drain []Shutdowner
 	// Ready, if set, runs after the armed line and before the listener
