@@ -1053,6 +1053,13 @@ static void finish(aslot *s, uint32_t slot, m0_buf *err)
 static void task_over(aslot *s, uint32_t slot, PyObject *task)
 {
 	m0_buf err = {0};
+	if (s->disconnected && (s->ws || !s->started)) {
+		/* The client left (or the server drains) and the application
+		 * ended, however: what it raised then (WebSocketDisconnect,
+		 * ClientDisconnect) is its way of stopping, not a failure. */
+		finish(s, slot, &err);
+		return;
+	}
 	PyObject *c = py.PyObject_CallMethodObjArgs(task, k.cancelled, NULL);
 	int cancelled = c ? py.PyObject_IsTrue(c) : 0;
 	if (c)

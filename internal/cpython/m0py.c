@@ -185,6 +185,14 @@ int m0_initialize(const char *program, const char *bootstrap, char *errbuf, size
 	if (set < 0)
 		goto fail;
 	m0_dict = py.PyModule_GetDict(m0_module); /* borrowed, lives with the module */
+	/* As a module imported from source has: code that reads its caller's
+	 * globals (Cython's, uvloop's) looks up __builtins__ there. */
+	PyObject *builtins = py.PyImport_ImportModule("builtins");
+	set = builtins ? py.PyDict_SetItemString(m0_dict, "__builtins__", builtins) : -1;
+	if (builtins)
+		py.Py_DecRef(builtins);
+	if (set < 0)
+		goto fail;
 
 	PyObject *code = py.Py_CompileString(bootstrap, "<m0 bootstrap>", Py_file_input);
 	if (!code)

@@ -26,7 +26,8 @@ HOST = "127.0.0.1"
 READY_PREFIX = "🔥 m0serve:"
 READY_RE = re.compile(
     r"^🔥 m0serve: (?P<spec>\S+) on http://(?P<host>\[[^\]]+\]|[^:/\s]+):(?P<port>\d+) "
-    r"\(protocol=wsgi workers=1\) blocking-threads=(?P<threads>\d+)(?P<auto> \(auto\))?$"
+    r"\(protocol=(?P<protocol>wsgi|asgi) workers=1\) "
+    r"(?:blocking-threads=(?P<threads>\d+)(?P<auto> \(auto\))?|loop=pump event-loop=(?P<loop>uvloop|asyncio))$"
 )
 WORKER_RE = re.compile(r"^\[worker 0\] pid=(?P<pid>\d+) armed for a graceful stop$")
 
