@@ -52,12 +52,23 @@ def test_discovery(serve, spec, resolved, body):
     assert r.status_code == 200 and r.content == body
 
 
-def test_discovery_passes_over_a_django_projects_asgi_module(serve, tmp_path):
-    """startproject writes asgi.py beside wsgi.py: a WSGI server serves wsgi.py."""
+def test_discovery_takes_a_django_projects_asgi_module_first(serve, tmp_path):
+    """startproject writes asgi.py beside wsgi.py: a bare MODULE tries
+    MODULE.asgi:application first, and serves it on the executor."""
     examples = Path(__file__).resolve().parents[2] / "examples" / "django_site"
     server = serve("mysite", app_dir=examples, env={"M0_EXAMPLE_DB": str(tmp_path / "db.sqlite3")})
     m = READY_RE.match(server.ready_line)
-    assert m and m["spec"] == "mysite.wsgi:application", server.ready_line
+    assert m and m["spec"] == "mysite.asgi:application" and m["protocol"] == "asgi", server.ready_line
+    assert m["loop"] in ("uvloop", "asyncio"), server.ready_line
+
+
+def test_protocol_wsgi_passes_over_the_asgi_module(serve, tmp_path):
+    """--protocol wsgi: discovery passes over asgi.py and serves wsgi.py."""
+    examples = Path(__file__).resolve().parents[2] / "examples" / "django_site"
+    server = serve("mysite", app_dir=examples, args=("--protocol", "wsgi"),
+                   env={"M0_EXAMPLE_DB": str(tmp_path / "db.sqlite3")})
+    m = READY_RE.match(server.ready_line)
+    assert m and m["spec"] == "mysite.wsgi:application" and m["protocol"] == "wsgi", server.ready_line
 
 
 def test_app_failing_at_import_exits_1(serve):

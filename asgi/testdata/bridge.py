@@ -1,0 +1,137 @@
+"""The ASGI application the asgi package's Go tests serve: one raw ASGI
+callable with a route per behaviour under test."""
+
+import asyncio
+import gc
+import json
+import os
+import tracemalloc
+
+tracemalloc.start()
+
+events = []  # what the application saw, for /events
+state_seen = {}
+
+
+def _jsonable(v):
+    if isinstance(v, bytes):
+        return v.decode("latin-1")
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    return v
+
+
+async def respond(send, status, body, headers=((b"content-type", b"text/plain"),)):
+    await send({"type": "http.response.start", "status": status, "headers": list(headers)})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def lifespan(receive, send, state):
+    while True:
+        m = await receive()
+        if m["type"] == "lifespan.startup":
+            state["greeting"] = "hello from startup"
+            await send({"type": "lifespan.startup.complete"})
+        else:
+            events.append("lifespan.shutdown")
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def websocket(scope, receive, send):
+    m = await receive()
+    assert m["type"] == "websocket.connect"
+    path = scope["path"]
+    if path == "/ws/reject":
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    if path == "/ws/raise":
+        raise RuntimeError("refused by raising")
+    sub = scope["subprotocols"][0] if scope["subprotocols"] else None
+    await send({"type": "websocket.accept", "subprotocol": sub, "headers": [(b"x-accepted", b"yes")]})
+    while True:
+        m = await receive()
+        if m["type"] == "websocket.disconnect":
+            events.append("ws.disconnect:%d" % m["code"])
+            return
+        text, data = m.get("text"), m.get("bytes")
+        if text == "close-me":
+            await send({"type": "websocket.close", "code": 4001, "reason": "asked"})
+            return
+        if text is not None:
+            await send({"type": "websocket.send", "text": "echo:" + text})
+        else:
+            await send({"type": "websocket.send", "bytes": data[::-1]})
+
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        return await lifespan(receive, send, scope["state"])
+    if scope["type"] == "websocket":
+        return await websocket(scope, receive, send)
+    path = scope["path"]
+    if path == "/scope":
+        s = {k: v for k, v in scope.items()}
+        return await respond(send, 200, json.dumps(_jsonable(s)).encode(), [(b"content-type", b"application/json")])
+    if path == "/echo":
+        chunks = []
+        while True:
+            m = await receive()
+            chunks.append(m["body"])
+            if not m.get("more_body"):
+                break
+        body = b"".join(chunks)
+        return await respond(send, 200, body, [(b"x-chunks", str(len(chunks)).encode())])
+    if path == "/stream":
+        n = int(scope["query_string"] or b"3")
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        for i in range(n):
+            await send({"type": "http.response.body", "body": b"part%d\n" % i, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    if path == "/big":
+        chunk = b"x" * 65536
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for _ in range(160):  # 10 MiB
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    if path == "/forever":
+        # Streams until the client leaves or the server drains.
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"first\n", "more_body": True})
+        while True:
+            m = await receive()
+            if m["type"] == "http.disconnect":
+                events.append("forever:" + m["type"])
+                return
+    if path == "/sleep":
+        await asyncio.sleep(float(scope["query_string"] or b"0.01"))
+        return await respond(send, 200, b"slept")
+    if path == "/raise":
+        raise ValueError("raised before the response")
+    if path == "/raise-late":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"partial", "more_body": True})
+        raise ValueError("raised after the response started")
+    if path == "/silent":
+        return
+    if path == "/order":
+        await send({"type": "http.response.body", "body": b"too soon"})
+        return
+    if path == "/bad-header":
+        return await respond(send, 200, b"", [(b"x-bad", b"a\r\nb")])
+    if path == "/pathsend":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.pathsend", "path": os.environ["M0_TEST_FILE"]})
+        return
+    if path == "/state":
+        return await respond(send, 200, scope["state"].get("greeting", "").encode())
+    if path == "/events":
+        return await respond(send, 200, json.dumps(events).encode())
+    if path == "/mem":
+        gc.collect()
+        return await respond(send, 200, str(tracemalloc.get_traced_memory()[0]).encode())
+    return await respond(send, 200, b"hello")
