@@ -68,16 +68,17 @@ func run(args []string) int {
 		}
 		app = a
 		w.EventLoop = a.Loop()
-		w.Ready = func(ctx context.Context) error {
-			err := a.Startup(ctx)
-			var le *asgi.LifespanError
-			if errors.As(err, &le) {
-				return &m0.StartupError{Msg: err.Error()}
-			}
-			return err
-		}
+		w.Ready = func(ctx context.Context) error { return lifespanErr(a.Startup(ctx)) }
 		w.Draining = []func(){a.Drain}
 		w.Drain = []m0.Shutdowner{a, m0.PythonDrain()}
+	} else if plan.App.Protocol == "asgi" {
+		b, err := asgi.NewBuffered(plan.App, &wsgi.Options{Threads: cfg.BridgeThreads(), MaxBody: cfg.Limits().MaxBody})
+		if err != nil {
+			return m0.Report(os.Stderr, &m0.StartupError{Msg: err.Error()})
+		}
+		app = b
+		w.Ready = func(ctx context.Context) error { return lifespanErr(b.Startup(ctx)) }
+		w.Drain = []m0.Shutdowner{b, m0.PythonDrain()}
 	} else {
 		wa := wsgi.New(plan.App, &wsgi.Options{Threads: cfg.BridgeThreads(), MaxBody: cfg.Limits().MaxBody})
 		app = wa
@@ -92,4 +93,13 @@ func run(args []string) int {
 	}
 	w.Handler = h
 	return m0.Report(os.Stderr, w.Run())
+}
+
+// lifespanErr makes a failed lifespan startup a start-up error: exit 1.
+func lifespanErr(err error) error {
+	var le *asgi.LifespanError
+	if errors.As(err, &le) {
+		return &m0.StartupError{Msg: err.Error()}
+	}
+	return err
 }

@@ -335,3 +335,44 @@ func (r *Request) release() {
 	e.free = append(e.free, r.slot)
 	e.mu.Unlock()
 }
+
+// BufferedASGI wraps the ASGI application app as a WSGI callable for the
+// buffered path (--blocking-threads N > 0): each request runs to its end on
+// the pool thread that took it, on that thread's own event loop, with its
+// body buffered both ways and its scope built from the WSGI environ. The
+// result is served by the WSGI bridge.
+func (rt *Runtime) BufferedASGI(app *App) (*App, error) {
+	var out *App
+	err := rt.Main(func(t Thread) error {
+		obj, err := t.callHelper("_asgi_buffered", app.Spec)
+		if err != nil {
+			return err
+		}
+		out = &App{Spec: app.Spec, Protocol: "wsgi", Obj: obj}
+		return nil
+	})
+	return out, err
+}
+
+// BufferedLifespan runs a lifespan phase ("startup" or "shutdown") of the
+// application BufferedASGI wrapped, on a loop of its own thread, and waits
+// for its outcome.
+func (rt *Runtime) BufferedLifespan(phase string) (Outcome, error) {
+	var o Outcome
+	err := rt.Main(func(t Thread) error {
+		s, err := t.CallHelperStr("_asgi_buffered_lifespan", phase)
+		if err != nil {
+			return err
+		}
+		var r struct {
+			Code int    `json:"code"`
+			Msg  string `json:"msg"`
+		}
+		if err := json.Unmarshal([]byte(s), &r); err != nil {
+			return err
+		}
+		o = Outcome{Code: r.Code, Msg: r.Msg}
+		return nil
+	})
+	return o, err
+}

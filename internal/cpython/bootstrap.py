@@ -52,6 +52,9 @@ class LoadError(Exception):
     """The application spec named nothing that can be served."""
 
 
+_loaded_apps = {}
+
+
 class _Loaded:
     def __init__(self, spec, app, protocol):
         self.spec = spec
@@ -126,6 +129,7 @@ def _load(arg):
             raise LoadError("%s:%s is not callable (it is %s)" % (module_name, attr, type(app).__name__))
         detected = _classify(app)
         loaded = _Loaded(module_name + ":" + attr, app, forced or detected)
+        _loaded_apps[loaded.spec] = app
         # Discovery passes over a candidate of a protocol this server does
         # not take (a Django project's asgi.py, when serving WSGI).
         if not bare or detected in accept:
@@ -160,9 +164,10 @@ class _Lifespan:
     """The lifespan protocol, as uvicorn's "auto": an application that does
     not take it is served anyway."""
 
-    def __init__(self, loop, app, state):
+    def __init__(self, loop, app, state, answer=None):
         import asyncio
 
+        self.answer = answer or (lambda code, text: asgi_notify(_C_LIFESPAN, code, text))
         self.app = app
         self.state = state
         self.inbox = asyncio.Queue()
@@ -189,7 +194,7 @@ class _Lifespan:
 
     def _answer(self, code, text):
         self.answered = True
-        asgi_notify(_C_LIFESPAN, code, text)
+        self.answer(code, text)
 
     async def run(self):
         scope = {
@@ -278,3 +283,164 @@ def _asgi_run(app, in_fd, opts):
         asyncio.set_event_loop(None)
         loop.close()
         _asgi.clear()
+
+
+class _BufferedASGI:
+    """An ASGI application as a WSGI callable, for --blocking-threads N > 0:
+    each request runs to its end on the pool thread that took it, on that
+    thread's own event loop, with its body buffered both ways. The scope is
+    built from the WSGI environ, so a header whose name holds an underscore
+    is dropped, as for WSGI. The lifespan runs on a loop of its own thread,
+    which lives as long as the process."""
+
+    def __init__(self, app):
+        import threading
+
+        self.app = app
+        self.state = {}
+        self.local = threading.local()
+        self.lifespan = None
+        self.outcome = None
+        self.answered = threading.Event()
+
+    # -- lifespan
+
+    def _answer(self, code, text):
+        self.outcome = (code, text)
+        self.answered.set()
+
+    def startup(self):
+        import asyncio
+        import threading
+
+        def run():
+            loop = asyncio.new_event_loop()
+            self.lifespan_loop = loop
+            asyncio.set_event_loop(loop)
+            self.lifespan = _Lifespan(loop, self.app, self.state, self._answer)
+            loop.run_forever()
+
+        self.answered.clear()
+        threading.Thread(target=run, name="m0-lifespan", daemon=True).start()
+        self.answered.wait()
+        return self.outcome
+
+    def shutdown(self):
+        if self.lifespan is None:
+            return (_L_STOPPED, "")
+        self.answered.clear()
+        self.lifespan_loop.call_soon_threadsafe(self.lifespan.shutdown)
+        self.answered.wait()
+        self.lifespan_loop.call_soon_threadsafe(self.lifespan_loop.stop)
+        return self.outcome
+
+    # -- requests
+
+    def _loop(self):
+        loop = getattr(self.local, "loop", None)
+        if loop is None:
+            import asyncio
+
+            loop = self.local.loop = asyncio.new_event_loop()
+        return loop
+
+    def _scope(self, environ):
+        headers = []
+        for key, value in environ.items():
+            if key.startswith("HTTP_"):
+                name = key[5:]
+            elif key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+                name = key
+            else:
+                continue
+            headers.append((name.lower().replace("_", "-").encode("latin-1"), value.encode("latin-1")))
+        uri = environ.get("REQUEST_URI") or environ.get("RAW_URI") or environ.get("PATH_INFO", "/")
+        raw_path = uri.split("?", 1)[0].encode("latin-1")
+        path = environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8", "replace")
+        client = None
+        if environ.get("REMOTE_ADDR"):
+            client = (environ["REMOTE_ADDR"], int(environ.get("REMOTE_PORT") or 0))
+        return {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": environ.get("SERVER_PROTOCOL", "HTTP/1.1")[5:],
+            "method": environ["REQUEST_METHOD"],
+            "scheme": environ.get("wsgi.url_scheme", "http"),
+            "path": path,
+            "raw_path": raw_path,
+            "query_string": environ.get("QUERY_STRING", "").encode("latin-1"),
+            "root_path": environ.get("SCRIPT_NAME", ""),
+            "headers": headers,
+            "client": client,
+            "server": (environ.get("SERVER_NAME", ""), int(environ.get("SERVER_PORT") or 0)),
+            "state": dict(self.state),
+            "extensions": {},
+        }
+
+    def __call__(self, environ, start_response):
+        import asyncio
+        import http
+
+        scope = self._scope(environ)
+        body = environ["wsgi.input"].read()
+        loop = self._loop()
+        done = asyncio.Event()
+        response = {"status": None, "headers": [], "body": [], "complete": False}
+        delivered = False
+
+        async def receive():
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await done.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            kind = message["type"]
+            if response["status"] is None:
+                if kind != "http.response.start":
+                    raise RuntimeError("Expected ASGI message 'http.response.start', but got '%s'." % kind)
+                response["status"] = int(message["status"])
+                response["headers"] = [
+                    (bytes(n).decode("latin-1"), bytes(v).decode("latin-1"))
+                    for n, v in message.get("headers", [])
+                ]
+            elif response["complete"]:
+                raise RuntimeError("Unexpected ASGI message '%s' sent, after response already completed." % kind)
+            elif kind == "http.response.body":
+                response["body"].append(bytes(message.get("body", b"")))
+                if not message.get("more_body", False):
+                    response["complete"] = True
+                    done.set()
+            else:
+                raise RuntimeError("Expected ASGI message 'http.response.body', but got '%s'." % kind)
+
+        async def call():
+            await self.app(scope, receive, send)
+
+        loop.run_until_complete(call())
+        if not response["complete"]:
+            raise RuntimeError(
+                "ASGI callable returned without %s response."
+                % ("starting" if response["status"] is None else "completing")
+            )
+        status = response["status"]
+        try:
+            reason = http.HTTPStatus(status).phrase
+        except ValueError:
+            reason = "Unknown"
+        start_response("%d %s" % (status, reason), response["headers"])
+        return [b"".join(response["body"])]
+
+
+def _asgi_buffered(spec):
+    app = _loaded_apps[spec]
+    _asgi["buffered"] = _BufferedASGI(app)
+    return _asgi["buffered"]
+
+
+def _asgi_buffered_lifespan(phase):
+    b = _asgi["buffered"]
+    code, text = b.startup() if phase == "startup" else b.shutdown()
+    return json.dumps({"code": code, "msg": text})
