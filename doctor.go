@@ -106,6 +106,9 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 			r.Topology["pool"] = false
 			r.Topology["streaming"] = true
 			r.Topology["blocking_threads"] = 0
+			r.Topology["blocking_threads_auto"] = false
+		} else {
+			r.Topology["streaming"] = false // bodies are buffered both ways
 		}
 	}
 	return r

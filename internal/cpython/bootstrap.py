@@ -4,6 +4,7 @@ import importlib
 import inspect
 import json
 import sys
+import threading  # here, on the main thread: threading.main_thread() is the thread it is first imported on
 import traceback
 
 
@@ -281,7 +282,8 @@ def _asgi_run(app, in_fd, opts):
     finally:
         asgi_teardown()
         asyncio.set_event_loop(None)
-        loop.close()
+        if not loop.is_running():
+            loop.close()
         _asgi.clear()
 
 
