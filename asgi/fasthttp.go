@@ -120,7 +120,7 @@ func (x *fastExchange) respond() bool {
 			return true
 		case cpython.CDone:
 			resp.Reset()
-			if m.Flags == 0 { // a request the drain ended before it was answered
+			if m.Flags&cpython.DoneQuiet != 0 { // a request the drain ended before it was answered
 				resp.SetConnectionClose()
 				resp.SetStatusCode(fasthttp.StatusServiceUnavailable)
 				resp.SetBodyString("Service Unavailable\n")
@@ -195,9 +195,11 @@ func (x *fastExchange) Read(p []byte) (int, error) {
 			}
 		case cpython.CDone:
 			x.ended, x.endErr = true, io.EOF
-			if m.Flags != 0 {
-				method, path := x.describe()
-				x.h.logError(method, path, string(m.Data))
+			if m.Flags&cpython.DoneFailed != 0 {
+				if m.Flags&cpython.DoneQuiet == 0 {
+					method, path := x.describe()
+					x.h.logError(method, path, string(m.Data))
+				}
 				x.endErr = errFailed // fasthttp ends the connection without the last chunk
 			}
 		}

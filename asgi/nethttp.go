@@ -97,10 +97,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.netPathSend(w, r, status, head, string(m.Data))
 			return
 		case cpython.CDone:
-			if m.Flags == 0 { // a request the drain ended before it was answered
+			if m.Flags&cpython.DoneFailed == 0 {
+				return
+			}
+			if m.Flags&cpython.DoneQuiet != 0 { // the drain ended it, or the client left
 				if !started {
 					w.Header().Set("Connection", "close")
 					http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
+				} else {
+					panic(http.ErrAbortHandler)
 				}
 				return
 			}

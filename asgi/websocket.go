@@ -56,7 +56,7 @@ func (h *Handler) handshake(req *cpython.Request, method, path string) (accept [
 		case cpython.CClose:
 			return nil, http.StatusForbidden // closed before the handshake
 		case cpython.CDone:
-			if m.Flags == 0 {
+			if m.Flags&cpython.DoneQuiet != 0 {
 				return nil, http.StatusForbidden
 			}
 			h.logError(method, path, string(m.Data))
@@ -105,7 +105,7 @@ func (h *Handler) netWebSocket(w http.ResponseWriter, r *http.Request) {
 		req.Done()
 		return
 	}
-	h.session(conn, req)
+	h.session(conn, req, r.URL.Path)
 }
 
 func (h *Handler) fastWebSocket(ctx *fasthttp.RequestCtx) {
@@ -133,7 +133,7 @@ func (h *Handler) fastWebSocket(ctx *fasthttp.RequestCtx) {
 			req.Done()
 			return
 		}
-		h.session(conn, req)
+		h.session(conn, req, hr.URL.Path)
 	})
 }
 
@@ -180,6 +180,7 @@ func (w *hijacked) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // wsConn is an open WebSocket: this goroutine reads frames for the
 // application, and one writer goroutine sends what the application sends.
 type wsConn struct {
+	path    string // for log lines
 	conn    *websocket.Conn
 	req     *cpython.Request
 	credit  chan struct{}
@@ -187,8 +188,8 @@ type wsConn struct {
 	closeTO time.Duration
 }
 
-func (h *Handler) session(conn *websocket.Conn, req *cpython.Request) {
-	c := &wsConn{conn: conn, req: req, credit: make(chan struct{}, credits), closeTO: h.closeTO}
+func (h *Handler) session(conn *websocket.Conn, req *cpython.Request, path string) {
+	c := &wsConn{path: path, conn: conn, req: req, credit: make(chan struct{}, credits), closeTO: h.closeTO}
 	for range credits {
 		c.credit <- struct{}{}
 	}
@@ -263,8 +264,8 @@ func (c *wsConn) write(h *Handler, readerDone <-chan struct{}, done chan<- struc
 			return
 		case cpython.CDone:
 			code := websocket.CloseNormalClosure
-			if m.Flags != 0 {
-				h.logError("GET", "websocket", string(m.Data))
+			if m.Flags&cpython.DoneFailed != 0 && m.Flags&cpython.DoneQuiet == 0 {
+				h.logError("GET", c.path, string(m.Data))
 				code = websocket.CloseInternalServerErr
 			}
 			c.close(code, "", readerDone)

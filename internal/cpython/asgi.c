@@ -189,7 +189,8 @@ typedef struct {
 	int ws;
 	int started;      /* http: the head was sent; ws: accepted */
 	int complete;     /* http: the body ended; ws: closed */
-	int disconnected; /* the client left, or the server drains */
+	int disconnected; /* the client left */
+	int draining;     /* the server drains: receive() says the client left */
 	int body_more;    /* more request body is to come from Go */
 	int want_sent;    /* Go was asked for more and has not answered */
 	int connected;    /* ws: websocket.connect was received */
@@ -437,7 +438,7 @@ static PyObject *next_msg(aslot *s, uint32_t slot, int *err)
 			m = body_msg(a.data, a.len, (a.flags & M0_A_MORE) != 0);
 		}
 		free(a.data);
-	} else if (s->disconnected || (!s->ws && s->complete)) {
+	} else if (s->disconnected || s->draining || (!s->ws && s->complete)) {
 		m = disconnect_msg(s);
 	} else {
 		if (!s->ws && s->body_more && !s->want_sent) {
@@ -1040,11 +1041,14 @@ static void finish(aslot *s, uint32_t slot, m0_buf *err)
 	int failed = err->len > 0;
 	if (!failed && !s->ws && !s->started)
 		buf_put(err, "ASGI callable returned without starting response.", 50), failed = 1;
-	else if (!failed && !s->ws && !s->complete && !s->disconnected)
+	else if (!failed && !s->ws && !s->complete)
 		buf_put(err, "ASGI callable returned without completing response.", 52), failed = 1;
-	else if (!failed && s->ws && !s->started && !s->complete && !s->disconnected)
+	else if (!failed && s->ws && !s->started && !s->complete)
 		buf_put(err, "ASGI callable returned without sending handshake.", 49), failed = 1;
-	emit(M0_C_DONE, slot, s->gen, failed, err->p, err->len);
+	int flags = failed ? M0_DONE_FAILED : 0;
+	if (s->disconnected || s->draining)
+		flags |= M0_DONE_QUIET; /* the client left, or the server drains: not the application's fault */
+	emit(M0_C_DONE, slot, s->gen, flags, err->p, err->len);
 	slot_clear(s);
 	free(err->p);
 }
@@ -1053,13 +1057,6 @@ static void finish(aslot *s, uint32_t slot, m0_buf *err)
 static void task_over(aslot *s, uint32_t slot, PyObject *task)
 {
 	m0_buf err = {0};
-	if (s->disconnected && (s->ws || !s->started)) {
-		/* The client left (or the server drains) and the application
-		 * ended, however: what it raised then (WebSocketDisconnect,
-		 * ClientDisconnect) is its way of stopping, not a failure. */
-		finish(s, slot, &err);
-		return;
-	}
 	PyObject *c = py.PyObject_CallMethodObjArgs(task, k.cancelled, NULL);
 	int cancelled = c ? py.PyObject_IsTrue(c) : 0;
 	if (c)
@@ -1215,7 +1212,8 @@ static void disconnect(aslot *s, uint32_t slot, int code)
 	s->disconnected = 1;
 	s->dcode = code;
 	feed(s, slot);
-	settle(&s->send_fut, NULL);
+	py.Py_IncRef(Py_None);
+	settle(&s->send_fut, Py_None); /* a waiting send returns; later ones are dropped */
 }
 
 static void rare_event(int kind, int flags)
@@ -1267,9 +1265,18 @@ static PyObject *asgi_drain(PyObject *self, PyObject *unused)
 			}
 			break;
 		case M0_A_DRAIN:
-			for (size_t j = 0; j < nslots; j++)
-				if (slots[j].live)
+			/* receive() says the client left, so a stream that listens for
+			 * it ends; what requests send still goes out. */
+			for (size_t j = 0; j < nslots; j++) {
+				if (!slots[j].live)
+					continue;
+				if (slots[j].ws) {
 					disconnect(&slots[j], (uint32_t)j, 1001);
+				} else {
+					slots[j].draining = 1;
+					feed(&slots[j], (uint32_t)j);
+				}
+			}
 			break;
 		default:
 			rare_event(m->kind, m->flags);

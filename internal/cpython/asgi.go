@@ -53,6 +53,12 @@ const (
 	FlagWait = C.M0_A_WAIT // the application's send waits for Resume
 )
 
+// CDone's flags.
+const (
+	DoneFailed = C.M0_DONE_FAILED // the response did not complete
+	DoneQuiet  = C.M0_DONE_QUIET  // the client had left, or the server drains
+)
+
 // ScopeHTTP11 marks an HTTP/1.1 request in a packed scope's flags.
 const ScopeHTTP11 = C.M0_S_HTTP11
 

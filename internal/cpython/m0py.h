@@ -120,7 +120,7 @@ enum {
 	M0_C_START = 1,    /* flags: the status; data: packed headers */
 	M0_C_BODY = 2,     /* data: a chunk; flags: M0_A_MORE, M0_A_WAIT */
 	M0_C_WANT = 3,     /* http: send the next body chunk; ws: one more frame may come */
-	M0_C_DONE = 4,     /* the task is over; flags: 1 if the response failed; data: why */
+	M0_C_DONE = 4,     /* the task is over; flags: M0_DONE_*; data: why */
 	M0_C_WS_ACCEPT = 5, /* data: [u32 len][subprotocol] + packed headers */
 	M0_C_WS_SEND = 6,  /* data: a frame; flags: M0_A_TEXT */
 	M0_C_WS_CLOSE = 7, /* flags: the code; data: the reason */
@@ -130,6 +130,9 @@ enum {
 };
 
 enum { M0_A_MORE = 1, M0_A_TEXT = 2, M0_A_WAIT = 4 };
+/* M0_C_DONE's flags: the response did not complete; and the client had
+ * left or the server was draining, so it is not the application's fault. */
+enum { M0_DONE_FAILED = 1, M0_DONE_QUIET = 2 };
 enum { M0_S_HTTP11 = 1 };
 enum {
 	M0_L_STARTED = 0,
