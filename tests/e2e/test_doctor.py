@@ -63,13 +63,50 @@ CASES = {
     "import fails": (["--app-dir", str(DISCOVERY), "failing_import"], {}),
     "no such module": (["--app-dir", str(DISCOVERY), "no_such_module_here"], {}),
     "no libpython": (["--app-dir", str(DISCOVERY), "modapp"], {"M0_PYTHON_LIBRARY": "/nonexistent/libpython3.11.so"}),
+    "asgi app": (["--app-dir", str(DISCOVERY), "asgimod"], {}),
+    "asgi app, buffered": (["--blocking-threads", "2", "--app-dir", str(DISCOVERY), "asgimod"], {}),
+    "asgi app, loop asyncio": (["--app-dir", str(DISCOVERY), "asgimod"], {"M0_LOOP": "asyncio"}),
+    "asgi app, loop unknown": (["--loop", "trio", "--app-dir", str(DISCOVERY), "asgimod"], {}),
+    "inverted loop not built": (["--app-dir", str(DISCOVERY), "asgimod"], {"M0_INVERTED": "1"}),
 }
 WANT = {
     "environment only": 0, "ready app": 0, "discovered app": 0,
     "port 0 by flag": 78, "port 0 by variable": 78, "port bad by variable": 0, "port bad by flag": 2,
     "feature not built": 78, "feature not built by variable": 78, "replay frames over the cap": 78,
     "import fails": 1, "no such module": 1, "no libpython": 78,
+    "asgi app": 0, "asgi app, buffered": 0, "asgi app, loop asyncio": 0, "asgi app, loop unknown": 2,
+    "inverted loop not built": 78,
 }
+
+
+def test_doctor_reports_the_asgi_loop():
+    """topology.loop: pump on the executor, n/a on the buffered path."""
+    report, code = doctor(["--app-dir", str(DISCOVERY), "asgimod"])
+    assert code == 0 and report["app"]["protocol"] == "asgi", report
+    topo = report["topology"]
+    assert topo["loop"] == "pump" and topo["asgi_path"] == "executor", topo
+    assert topo["event_loop"] in ("uvloop", "asyncio") and topo["pool"] is False, topo
+    report, _ = doctor(["--app-dir", str(DISCOVERY), "asgimod"], {"M0_LOOP": "asyncio"})
+    assert report["topology"]["event_loop"] == "asyncio", report["topology"]
+    assert report["config"]["loop"] == {"value": "asyncio", "source": "env", "env": "M0_LOOP"}
+    report, _ = doctor(["--blocking-threads", "2", "--app-dir", str(DISCOVERY), "asgimod"])
+    assert report["topology"]["loop"] == "n/a" and report["topology"]["asgi_path"] == "buffered", report["topology"]
+    report, _ = doctor(["--app-dir", str(DISCOVERY), "modapp"])
+    assert report["topology"]["loop"] == "n/a" and "asgi_path" not in report["topology"], report["topology"]
+
+
+def test_loop_uvloop_without_uvloop_is_refused(tmp_path):
+    """--loop uvloop where uvloop is not importable: 78 with the fix, from
+    the doctor and from serving alike."""
+    # A sitecustomize that hides uvloop from this interpreter.
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['uvloop'] = None\n")
+    env = {"PYTHONPATH": str(tmp_path)}
+    args = ["--loop", "uvloop", "--app-dir", str(DISCOVERY), "asgimod"]
+    report, code = doctor(args, env)
+    failed = [c for c in report["checks"] if not c["ok"]]
+    assert code == 78 and failed and failed[0]["name"] == "loop", report["checks"]
+    assert "uvloop" in failed[0]["detail"] and "pip install uvloop" in failed[0]["fix"]
+    assert serve_exit(args, env) == 78
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
