@@ -1,10 +1,14 @@
 package asgi
 
 import (
+	"bufio"
 	"context"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/valyala/fasthttp"
@@ -109,6 +113,10 @@ func (x *fastExchange) respond() bool {
 				return true
 			}
 			x.part, x.resume = m.Data, m.Flags&cpython.FlagWait != 0
+			if appLength < 0 && !x.ctx.Request.Header.IsHTTP11() {
+				x.stream10()
+				return true
+			}
 			size := -1
 			if appLength >= 0 {
 				size = int(appLength)
@@ -227,3 +235,63 @@ func (x *fastExchange) Close() error {
 }
 
 var _ io.ReadCloser = (*fastExchange)(nil)
+
+// stream10 sends a streamed body to an HTTP/1.0 client, which cannot read
+// chunks: the parts go to the connection as they come, and it closes after
+// the last, which ends the body.
+func (x *fastExchange) stream10() {
+	resp := &x.ctx.Response
+	status := x.status
+	resp.Reset()
+	resp.SetStatusCode(status) // for the access log; fasthttp writes no response
+	w := bufio.NewWriterSize(x.ctx.Conn(), 4096)
+	w.WriteString("HTTP/1.0 ")
+	w.WriteString(strconv.Itoa(status))
+	w.WriteByte(' ')
+	w.WriteString(fasthttp.StatusMessage(status))
+	w.WriteString("\r\n")
+	dated := false
+	eachHeader(x.head, func(name, value []byte) {
+		if equalFold(name, "connection") {
+			return // it closes, whatever the application said
+		}
+		dated = dated || equalFold(name, "date")
+		w.Write(name)
+		w.WriteString(": ")
+		w.Write(value)
+		w.WriteString("\r\n")
+	})
+	if !dated {
+		w.WriteString("Date: ")
+		w.WriteString(time.Now().UTC().Format(http1Date))
+		w.WriteString("\r\n")
+	}
+	w.WriteString("Connection: close\r\n\r\n")
+	x.ctx.HijackSetNoResponse(true)
+	x.ctx.Hijack(func(net.Conn) {})
+	// What was sent, for the access log (m0.HijackedHead, m0.HijackedSent).
+	x.ctx.SetUserValue("m0.head", time.Now())
+	var sent int64
+	defer func() { x.ctx.SetUserValue("m0.sent", sent) }()
+	head := x.ctx.IsHead() || !bodyAllowed(status)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := x.Read(buf)
+		if n > 0 && !head {
+			w.Write(buf[:n])
+			if w.Flush() != nil {
+				x.r.Post(cpython.ADisconnect, 0, nil) // the client left
+				x.ended = true
+				return
+			}
+			sent += int64(n)
+		}
+		if err != nil {
+			w.Flush()
+			x.ended = true // whole or failed: the connection closes either way
+			return
+		}
+	}
+}
+
+const http1Date = "Mon, 02 Jan 2006 15:04:05 GMT"

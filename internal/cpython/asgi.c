@@ -1022,6 +1022,11 @@ static PyObject *build_scope(int ws, const char *p, size_t len, const char **bod
 
 /* ---- the application's task ------------------------------------------------------- */
 
+static void buf_puts(m0_buf *b, const char *s)
+{
+	buf_put(b, s, strlen(s));
+}
+
 /* fail_text formats the pending exception, or msg, for Go's log line. */
 static void error_text(m0_buf *b, const char *msg)
 {
@@ -1040,11 +1045,11 @@ static void finish(aslot *s, uint32_t slot, m0_buf *err)
 {
 	int failed = err->len > 0;
 	if (!failed && !s->ws && !s->started)
-		buf_put(err, "ASGI callable returned without starting response.", 50), failed = 1;
+		buf_puts(err, "ASGI callable returned without starting response."), failed = 1;
 	else if (!failed && !s->ws && !s->complete)
-		buf_put(err, "ASGI callable returned without completing response.", 52), failed = 1;
+		buf_puts(err, "ASGI callable returned without completing response."), failed = 1;
 	else if (!failed && s->ws && !s->started && !s->complete)
-		buf_put(err, "ASGI callable returned without sending handshake.", 49), failed = 1;
+		buf_puts(err, "ASGI callable returned without sending handshake."), failed = 1;
 	int flags = failed ? M0_DONE_FAILED : 0;
 	if (s->disconnected || s->draining)
 		flags |= M0_DONE_QUIET; /* the client left, or the server drains: not the application's fault */
@@ -1064,7 +1069,7 @@ static void task_over(aslot *s, uint32_t slot, PyObject *task)
 	py.PyErr_Clear();
 	if (cancelled) {
 		if (!s->complete && !s->disconnected)
-			buf_put(&err, "asyncio.CancelledError: the application's task was cancelled", 61);
+			buf_puts(&err, "asyncio.CancelledError: the application's task was cancelled");
 	} else {
 		PyObject *exc = py.PyObject_CallMethodObjArgs(task, k.exception, NULL);
 		if (exc && exc != Py_None) {
@@ -1077,7 +1082,7 @@ static void task_over(aslot *s, uint32_t slot, PyObject *task)
 			if (u)
 				buf_put(&err, u, (size_t)n);
 			else
-				buf_put(&err, "an exception that cannot be formatted", 37);
+				buf_puts(&err, "an exception that cannot be formatted");
 			py.PyErr_Clear();
 			if (txt)
 				py.Py_DecRef(txt);
