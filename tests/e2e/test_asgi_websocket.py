@@ -12,7 +12,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from conftest import HOST, HTTP_TIMEOUT, RawReader, http_request, read_response, wait_until
+from conftest import HOST, HTTP_TIMEOUT, RawReader, http_request, wait_until
 
 STOP_WITHIN = 10  # seconds; the drain is bounded at 5
 
