@@ -8,7 +8,8 @@ import uuid
 
 import pytest
 
-from conftest import APPS, HOST, HTTP_TIMEOUT, READY_PREFIX, READY_RE, RawReader, http_request, wait_until
+from conftest import APPS, HOST, HTTP_TIMEOUT, READY_PREFIX, READY_RE, RawReader, http_request, \
+    read_response, wait_until
 
 EXIT_TIMEOUT = 20
 STOP_WITHIN = 10  # seconds; the drain is bounded at 5
@@ -135,3 +136,29 @@ def test_sigterm_ends_an_endless_stream_then_shuts_down(serve, tmp_path):
     recorded = [json.loads(line) for line in (events_dir / key).read_text().splitlines()]
     assert recorded == ["http.disconnect", "stream ended"]
     assert done.read_text() == "shutdown complete\n"
+
+
+def test_sigterm_lets_an_inflight_request_finish(serve):
+    s = serve("asgi_raw:application")
+    key = uuid.uuid4().hex
+    with s.connect() as sock:
+        sock.sendall(http_request("GET", f"/sleep?s=1&id={key}", s.port))
+        wait_until(lambda: s.get_json(f"/events?id={key}") == ["sleeping"], 5, "the request to be in the app")
+        s.send_signal(signal.SIGTERM)
+        resp = read_response(RawReader(sock, timeout=STOP_WITHIN))
+    assert resp.status == 200 and resp.complete and resp.body == b"slept\n", resp
+    assert exit_code(s, STOP_WITHIN) == 0, s.describe()
+
+
+def test_drain_is_bounded_for_a_stream_that_never_listens(serve):
+    """A stream that never calls receive() does not hear the drain; the
+    drain's bound (5 s) ends it, and the server still exits 0."""
+    s = serve("asgi_raw:application")
+    with s.connect() as sock:
+        sock.sendall(http_request("GET", "/stream?n=100000&delay=0.05", s.port))
+        reader = RawReader(sock, timeout=STOP_WITHIN + 5)
+        assert reader.read_until(b"chunk 1\n") is not None, reader.raw
+        s.send_signal(signal.SIGTERM)
+        reader.read_to_eof()
+        assert not reader.timed_out, f"the stream outlived the drain\n{s.describe()}"
+    assert exit_code(s, STOP_WITHIN) == 0, s.describe()

@@ -26,6 +26,15 @@ HTTP routes of `application`:
   /forever?id=X               streams "tick i\\n" until http.disconnect, which
                               it records under X (see /events)
   /after-response?id=X        answers, then records the receive() after that
+  /sleep?s=S[&id=X]           sleeps S seconds, then "slept\\n"; records
+                              "sleeping" under X first
+  /length?cl=N&parts=A,B[&delay=S][&close=1]
+                              Content-Length N (as the app names it, right or
+                              wrong), then the parts, one body message each
+  /gated-stream?key=K[&cl=N]  "first part\\n", then nothing until /gate?key=K
+                              (or 10 s), then "second part\\n"; with cl, the
+                              app names that Content-Length
+  /gate?key=K                 opens that gate
   /events?id=X                JSON: what was recorded under X
   /loop                       the module of the running event loop's type
   /barrier?key=K&n=N          answers once N requests with key K are all in
@@ -183,6 +192,37 @@ async def http(scope, receive, send):
         await respond(send, "answered\n")
         message = await asyncio.wait_for(receive(), 10)
         record(q["id"], message["type"])
+    elif path == "/sleep":
+        if "id" in q:
+            record(q["id"], "sleeping")
+        await asyncio.sleep(float(q["s"]))
+        await respond(send, "slept\n")
+    elif path == "/length":
+        # Content-Length as the app declares it, and the body in parts.
+        parts = [p.encode() for p in q.get("parts", "").split(",")]
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/plain"), (b"content-length", q["cl"].encode()),
+                                *([(b"connection", b"close")] if "close" in q else [])]})
+        for i, part in enumerate(parts):
+            if i and "delay" in q:
+                await asyncio.sleep(float(q["delay"]))
+            await send({"type": "http.response.body", "body": part, "more_body": i < len(parts) - 1})
+    elif path == "/gated-stream":
+        # The first part, then nothing until /gate opens (or 10 s pass).
+        headers = [(b"content-type", b"text/plain")]
+        if "cl" in q:
+            headers.append((b"content-length", q["cl"].encode()))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"first part\n", "more_body": True})
+        gate = GATES.setdefault(q["key"], asyncio.Event())
+        try:
+            await asyncio.wait_for(gate.wait(), 10)
+        except asyncio.TimeoutError:
+            pass
+        await send({"type": "http.response.body", "body": b"second part\n"})
+    elif path == "/gate":
+        GATES.setdefault(q["key"], asyncio.Event()).set()
+        await respond(send, "opened\n")
     elif path == "/loop":
         await respond(send, type(asyncio.get_running_loop()).__module__)
     elif path == "/barrier":
@@ -247,6 +287,7 @@ async def forever(key, receive, send):
 
 
 BARRIERS = {}  # key -> [arrived, asyncio.Event]
+GATES = {}  # key -> asyncio.Event
 
 
 async def barrier(key, n, send):
