@@ -243,6 +243,19 @@ def test_body_over_the_cap_is_413_before_the_app_runs(server):
     assert server.get("/echo").status_code == 200
 
 
+@pytest.fixture(scope="module")
+def small_server(serve_module):
+    return serve_module("asgi_raw:application", args=("--max-body", "64k"))
+
+
+def test_max_body_flag(small_server):
+    assert small_server.post("/echo", data=pattern(65536)).content == pattern(65536)
+    key = uuid.uuid4().hex
+    r = small_server.post(f"/echo?id={key}", data=pattern(65537))
+    assert r.status_code == 413
+    assert events(small_server, key) == []
+
+
 def test_disconnect_after_the_response(server):
     key = uuid.uuid4().hex
     r = server.get(f"/after-response?id={key}")
@@ -272,6 +285,12 @@ def test_response_headers_and_status(server):
     assert resp.header("Content-Type") == "text/plain"
     assert resp.header("Content-Length") == "12"
     assert resp.body == b"two cookies\n"
+
+
+def test_no_content_type_is_added(server):
+    r = server.get("/status?code=200")
+    assert r.status_code == 200 and r.content == b""
+    assert "Content-Type" not in r.headers, r.headers
 
 
 def test_streaming_is_chunked_without_content_length(server):

@@ -182,6 +182,46 @@ def test_app_returning_after_accept_closes_1000(server):
     assert frame is not None and frame.code == 1000
 
 
+def test_send_after_the_client_left_raises_oserror(server):
+    """ASGI: a send on a closed connection raises a subclass of OSError."""
+    key = uuid.uuid4().hex
+    with ws(server, f"/ws/send-after-disconnect?id={key}"):
+        pass
+    assert wait_until(lambda: events(server, key), 5, "the app's send after the disconnect") == [
+        {"raised": "OSError", "oserror": True}]
+
+
+@pytest.fixture(scope="module")
+def small_server(serve_module):
+    return serve_module("asgi_raw:application", args=("--max-body", "64k"))
+
+
+def test_message_at_max_body_is_delivered(small_server):
+    with ws(small_server, "/ws/echo", max_size=None) as conn:
+        conn.send(b"x" * 65536)
+        assert conn.recv(timeout=HTTP_TIMEOUT) == b"x" * 65536
+
+
+def test_message_over_max_body_closes_1009(small_server):
+    with ws(small_server, "/ws/echo", max_size=None) as conn:
+        conn.send(b"x" * 65537)
+        messages, frame = closed_by_server(conn)
+    assert messages == []
+    assert frame is not None and frame.code == 1009, frame
+
+
+@pytest.mark.xfail(reason="server bug: when the server closes a WebSocket with 1009 for a message over "
+                          "--max-body, the app's websocket.disconnect says 1006 (abnormal closure, as if "
+                          "no close frame was exchanged) instead of 1009", strict=True)
+def test_message_over_max_body_app_hears_1009(small_server):
+    key = uuid.uuid4().hex
+    with ws(small_server, f"/ws/echo?id={key}", max_size=None) as conn:
+        conn.send(b"x" * 65537)
+        closed_by_server(conn)
+    assert wait_until(lambda: events(small_server, key), 5, "websocket.disconnect in the app") == [
+        {"code": 1009}]
+
+
 @pytest.mark.parametrize("path", ["/ws/deny", "/ws/no-such-route"])
 def test_close_before_accept_is_403(server, path):
     resp = server.raw("GET", path, headers=upgrade_headers())

@@ -65,6 +65,9 @@ WebSocket routes of `application`:
   /ws/raise-after     accepts, then raises (close 1011)
   /ws/return          accepts, then returns (close 1000)
   /ws/hold?id=X       accepts, records the websocket.disconnect code under X
+  /ws/send-after-disconnect?id=X
+                      accepts, waits for websocket.disconnect, then sends:
+                      records what that send raised under X
 """
 
 import asyncio
@@ -389,6 +392,16 @@ async def websocket(scope, receive, send):
     elif path == "/ws/return":
         await send({"type": "websocket.accept"})
         await send({"type": "websocket.send", "text": "bye"})
+    elif path == "/ws/send-after-disconnect":
+        await send({"type": "websocket.accept"})
+        message = await receive()
+        assert message["type"] == "websocket.disconnect", message
+        try:
+            await send({"type": "websocket.send", "text": "anyone there?"})
+        except Exception as exc:  # noqa: BLE001 - recorded for the test
+            record(q["id"], {"raised": type(exc).__name__, "oserror": isinstance(exc, OSError)})
+        else:
+            record(q["id"], {"raised": None})
     elif path == "/ws/hold":
         await send({"type": "websocket.accept"})
         await send({"type": "websocket.send", "text": "holding"})
