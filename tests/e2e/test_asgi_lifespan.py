@@ -62,7 +62,7 @@ def test_startup_runs_before_the_listener_opens_and_sigterm_ends_it(serve, tmp_p
 def test_startup_failed_exits_1_before_the_banner(serve):
     s = serve("asgi_raw:lifespan_failed", wait=False)
     assert exit_code(s) == 1, s.describe()
-    assert "database unreachable" in s.stderr, s.describe()
+    assert "m0serve: asgi: lifespan startup failed: database unreachable" in s.stderr.splitlines(), s.describe()
     assert READY_PREFIX not in s.stdout
 
 
@@ -136,10 +136,14 @@ def test_sigterm_ends_an_endless_stream_then_shuts_down(serve, tmp_path):
     recorded = [json.loads(line) for line in (events_dir / key).read_text().splitlines()]
     assert recorded == ["http.disconnect", "stream ended"]
     assert done.read_text() == "shutdown complete\n"
+    shutdown = [json.loads(line) for line in (events_dir / "lifespan").read_text().splitlines()]
+    assert shutdown == [{"shutdown": "began", "http_in_flight": 0}], "the shutdown ran before the stream ended"
 
 
-def test_sigterm_lets_an_inflight_request_finish(serve):
-    s = serve("asgi_raw:application")
+def test_sigterm_lets_an_inflight_request_finish_before_the_shutdown(serve, tmp_path):
+    events_dir = tmp_path / "events"
+    events_dir.mkdir()
+    s = serve("asgi_raw:application", env={"M0_TEST_EVENTS_DIR": str(events_dir)})
     key = uuid.uuid4().hex
     with s.connect() as sock:
         sock.sendall(http_request("GET", f"/sleep?s=1&id={key}", s.port))
@@ -148,6 +152,8 @@ def test_sigterm_lets_an_inflight_request_finish(serve):
         resp = read_response(RawReader(sock, timeout=STOP_WITHIN))
     assert resp.status == 200 and resp.complete and resp.body == b"slept\n", resp
     assert exit_code(s, STOP_WITHIN) == 0, s.describe()
+    recorded = [json.loads(line) for line in (events_dir / "lifespan").read_text().splitlines()]
+    assert recorded == [{"shutdown": "began", "http_in_flight": 0}]
 
 
 def test_drain_is_bounded_for_a_stream_that_never_listens(serve):
@@ -162,3 +168,18 @@ def test_drain_is_bounded_for_a_stream_that_never_listens(serve):
         reader.read_to_eof()
         assert not reader.timed_out, f"the stream outlived the drain\n{s.describe()}"
     assert exit_code(s, STOP_WITHIN) == 0, s.describe()
+
+
+def test_shutdown_failed_is_logged_and_exits_0(serve):
+    s = serve("asgi_raw:shutdown_failed")
+    assert s.get("/head").status_code == 200
+    assert sigterm(s) == 0, s.describe()
+    lines = [line for line in s.stderr.splitlines() if "asgi: lifespan shutdown failed" in line]
+    assert len(lines) == 1 and "could not flush the cache" in lines[0], s.describe()
+
+
+def test_shutdown_that_never_answers_is_bounded(serve):
+    s = serve("asgi_raw:shutdown_hangs")
+    assert s.get("/head").status_code == 200
+    assert sigterm(s) == 0, s.describe()
+    assert "lifespan shutdown did not finish in time" in s.stderr, s.describe()

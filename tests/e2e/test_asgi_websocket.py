@@ -166,6 +166,20 @@ def test_client_vanishing_is_1006_in_the_app(server):
     assert wait_until(lambda: events(server, key), 5, "websocket.disconnect in the app") == [{"code": 1006}]
 
 
+def test_client_close_without_a_code_is_1005_in_the_app(server):
+    """A close frame with no status code: the app hears 1005."""
+    key = uuid.uuid4().hex
+    with server.connect() as sock:
+        sock.sendall(http_request("GET", f"/ws/echo?id={key}", server.port, headers=upgrade_headers()))
+        reader = RawReader(sock)
+        head = reader.read_until(b"\r\n\r\n")
+        assert head is not None and head.startswith(b"HTTP/1.1 101 "), reader.raw
+        sock.sendall(b"\x88\x80" + os.urandom(4))  # FIN + close, masked, empty payload
+        reply = reader.read_exact(2)
+        assert reply[:1] == b"\x88", reader.raw  # the server's close frame
+    assert wait_until(lambda: events(server, key), 5, "websocket.disconnect in the app") == [{"code": 1005}]
+
+
 @pytest.mark.parametrize("code, reason", [(1000, "done"), (4002, "app says bye"), (1008, "")])
 def test_app_close_code_reaches_the_client(server, code, reason):
     with ws(server, "/ws/echo") as conn:

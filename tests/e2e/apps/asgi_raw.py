@@ -5,14 +5,21 @@ is visible here. Module-level callables, one per server:
 
   application         HTTP and WebSocket routes below, and a lifespan that
                       puts {"greeting": ..., "started_at": ...} in the state
-                      and, on shutdown, writes "shutdown complete" to
-                      $M0_TEST_SHUTDOWN_FILE (when set)
+                      and, on shutdown, records how many HTTP requests are
+                      still in the app under "lifespan" and writes
+                      "shutdown complete" to $M0_TEST_SHUTDOWN_FILE (when set)
   app_object          an instance whose async __call__ is `application`
   sync_call_object    an instance whose plain __call__ returns a coroutine:
                       detected as WSGI, ASGI only with --protocol asgi
   no_lifespan         raises on the lifespan scope (served anyway)
   lifespan_failed     answers lifespan.startup.failed "database unreachable"
   slow_startup        startup touches $M0_TEST_STARTUP_MARK, then sleeps 60 s
+  shutdown_failed     answers lifespan.shutdown.failed "could not flush the cache"
+  shutdown_hangs      the shutdown never answers (sleeps 120 s)
+
+Where something is "recorded under X", it goes to EVENTS (GET /events?id=X)
+and, when $M0_TEST_EVENTS_DIR is set, as a JSON line to the file X there
+(readable after the server has exited).
 
 HTTP routes of `application`:
   /scope[/anything]           JSON: the scope (bytes as latin-1 text)
@@ -423,6 +430,7 @@ async def lifespan(scope, receive, send):
     await send({"type": "lifespan.startup.complete"})
     message = await receive()
     assert message["type"] == "lifespan.shutdown", message
+    record("lifespan", {"shutdown": "began", "http_in_flight": IN_FLIGHT["http"]})
     path = os.environ.get("M0_TEST_SHUTDOWN_FILE")
     if path:
         with open(path, "w") as f:
@@ -430,10 +438,17 @@ async def lifespan(scope, receive, send):
     await send({"type": "lifespan.shutdown.complete"})
 
 
+IN_FLIGHT = {"http": 0}
+
+
 async def application(scope, receive, send):
     kind = scope["type"]
     if kind == "http":
-        await http(scope, receive, send)
+        IN_FLIGHT["http"] += 1
+        try:
+            await http(scope, receive, send)
+        finally:
+            IN_FLIGHT["http"] -= 1
     elif kind == "websocket":
         await websocket(scope, receive, send)
     elif kind == "lifespan":
@@ -482,5 +497,25 @@ async def slow_startup(scope, receive, send):
             f.write("startup began\n")
         await asyncio.sleep(60)
         await send({"type": "lifespan.startup.complete"})
+        return
+    await application(scope, receive, send)
+
+
+async def shutdown_failed(scope, receive, send):
+    if scope["type"] == "lifespan":
+        await receive()
+        await send({"type": "lifespan.startup.complete"})
+        await receive()
+        await send({"type": "lifespan.shutdown.failed", "message": "could not flush the cache"})
+        return
+    await application(scope, receive, send)
+
+
+async def shutdown_hangs(scope, receive, send):
+    if scope["type"] == "lifespan":
+        await receive()
+        await send({"type": "lifespan.startup.complete"})
+        await receive()
+        await asyncio.sleep(120)
         return
     await application(scope, receive, send)
