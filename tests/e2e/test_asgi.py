@@ -33,7 +33,7 @@ def events(server, key):
 
 
 def pattern(n):
-    return bytes(i % 251 for i in range(n))
+    return (bytes(range(251)) * (n // 251 + 1))[:n]
 
 
 # --------------------------------------------------------------------------
@@ -318,6 +318,20 @@ def test_big_response_in_one_message(server, size):
     assert r.status_code == 200
     assert r.headers["Content-Length"] == str(size)
     assert r.content == pattern(size)
+
+
+def test_backpressure_holds_a_fast_stream_until_the_client_leaves(server):
+    """50 MB streamed to a client that reads 200 KB and stops: the app's
+    sends wait (it cannot have sent it all), and return once the client
+    is gone, so the app finishes."""
+    key = uuid.uuid4().hex
+    with server.connect() as sock:
+        sock.sendall(http_request("GET", f"/big-stream?size=50000000&id={key}", server.port))
+        reader = RawReader(sock)
+        assert len(reader.read_exact(200_000)) == 200_000, reader.raw[:300]
+        with pytest.raises(AssertionError):  # the app stays held while the client does not read
+            wait_until(lambda: events(server, key), 1, "the app to send 50 MB to a client that stopped reading")
+    assert wait_until(lambda: events(server, key), 8, "the app to finish after the client left") == ["sent it all"]
 
 
 @pytest.mark.parametrize("length", [

@@ -29,7 +29,8 @@ HTTP routes of `application`:
   /chunks                     JSON: [[len(body), more_body], ...] per receive()
   /stream?n=K&delay=S         K chunks "chunk i\\n", more_body, no length
   /big?size=N                 N bytes in one message, with Content-Length
-  /big-stream?size=N          N bytes in 64 KiB more_body messages
+  /big-stream?size=N[&id=X]   N bytes in 64 KiB more_body messages; then
+                              records "sent it all" under X
   /forever?id=X               streams "tick i\\n" until http.disconnect, which
                               it records under X (see /events)
   /after-response?id=X        answers, then records the receive() after that
@@ -96,6 +97,11 @@ def record(key, what):
 
 def query(scope):
     return {k: v[-1] for k, v in parse_qs(scope["query_string"].decode("latin-1")).items()}
+
+
+def pattern(n):
+    """n bytes: 0, 1, ..., 250, 0, 1, ... (the tests rebuild them)."""
+    return (bytes(range(251)) * (n // 251 + 1))[:n]
 
 
 def plain(value):
@@ -187,14 +193,16 @@ async def http(scope, receive, send):
         await send({"type": "http.response.body", "body": b"", "more_body": False})
     elif path == "/big":
         size = int(q["size"])
-        await respond(send, bytes(i % 251 for i in range(size)), ctype=b"application/octet-stream")
+        await respond(send, pattern(size), ctype=b"application/octet-stream")
     elif path == "/big-stream":
         size = int(q["size"])
-        data = bytes(i % 251 for i in range(size))
+        data = pattern(size)
         await stream_start(send, b"application/octet-stream")
         for at in range(0, size, 65536):
             await send({"type": "http.response.body", "body": data[at:at + 65536], "more_body": True})
         await send({"type": "http.response.body", "body": b""})
+        if "id" in q:
+            record(q["id"], "sent it all")
     elif path == "/forever":
         await forever(q["id"], receive, send)
     elif path == "/after-response":
