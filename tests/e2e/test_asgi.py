@@ -141,6 +141,20 @@ def test_headers_keep_order_repeats_and_spelling(server):
     ]
 
 
+def test_header_values_are_the_bytes_sent(server):
+    # http_request encodes latin-1: "Ã©" goes out as the UTF-8 bytes of "é".
+    resp = server.raw("GET", "/scope", headers=[("X-Utf8", "caf\u00c3\u00a9"), ("X-Spaces", "a  b")])
+    headers = dict(tuple(h) for h in json.loads(resp.body)["headers"])
+    assert headers["x-utf8"].encode("latin-1") == "café".encode()
+    assert headers["x-spaces"] == "a  b"
+
+
+def test_undecodable_path_is_replaced_raw_path_kept(server):
+    scope = json.loads(server.raw("GET", "/scope/%FF%C3%A9").body)
+    assert scope["path"] == "/scope/\ufffdé"
+    assert scope["raw_path"] == "/scope/%FF%C3%A9"
+
+
 def test_raw_path_keeps_encoded_slashes(server):
     scope = server.raw("GET", "/scope/a%2Fb?q=%2F").body
     scope = json.loads(scope)

@@ -125,6 +125,14 @@ def test_many_messages_keep_their_order(server):
     assert got == [f"message {i}" if i % 2 else f"message {i}".encode() for i in range(n)]
 
 
+def test_fragmented_message_arrives_whole(server):
+    with ws(server, "/ws/echo") as conn:
+        conn.send(["frag", "mented ", "text"])  # one message in three frames
+        assert conn.recv(timeout=HTTP_TIMEOUT) == "fragmented text"
+        conn.send([b"\x00", b"\x01\x02"])
+        assert conn.recv(timeout=HTTP_TIMEOUT) == b"\x00\x01\x02"
+
+
 def test_two_connections_are_independent(server):
     with ws(server, "/ws/echo") as a, ws(server, "/ws/echo") as b:
         a.send("to a")
