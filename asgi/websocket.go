@@ -222,12 +222,12 @@ func (c *wsConn) read() {
 	for {
 		mt, data, err := c.conn.ReadMessage()
 		if err != nil {
-			code := websocket.CloseAbnormalClosure
+			code, reason := websocket.CloseAbnormalClosure, ""
 			var ce *websocket.CloseError
 			if errors.As(err, &ce) {
-				code = ce.Code
+				code, reason = ce.Code, ce.Text
 			}
-			c.req.Post(cpython.ADisconnect, code, nil)
+			c.req.Post(cpython.ADisconnect, code, []byte(reason))
 			return
 		}
 		<-c.credit

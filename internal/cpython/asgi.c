@@ -152,6 +152,7 @@ static PyObject *a_task_kw;       /* {"loop": loop, "eager_start": True}, or NUL
 static PyObject *a_done;          /* a finished future: what send returns when nothing waits */
 static PyObject *a_event;         /* _m0._asgi_event(kind, flags), for the rare events */
 static PyObject *a_asgi;          /* the scope's "asgi" dict */
+static PyObject *a_asgi_ws;       /* a WebSocket scope's: spec 2.4, with the close reason */
 static PyObject *a_extensions;    /* the scope's "extensions" dict */
 
 #define K(X)                                                                        \
@@ -160,7 +161,7 @@ static PyObject *a_extensions;    /* the scope's "extensions" dict */
 	X(extensions) X(subprotocols) X(body) X(more_body) X(status) X(text)        \
 	X(bytes) X(code) X(reason) X(subprotocol) X(trailers) X(set_result)          \
 	X(set_exception) X(cancelled) X(done) X(add_done_callback) X(exception)     \
-	X(result) X(cancel)
+	X(result) X(cancel) X(version) X(spec_version)
 static struct {
 #define X(n) PyObject *n;
 	K(X)
@@ -195,6 +196,7 @@ typedef struct {
 	int want_sent;    /* Go was asked for more and has not answered */
 	int connected;    /* ws: websocket.connect was received */
 	int dcode;        /* ws: the close code the client sent */
+	PyObject *dreason; /* ws: and its reason */
 	int head;         /* the request is a HEAD */
 	size_t inflight;  /* bytes sent since Go last caught up */
 	PyObject *recv_fut, *send_fut;
@@ -282,6 +284,8 @@ static void slot_clear(aslot *s)
 		py.Py_DecRef(s->recv_fut);
 	if (s->send_fut)
 		py.Py_DecRef(s->send_fut);
+	if (s->dreason)
+		py.Py_DecRef(s->dreason);
 	uint32_t gen = s->gen;
 	memset(s, 0, sizeof *s);
 	s->gen = gen;
@@ -412,8 +416,17 @@ static PyObject *disconnect_msg(aslot *s)
 	if (!s->ws)
 		return dict_of(v_disconnect);
 	PyObject *d = dict_of(v_wsdisconnect);
-	if (d && (set_steal(d, k.code, py.PyLong_FromLong(s->dcode ? s->dcode : 1006)) < 0 ||
-		  set_steal(d, k.reason, py.PyUnicode_FromString("")) < 0)) {
+	if (!d)
+		return NULL;
+	PyObject *reason = s->dreason;
+	if (reason)
+		py.Py_IncRef(reason);
+	else
+		reason = py.PyUnicode_FromString("");
+	int rc = set_steal(d, k.reason, reason);
+	if (rc == 0)
+		rc = set_steal(d, k.code, py.PyLong_FromLong(s->dcode ? s->dcode : 1006));
+	if (rc < 0) {
 		py.Py_DecRef(d);
 		return NULL;
 	}
@@ -982,7 +995,7 @@ static PyObject *build_scope(int ws, const char *p, size_t len, const char **bod
 	if (rc == 0)
 		rc = py.PyDict_SetItem(d, k.type, ws ? v_websocket : v_http);
 	if (rc == 0)
-		rc = py.PyDict_SetItem(d, k.asgi, a_asgi);
+		rc = py.PyDict_SetItem(d, k.asgi, ws ? a_asgi_ws : a_asgi);
 	if (rc == 0)
 		rc = py.PyDict_SetItem(d, k.http_version, (flags & M0_S_HTTP11) ? v_11 : v_10);
 	if (rc == 0 && !ws)
@@ -1210,12 +1223,16 @@ static aslot *live_slot(m0_amsg *m)
 	return NULL;
 }
 
-static void disconnect(aslot *s, uint32_t slot, int code)
+static void disconnect(aslot *s, uint32_t slot, int code, const char *reason, size_t n)
 {
 	if (s->disconnected)
 		return;
 	s->disconnected = 1;
 	s->dcode = code;
+	if (n) {
+		s->dreason = py.PyUnicode_DecodeUTF8(reason, (Py_ssize_t)n, "replace");
+		py.PyErr_Clear();
+	}
 	feed(s, slot);
 	py.Py_IncRef(Py_None);
 	settle(&s->send_fut, Py_None); /* a waiting send returns; later ones are dropped */
@@ -1260,7 +1277,7 @@ static PyObject *asgi_drain(PyObject *self, PyObject *unused)
 			break;
 		case M0_A_DISCONNECT:
 			if ((s = live_slot(m)))
-				disconnect(s, m->slot, m->flags);
+				disconnect(s, m->slot, m->flags, m->data, m->len);
 			break;
 		case M0_A_RESUME:
 			if ((s = live_slot(m))) {
@@ -1276,7 +1293,7 @@ static PyObject *asgi_drain(PyObject *self, PyObject *unused)
 				if (!slots[j].live)
 					continue;
 				if (slots[j].ws) {
-					disconnect(&slots[j], (uint32_t)j, 1001);
+					disconnect(&slots[j], (uint32_t)j, 1001, NULL, 0);
 				} else {
 					slots[j].draining = 1;
 					feed(&slots[j], (uint32_t)j);
@@ -1346,10 +1363,14 @@ static PyObject *asgi_setup(PyObject *self, PyObject *args)
 		return NULL;
 	py.Py_DecRef(r);
 	a_asgi = py.PyDict_New();
+	a_asgi_ws = py.PyDict_New();
 	a_extensions = py.PyDict_New();
 	PyObject *ps = a_extensions ? py.PyDict_New() : NULL;
-	if (!ps || py.PyDict_SetItemString(a_asgi, "version", py.PyUnicode_FromString("3.0")) < 0 ||
-	    py.PyDict_SetItemString(a_asgi, "spec_version", py.PyUnicode_FromString("2.3")) < 0 ||
+	if (!a_asgi || !a_asgi_ws || !ps ||
+	    set_steal(a_asgi, k.version, py.PyUnicode_FromString("3.0")) < 0 ||
+	    set_steal(a_asgi, k.spec_version, py.PyUnicode_FromString("2.3")) < 0 ||
+	    set_steal(a_asgi_ws, k.version, py.PyUnicode_FromString("3.0")) < 0 ||
+	    set_steal(a_asgi_ws, k.spec_version, py.PyUnicode_FromString("2.4")) < 0 ||
 	    py.PyDict_SetItemString(a_extensions, "http.response.pathsend", ps) < 0)
 		return NULL;
 	py.Py_DecRef(ps);
@@ -1380,7 +1401,7 @@ static PyObject *asgi_teardown(PyObject *self, PyObject *unused)
 		if (slots[j].live)
 			slot_clear(&slots[j]);
 	PyObject **refs[] = {&a_loop, &a_app, &a_state, &a_event, &a_create_future, &a_create_task,
-			     &a_task_kw, &a_done, &a_asgi, &a_extensions};
+			     &a_task_kw, &a_done, &a_asgi, &a_asgi_ws, &a_extensions};
 	for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++)
 		if (*refs[i]) {
 			py.Py_DecRef(*refs[i]);
