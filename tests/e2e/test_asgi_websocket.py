@@ -116,9 +116,12 @@ def test_big_messages(server, size):
         assert conn.recv(timeout=HTTP_TIMEOUT) == data
 
 
-def test_many_messages_keep_their_order(server):
+@pytest.mark.parametrize("delay", [0, 0.002], ids=["fast-app", "slow-app"])
+def test_many_messages_keep_their_order(server, delay):
+    """500 messages sent before any is read; with a slow app, more wait
+    than the 16 frames the server queues for it, and Go stops reading."""
     n = 500
-    with ws(server, "/ws/echo") as conn:
+    with ws(server, f"/ws/echo?delay={delay}") as conn:
         for i in range(n):  # all sent before any is read: flow control must not lose or reorder
             conn.send(f"message {i}" if i % 2 else f"message {i}".encode())
         got = [conn.recv(timeout=HTTP_TIMEOUT) for _ in range(n)]

@@ -63,7 +63,9 @@ HTTP routes of `application`:
                               response went out); records the error under id
 
 WebSocket routes of `application`:
-  /ws/echo?id=X       accepts (the first offered subprotocol, X-WS: yes);
+  /ws/echo?id=X[&delay=S]
+                      accepts (the first offered subprotocol, X-WS: yes);
+                      (sleeps S before each echo)
                       echoes text as text, bytes as bytes; text
                       "close CODE REASON" closes with that; the disconnect
                       code the client sends is recorded under X
@@ -379,11 +381,14 @@ async def websocket(scope, receive, send):
         offered = scope.get("subprotocols") or []
         await send({"type": "websocket.accept", "subprotocol": offered[0] if offered else None,
                     "headers": [(b"x-ws", b"yes")]})
+        delay = float(q.get("delay", 0))
         while True:
             message = await receive()
             if message["type"] == "websocket.disconnect":
                 record(q.get("id", "ws"), {"code": message.get("code")})
                 return
+            if delay:
+                await asyncio.sleep(delay)
             text = message.get("text")
             if text is not None:
                 if text.startswith("close "):
