@@ -74,6 +74,9 @@ WebSocket routes of `application`:
   /ws/raise-before    raises before accepting
   /ws/raise-after     accepts, then raises (close 1011)
   /ws/return          accepts, then returns (close 1000)
+  /ws/flood?n=N&id=X  accepts, sends N 64 KiB binary messages as fast as
+                      send() returns, records "sent all" under X, then the
+                      type of the next receive()
   /ws/hold?id=X       accepts, records the websocket.disconnect code under X
   /ws/send-after-disconnect?id=X
                       accepts, waits for websocket.disconnect, then sends:
@@ -422,6 +425,15 @@ async def websocket(scope, receive, send):
             record(q["id"], {"raised": type(exc).__name__, "oserror": isinstance(exc, OSError)})
         else:
             record(q["id"], {"raised": None})
+    elif path == "/ws/flood":
+        # Sends n 64 KiB messages as fast as send() lets it, then records.
+        await send({"type": "websocket.accept"})
+        chunk = b"x" * 65536
+        for _ in range(int(q["n"])):
+            await send({"type": "websocket.send", "bytes": chunk})
+        record(q["id"], "sent all")
+        message = await receive()
+        record(q["id"], message["type"])
     elif path == "/ws/hold":
         await send({"type": "websocket.accept"})
         await send({"type": "websocket.send", "text": "holding"})
