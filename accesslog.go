@@ -198,8 +198,14 @@ func (rec *recorder) FlushError() error {
 
 func (rec *recorder) Flush() { rec.FlushError() }
 
-// Hijack hands the connection over, as the writer below does.
+// Hijack hands the connection over, as the writer below does. A handler
+// that hijacks before writing a head switches protocols (a WebSocket
+// upgrade writes its 101 to the connection itself).
 func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if rec.status == 0 {
+		rec.status = http.StatusSwitchingProtocols
+		rec.head = time.Now()
+	}
 	return http.NewResponseController(rec.ResponseWriter).Hijack()
 }
 

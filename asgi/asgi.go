@@ -168,13 +168,15 @@ func (h *Handler) Startup(ctx context.Context) error {
 // end, and closes open WebSockets with 1001. New requests still run. The
 // server calls it as its drain begins.
 func (h *Handler) Drain() {
-	h.draining.Store(true)
-	h.ex.Drain()
+	// The close frames go out first: an application that returns when it
+	// hears of the drain must not have its socket closed with 1000 before.
 	h.wsMu.Lock()
+	h.draining.Store(true)
 	for c := range h.ws {
 		c.goingAway()
 	}
 	h.wsMu.Unlock()
+	h.ex.Drain()
 }
 
 // Shutdown drains (see Drain), runs the lifespan shutdown if the startup

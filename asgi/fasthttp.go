@@ -113,15 +113,11 @@ func (x *fastExchange) respond() bool {
 				return true
 			}
 			x.part, x.resume = m.Data, m.Flags&cpython.FlagWait != 0
-			if appLength < 0 && !x.ctx.Request.Header.IsHTTP11() {
-				x.stream10()
+			if appLength >= 0 || !x.ctx.Request.Header.IsHTTP11() {
+				x.streamDirect(appLength)
 				return true
 			}
-			size := -1
-			if appLength >= 0 {
-				size = int(appLength)
-			}
-			resp.SetBodyStream(x, size)
+			resp.SetBodyStream(x, -1)
 			return false
 		case cpython.CPathSend:
 			x.pathSend(string(m.Data))
@@ -236,16 +232,23 @@ func (x *fastExchange) Close() error {
 
 var _ io.ReadCloser = (*fastExchange)(nil)
 
-// stream10 sends a streamed body to an HTTP/1.0 client, which cannot read
-// chunks: the parts go to the connection as they come, and it closes after
-// the last, which ends the body.
-func (x *fastExchange) stream10() {
+// streamDirect writes a streamed body to the connection itself, part by
+// part, each flushed as it comes: for a body of the length the application
+// named (fasthttp would hold its parts back until its buffer fills), and
+// for an HTTP/1.0 client, which cannot read chunks. The connection closes
+// after the body, which ends it where no length is named. A body that does
+// not match its length is cut there and logged.
+func (x *fastExchange) streamDirect(length int64) {
 	resp := &x.ctx.Response
 	status := x.status
 	resp.Reset()
 	resp.SetStatusCode(status) // for the access log; fasthttp writes no response
 	w := bufio.NewWriterSize(x.ctx.Conn(), 4096)
-	w.WriteString("HTTP/1.0 ")
+	if x.ctx.Request.Header.IsHTTP11() {
+		w.WriteString("HTTP/1.1 ")
+	} else {
+		w.WriteString("HTTP/1.0 ")
+	}
 	w.WriteString(strconv.Itoa(status))
 	w.WriteByte(' ')
 	w.WriteString(fasthttp.StatusMessage(status))
@@ -266,6 +269,12 @@ func (x *fastExchange) stream10() {
 		w.WriteString(time.Now().UTC().Format(http1Date))
 		w.WriteString("\r\n")
 	}
+	noBody := x.ctx.IsHead() || !bodyAllowed(status)
+	if length >= 0 && !noBody {
+		w.WriteString("Content-Length: ")
+		w.WriteString(strconv.FormatInt(length, 10))
+		w.WriteString("\r\n")
+	}
 	w.WriteString("Connection: close\r\n\r\n")
 	x.ctx.HijackSetNoResponse(true)
 	x.ctx.Hijack(func(net.Conn) {})
@@ -273,25 +282,47 @@ func (x *fastExchange) stream10() {
 	x.ctx.SetUserValue("m0.head", time.Now())
 	var sent int64
 	defer func() { x.ctx.SetUserValue("m0.sent", sent) }()
-	head := x.ctx.IsHead() || !bodyAllowed(status)
+	if w.Flush() != nil {
+		x.r.Post(cpython.ADisconnect, 0, nil)
+		x.ended = true
+		return
+	}
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := x.Read(buf)
-		if n > 0 && !head {
-			w.Write(buf[:n])
+		p := buf[:n]
+		if length >= 0 && sent+int64(n) > length {
+			p = p[:length-sent]
+		}
+		if len(p) > 0 && !noBody {
+			w.Write(p)
 			if w.Flush() != nil {
 				x.r.Post(cpython.ADisconnect, 0, nil) // the client left
 				x.ended = true
 				return
 			}
-			sent += int64(n)
+			sent += int64(len(p))
+		}
+		switch {
+		case length >= 0 && len(p) < n && !noBody:
+			x.lengthError(length, "longer")
+			x.r.Post(cpython.ADisconnect, 0, nil) // what it sends next goes nowhere
+			x.ended = true
+			return
+		case err == io.EOF && length >= 0 && sent < length && !noBody:
+			x.lengthError(length, "shorter")
 		}
 		if err != nil {
-			w.Flush()
 			x.ended = true // whole or failed: the connection closes either way
 			return
 		}
 	}
+}
+
+func (x *fastExchange) lengthError(length int64, how string) {
+	method, path := x.describe()
+	x.h.logError(method, path, "asgi: the response body is "+how+" than the Content-Length the application named ("+
+		strconv.FormatInt(length, 10)+")")
 }
 
 const http1Date = "Mon, 02 Jan 2006 15:04:05 GMT"

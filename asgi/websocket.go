@@ -125,6 +125,11 @@ func (h *Handler) fastWebSocket(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	hdr := acceptHeader(accept)
+	// The handshake is written in the hijack; the access log hears of it
+	// here (m0.HijackedHead, m0.HijackedSent).
+	ctx.SetStatusCode(fasthttp.StatusSwitchingProtocols)
+	ctx.SetUserValue("m0.head", time.Now())
+	ctx.SetUserValue("m0.sent", int64(0))
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
 		conn, err := upgrader.Upgrade(&hijacked{c: c, h: http.Header{}}, hr, hdr)
@@ -224,8 +229,11 @@ func (c *wsConn) read() {
 		if err != nil {
 			code, reason := websocket.CloseAbnormalClosure, ""
 			var ce *websocket.CloseError
-			if errors.As(err, &ce) {
+			switch {
+			case errors.As(err, &ce):
 				code, reason = ce.Code, ce.Text
+			case errors.Is(err, websocket.ErrReadLimit):
+				code = websocket.CloseMessageTooBig // the close gorilla sent the peer
 			}
 			c.req.Post(cpython.ADisconnect, code, []byte(reason))
 			return
@@ -285,23 +293,28 @@ func (c *wsConn) drainUntilDone() {
 	}
 }
 
-// close sends a close frame and waits for the peer's reply (the reader
-// ends) for at most closeTO, then closes the connection.
+// close sends a close frame (unless one went out already: the drain's
+// 1001) and waits for the peer's reply (the reader ends) for at most
+// closeTO, then closes the connection.
 func (c *wsConn) close(code int, reason string, readerDone <-chan struct{}) {
+	c.sendClose(code, reason)
+	select {
+	case <-readerDone:
+	case <-time.After(c.closeTO):
+	}
+	c.conn.Close()
+}
+
+// sendClose sends the connection's one close frame.
+func (c *wsConn) sendClose(code int, reason string) {
 	c.once.Do(func() {
 		msg := websocket.FormatCloseMessage(code, reason)
 		c.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
-		select {
-		case <-readerDone:
-		case <-time.After(c.closeTO):
-		}
-		c.conn.Close()
 	})
 }
 
 // goingAway closes the connection for a drain, with 1001.
 func (c *wsConn) goingAway() {
-	msg := websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down")
-	c.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+	c.sendClose(websocket.CloseGoingAway, "server shutting down")
 	c.conn.SetReadDeadline(time.Now().Add(time.Second))
 }

@@ -248,8 +248,8 @@ func (e *Executor) deliver(slot, gen uint32, m Msg) {
 		r = e.reqs[slot]
 	}
 	e.mu.Unlock()
-	if r == nil || r.gen != gen {
-		return
+	if r == nil || r.gen != gen || m.Kind != CDone && r.closed.Load() {
+		return // a message for a request the handler is done with
 	}
 	r.mu.Lock()
 	r.q = append(r.q, m)
@@ -271,6 +271,7 @@ type Request struct {
 	q         []Msg
 	wake      chan struct{}
 	refs      atomic.Int32 // the handler's and the task's
+	closed    atomic.Bool  // the handler is done with it
 }
 
 // Start hands the loop a request: kind is AHTTP or AWebSocket, scope the
@@ -329,7 +330,10 @@ func (r *Request) Post(kind, flags int, data []byte) { post(kind, r.slot, r.gen,
 
 // Done lets go of the request on the handler's side; its slot is reused
 // once its task is over too.
-func (r *Request) Done() { r.release() }
+func (r *Request) Done() {
+	r.closed.Store(true)
+	r.release()
+}
 
 func (r *Request) release() {
 	if r.refs.Add(-1) != 0 {
