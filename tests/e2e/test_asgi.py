@@ -348,13 +348,7 @@ def test_backpressure_holds_a_fast_stream_until_the_client_leaves(server):
     assert wait_until(lambda: events(server, key), 8, "the app to finish after the client left") == ["sent it all"]
 
 
-@pytest.mark.parametrize("length", [
-    None,
-    pytest.param("23", marks=pytest.mark.xfail(
-        reason="server bug: a streamed response whose app names a Content-Length is held back: the "
-               "head and the first part (11 bytes of 23) never reach the client while the app waits "
-               "before its next part; without a Content-Length (chunked) they do", strict=True)),
-], ids=["chunked", "content-length"])
+@pytest.mark.parametrize("length", [None, "23"], ids=["chunked", "content-length"])
 def test_each_streamed_part_reaches_the_client_before_the_next_is_sent(server, length):
     """The app sends its first part and waits for the client to say it has
     it (through /gate) before sending the second: a server that holds parts
@@ -374,17 +368,28 @@ def test_each_streamed_part_reaches_the_client_before_the_next_is_sent(server, l
     assert (b"Content-Length: " + length.encode() in reader.raw) if length else (b"chunked" in reader.raw)
 
 
-@pytest.mark.xfail(reason="server bug: a streamed body that does not match the Content-Length the app "
-                          "named (8 or 15 bytes sent of 10) is dropped silently: the connection closes "
-                          "with no byte written and nothing is logged", strict=True)
-@pytest.mark.parametrize("parts", ["hello,wor", "hello,world,extra"], ids=["shorter", "longer"])
-def test_streamed_body_not_matching_its_content_length_is_logged(server, parts):
+@pytest.mark.parametrize("parts, sent, word", [
+    ("hello,wor", b"hellowor", "shorter"),
+    ("hello,world,extra", b"helloworld", "longer"),
+], ids=["shorter", "longer"])
+def test_streamed_body_not_matching_its_content_length(server, parts, sent, word):
+    """The app names 10 bytes and streams 8 or 15: the client gets the head
+    and at most the 10 bytes named, the connection closes (a short body is
+    seen as truncated), and the mismatch is logged."""
     mark = server.mark()
-    resp = server.raw("GET", f"/length?cl=10&parts={parts}")
-    assert not resp.timed_out and resp.eof, resp
-    assert not (resp.complete and resp.body != b"helloworld"), resp
-    lines = server.wait_for_stderr(r"asgi: application error", since=mark, timeout=3)
+    with server.connect() as sock:
+        sock.sendall(http_request("GET", f"/length?cl=10&parts={parts}", server.port)
+                     + http_request("GET", "/head", server.port))
+        reader = RawReader(sock)
+        resp = read_response(reader)
+        closed = reader.at_eof(wait=5)
+    assert resp.status == 200 and resp.header("Content-Length") == "10", resp
+    assert resp.body == sent, resp
+    assert resp.complete == (len(sent) == 10), resp
+    assert closed, f"the connection stayed open after the mismatch: {reader.raw!r}"
+    lines = server.wait_for_stderr(r"asgi: application error", since=mark)
     assert len(lines) == 1 and "path=/length" in lines[0], lines
+    assert f"{word} than the Content-Length" in lines[0], lines[0]
 
 
 def test_app_connection_close_header_closes_the_connection(server):
@@ -603,8 +608,6 @@ def test_access_log_of_pathsend(logged_server, tmp_path):
     assert [(line["status"], line["bytes"]) for line in lines] == [(200, 4321)], lines
 
 
-@pytest.mark.xfail(reason="server bug: the access log line of an accepted WebSocket says status 200; "
-                          "the server answered 101 Switching Protocols", strict=True)
 def test_access_log_of_a_websocket_says_101(logged_server):
     from websockets.sync.client import connect
 

@@ -68,7 +68,7 @@ WebSocket routes of `application`:
                       (sleeps S before each echo)
                       echoes text as text, bytes as bytes; text
                       "close CODE REASON" closes with that; the disconnect
-                      code the client sends is recorded under X
+                      code and reason are recorded under X
   /ws/scope           accepts, sends the scope as JSON text, closes 1000
   /ws/deny            websocket.close before accepting (HTTP 403)
   /ws/raise-before    raises before accepting
@@ -388,7 +388,7 @@ async def websocket(scope, receive, send):
         while True:
             message = await receive()
             if message["type"] == "websocket.disconnect":
-                record(q.get("id", "ws"), {"code": message.get("code")})
+                record(q.get("id", "ws"), {"code": message.get("code"), "reason": message.get("reason")})
                 return
             if delay:
                 await asyncio.sleep(delay)
