@@ -6,11 +6,13 @@ header names compared lowercased (uvicorn lowercases them, m0serve's front
 end canonicalises them). The order of different header names is not
 compared; the order of one name's repeated values is.
 
-What m0serve documents as different from uvicorn (docs/asgi.md,
-docs/limits.md) is asserted as a difference, each in its own test
-(test_documented_*). A difference found and not documented as one is
-asserted as equality and marked xfail(strict=True), so that it shows until
-the server changes or the difference is documented.
+What m0serve documents as different from uvicorn (docs/asgi.md, "Coming
+from uvicorn"; docs/limits.md) is asserted as a difference, each in its own
+test (test_documented_*) whose docstring names the bullet it checks: what
+uvicorn does and what m0serve does, both asserted, so that a change on either
+side shows. A difference found and not documented as one is to be asserted as
+equality and marked xfail(strict=True) until the server changes or the
+difference is documented.
 """
 
 import hashlib
@@ -32,14 +34,6 @@ from conftest import (APPS, HOST, HTTP_TIMEOUT, M0SERVE, RawReader, free_port, h
 SPEC = "asgi_diff_app:app"
 DROPPED = {"date", "server"}
 VHOST = "diff.example"  # the Host header where the port would otherwise differ
-
-
-def differs(what, described=False):
-    """An undocumented difference; `described`: docs/asgi.md tells what
-    m0serve does but not that uvicorn does otherwise."""
-    if described:
-        what += " (docs/asgi.md describes m0serve's side, not as a difference from uvicorn)"
-    return pytest.mark.xfail(reason=f"differs from uvicorn: {what}", strict=True)
 
 
 # --------------------------------------------------------------------------
@@ -153,6 +147,22 @@ def raw_exchange(server, data, method="GET", then_eof=False):
         resp = read_response(reader, method)
         closed = reader.at_eof(wait=1.0) if then_eof else None
     return resp, closed
+
+
+def raw_exchange_then_next(server, data, method="GET"):
+    """Send raw request bytes on a fresh connection, read the response, then
+    ask GET /json on the same connection: both responses. The second has no
+    status (and eof) when the server closed the connection after the first;
+    quicker than waiting for an EOF that does not come."""
+    with server.connect() as sock:
+        sock.sendall(data)
+        reader = RawReader(sock)
+        first = read_response(reader, method)
+        try:
+            sock.sendall(b"GET /json HTTP/1.1\r\nHost: x\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            reader.eof = True
+        return first, read_response(reader)
 
 
 def both_raw(servers, method, path, headers=(), body=b"", version="HTTP/1.1", then_eof=False):
@@ -274,37 +284,56 @@ def test_status_codes(servers, code):
     assert u.status == code
 
 
-# uvicorn takes its reason phrases from http.HTTPStatus, whose phrases for
-# some codes changed to RFC 9110's names in CPython 3.13; m0serve's do not
-# depend on the Python version.
-renamed = differs("reason phrases under CPython 3.13+: uvicorn sends http.HTTPStatus's RFC 9110 "
-                  "phrases (413 'Content Too Large', 416 'Range Not Satisfiable', 422 'Unprocessable "
-                  "Content'); m0serve the older ones ('Request Entity Too Large', 'Requested Range Not "
-                  "Satisfiable', 'Unprocessable Entity'), which match uvicorn's under 3.10-3.12")
-unusual = differs("reason phrases: 414 is 'Request-URI Too Long' (3.10-3.12) or 'URI Too Long' (3.13+) "
-                  "from uvicorn, 'Request URI Too Long' from m0serve; 418 is \"I'm a Teapot\" from "
-                  "uvicorn, \"I'm a teapot\" from m0serve; a code without a registered phrase "
-                  "(299, 499, 599) gets an empty reason from uvicorn, 'Unknown Status Code' from m0serve")
+# Reason phrases: uvicorn takes http.HTTPStatus's, whose phrases for some
+# codes changed to RFC 9110's names in CPython 3.13 (the Python running this
+# file runs uvicorn); m0serve's come from its own table, the same under every
+# Python. test_documented_reason_phrases.
+PY313 = sys.version_info >= (3, 13)
+M0SERVE_REASONS = {
+    413: "Request Entity Too Large",
+    414: "Request URI Too Long",
+    416: "Requested Range Not Satisfiable",
+    418: "I'm a teapot",
+    422: "Unprocessable Entity",
+    299: "Unknown Status Code",
+    499: "Unknown Status Code",
+    599: "Unknown Status Code",
+}
+UVICORN_REASONS = {
+    413: "Content Too Large" if PY313 else "Request Entity Too Large",
+    414: "URI Too Long" if PY313 else "Request-URI Too Long",
+    416: "Range Not Satisfiable" if PY313 else "Requested Range Not Satisfiable",
+    418: "I'm a Teapot",
+    422: "Unprocessable Content" if PY313 else "Unprocessable Entity",
+    299: "",  # no registered phrase: none sent
+    499: "",
+    599: "",
+}
 
 
-def reason_cases():
-    cases = []
-    for code in [*STATUS_CODES, 418, 299, 499, 599]:
-        marks = []
-        if code in (414, 418, 299, 499, 599):
-            marks = [unusual]
-        elif code in (413, 416, 422) and sys.version_info >= (3, 13):
-            marks = [renamed]
-        cases.append(pytest.param(code, marks=marks, id=str(code)))
-    return cases
-
-
-@pytest.mark.parametrize("code", reason_cases())
+@pytest.mark.parametrize("code", [c for c in STATUS_CODES if c not in M0SERVE_REASONS])
 def test_reason_phrase(servers, code):
     out = both_raw(servers, "GET", f"/status/{code}")
     u, m = out["uvicorn"][0], out["m0serve"][0]
     assert u.status == m.status == code
     assert m.reason == u.reason
+
+
+@pytest.mark.parametrize("code", M0SERVE_REASONS)
+def test_documented_reason_phrases(servers, code):
+    """docs/asgi.md, Coming from uvicorn: "Reason phrases are the server's
+    table": 414 'Request URI Too Long', 418 "I'm a teapot", 'Unknown Status
+    Code' for a code with no phrase, the older names of 413, 416 and 422;
+    uvicorn's are http.HTTPStatus's (renamed in CPython 3.13; the same as
+    m0serve's for 413, 416 and 422 before it), none for an unregistered code."""
+    out = both_raw(servers, "GET", f"/status/{code}")
+    u, m = out["uvicorn"][0], out["m0serve"][0]
+    assert u.status == m.status == code
+    assert u.reason == UVICORN_REASONS[code], u
+    assert m.reason == M0SERVE_REASONS[code], m
+    assert u.body == m.body == b"status %d\n" % code
+    if code in (413, 416, 422) and not PY313:
+        assert u.reason == m.reason
 
 
 @pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
@@ -391,12 +420,15 @@ def test_http_scope_fields(servers):
     assert s["has_state"] is True
 
 
-@differs("m0serve puts scope['extensions'] = {'http.response.pathsend': {}} in an HTTP scope; "
-         "uvicorn 0.54 has no 'extensions' key there", described=True)
-def test_http_scope_extensions(servers):
+def test_documented_http_scope_extensions(servers):
+    """docs/asgi.md, Coming from uvicorn: "The HTTP scope carries
+    extensions: {"http.response.pathsend": {}}; uvicorn offers no extensions
+    there" (uvicorn 0.54: no 'extensions' key at all)."""
     s = both_scopes(servers, "GET", "/bare/s")
-    assert s["m0serve"]["extensions"] == s["uvicorn"]["extensions"]
-    assert s["m0serve"]["keys"] == s["uvicorn"]["keys"]
+    u, m = s["uvicorn"], s["m0serve"]
+    assert u["extensions"] is None and "extensions" not in u["keys"], u
+    assert m["extensions"] == {"http.response.pathsend": {}}, m
+    assert m["keys"] == sorted([*u["keys"], "extensions"]), m
 
 
 def test_lifespan_state_reaches_requests(clients):
@@ -489,11 +521,17 @@ def test_streaming_response(servers, path):
     assert m.body == u.body
 
 
-@differs("the status line of a streamed response to an HTTP/1.0 request: uvicorn's says HTTP/1.1 "
-         "(as for every response); m0serve's says HTTP/1.0 (its other responses to HTTP/1.0 say HTTP/1.1)")
-def test_status_line_of_a_stream_to_http_1_0(servers):
+def test_documented_status_line_of_a_stream_to_http_1_0(servers):
+    """docs/asgi.md, Coming from uvicorn: "A streamed body to an HTTP/1.0
+    client is sent until the connection closes under an HTTP/1.0 status
+    line, where uvicorn sends chunks under HTTP/1.1 (other responses say
+    HTTP/1.1 from both)". The framing: test_documented_http_1_0_stream_is_not_chunked."""
     out = both_raw(servers, "GET", "/stream", version="HTTP/1.0")
-    assert out["m0serve"][0].version == out["uvicorn"][0].version
+    u, m = out["uvicorn"][0], out["m0serve"][0]
+    assert u.status == m.status == 200
+    assert u.version == "HTTP/1.1" and m.version == "HTTP/1.0", f"\nuvicorn: {u!r}\nm0serve: {m!r}"
+    out = both_raw(servers, "GET", "/json", version="HTTP/1.0")
+    assert out["uvicorn"][0].version == out["m0serve"][0].version == "HTTP/1.1"
 
 
 def test_error_mid_stream_truncates_the_body(servers):
@@ -504,23 +542,43 @@ def test_error_mid_stream_truncates_the_body(servers):
         assert not resp.complete and closed, f"{name}: {resp!r}"
 
 
-@pytest.mark.parametrize("path", ["/stream/empty", "/bare/connection-close"])
-@differs("a response whose first body message is also its last, with no Content-Length from the app: "
-         "uvicorn sends it chunked (Transfer-Encoding: chunked, the head written at http.response.start); "
-         "m0serve sends it with Content-Length", described=True)
-def test_framing_of_a_single_body_message(servers, path):
-    assert_same_raw(servers, "GET", path)
+FRAMING = {"content-length", "transfer-encoding"}
 
 
-@pytest.mark.parametrize("path", ["/bare/length-mismatch", "/bare/length-over"])
-@differs("an app Content-Length that does not match the body (10 named, 5 sent; 3 named, 8 sent): "
-         "uvicorn sends the app's Content-Length and closes the connection with the body short "
-         "(5 bytes; none at all for the longer body); m0serve replaces the Content-Length with the "
-         "length of the body and sends all of it on a connection kept open", described=True)
-def test_app_content_length_that_does_not_match(servers, path):
+@pytest.mark.parametrize("path,body", [("/stream/empty", b""), ("/bare/connection-close", b"closing\n")])
+def test_documented_framing_of_a_single_body_message(servers, path, body):
+    """docs/asgi.md, Coming from uvicorn: "A response whose first body
+    message is its last is sent with its measured Content-Length; uvicorn
+    sends it chunked when the application named no length"."""
+    u, m = (resp for resp, _ in both_raw(servers, "GET", path).values())
+    assert u.status == m.status == 200 and u.complete and m.complete, f"\nuvicorn: {u!r}\nm0serve: {m!r}"
+    assert u.body == m.body == body
+    assert u.chunked and u.header("transfer-encoding") == "chunked" and u.header("content-length") is None, u
+    assert not m.chunked and m.header("transfer-encoding") is None, m
+    assert m.header_values("content-length") == [str(len(body))], m
+    # Otherwise the same headers.
+    assert ([h for h in norm_headers(m.headers) if h[0] not in FRAMING]
+            == [h for h in norm_headers(u.headers) if h[0] not in FRAMING])
+
+
+@pytest.mark.parametrize("path,named,body,uvicorn_sent", [
+    ("/bare/length-mismatch", 10, b"short", b"short"),  # fewer bytes than named
+    ("/bare/length-over", 3, b"too long", b""),  # more: uvicorn sends none of them
+])
+def test_documented_app_content_length_that_does_not_match(servers, path, named, body, uvicorn_sent):
+    """docs/asgi.md, Coming from uvicorn: "A Content-Length the application
+    names that does not match the body it sends is replaced by the body's
+    length; uvicorn sends the application's value and closes the connection
+    after the short or long body". m0serve sends the whole body on a
+    connection kept open; uvicorn sends the shorter body, and none of the
+    longer one (the head only)."""
     out = both_raw(servers, "GET", path, then_eof=True)
     (u, u_closed), (m, m_closed) = out["uvicorn"], out["m0serve"]
-    assert (view(m), m_closed) == (view(u), u_closed), f"\nuvicorn: {u!r}\nm0serve: {m!r}"
+    assert u.status == m.status == 200, f"\nuvicorn: {u!r}\nm0serve: {m!r}"
+    assert u.header_values("content-length") == [str(named)], u
+    assert u.body == uvicorn_sent and not u.complete and u.eof and u_closed, u
+    assert m.header_values("content-length") == [str(len(body))], m
+    assert m.body == body and m.complete and not m_closed, m
 
 
 # --------------------------------------------------------------------------
@@ -566,12 +624,16 @@ def test_http_1_0_without_keep_alive_closes(servers):
     assert u_closed and m_closed
 
 
-@differs("HTTP/1.0 with Connection: keep-alive: uvicorn answers Connection: close and closes; "
-         "m0serve answers Connection: keep-alive and keeps the connection open")
-def test_http_1_0_keep_alive(servers):
+def test_documented_http_1_0_keep_alive(servers):
+    """docs/asgi.md, Coming from uvicorn: "An HTTP/1.0 request with
+    Connection: keep-alive is kept alive; uvicorn closes it". m0serve
+    answers Connection: keep-alive, uvicorn Connection: close."""
     out = both_raw(servers, "GET", "/json", [("Connection", "keep-alive")], version="HTTP/1.0", then_eof=True)
     (u, u_closed), (m, m_closed) = out["uvicorn"], out["m0serve"]
-    assert (view(m), m_closed) == (view(u), u_closed)
+    assert u.status == m.status == 200 and u.body == m.body and u.complete and m.complete
+    assert u.version == m.version == "HTTP/1.1"
+    assert u.header_values("connection") == ["close"] and u_closed, u
+    assert m.header_values("connection") == ["keep-alive"] and not m_closed, m
 
 
 # --------------------------------------------------------------------------
@@ -597,26 +659,54 @@ def test_app_failing_before_a_response_is_500(servers, path):
     assert u.body.rstrip(b"\n") == m.body.rstrip(b"\n") == b"Internal Server Error"
 
 
+M0SERVE_500 = b"Internal Server Error\n"  # as from the WSGI bridge
+
+
 @pytest.mark.parametrize("path", ["/bare/raise", "/bare/noresponse"])
-@differs("the server's own 500: uvicorn's body is 'Internal Server Error' (21 bytes) with "
-         "Connection: close; m0serve's is 'Internal Server Error\\n' (22 bytes) without it")
-def test_server_500_body(servers, path):
-    assert_same_raw(servers, "GET", path)
+def test_documented_server_500_body(servers, path):
+    """docs/asgi.md, Coming from uvicorn: "The 500 for a failed application
+    is Internal Server Error\\n ... on a connection kept alive; uvicorn's has
+    no newline and connection: close"."""
+    out = both_raw(servers, "GET", path)
+    u, m = out["uvicorn"][0], out["m0serve"][0]
+    assert u.status == m.status == 500 and u.complete and m.complete, f"\nuvicorn: {u!r}\nm0serve: {m!r}"
+    assert u.header("content-type") == m.header("content-type") == "text/plain; charset=utf-8"
+    assert u.body == b"Internal Server Error" and u.header_values("content-length") == ["21"], u
+    assert u.header_values("connection") == ["close"], u
+    assert m.body == M0SERVE_500 and m.header_values("content-length") == ["22"], m
+    assert m.header_values("connection") == [], m
 
 
 @pytest.mark.parametrize("path", ["/bare/raise", "/bare/noresponse", "/raise"])
-@differs("after an application error uvicorn closes the connection (also when Starlette already sent "
-         "a complete 500, /raise); m0serve keeps it open for the next request")
-def test_connection_after_an_app_error(servers, path):
+def test_documented_connection_after_an_app_error(servers, path):
+    """docs/asgi.md, Coming from uvicorn: "... uvicorn closes the connection
+    after any application error" (also after Starlette's own complete 500,
+    /raise, whose head says nothing of it); m0serve keeps the connection
+    alive."""
     out = both_raw(servers, "GET", path, then_eof=True)
-    assert out["m0serve"][1] == out["uvicorn"][1]
+    (u, u_closed), (m, m_closed) = out["uvicorn"], out["m0serve"]
+    assert u.status == m.status == 500 and u.complete and m.complete, f"\nuvicorn: {u!r}\nm0serve: {m!r}"
+    assert u_closed, u
+    assert not m_closed and m.header("connection") is None, m
+    if path == "/raise":
+        assert u.header("connection") is None, u
 
 
-@differs("an app that sends http.response.start and returns without a body: uvicorn has already sent "
-         "'200' with Transfer-Encoding: chunked and closes the connection with the body unterminated; "
-         "m0serve answers a complete 500 'Internal Server Error\\n'", described=True)
-def test_app_returning_after_the_start_only(servers):
-    assert_same_raw(servers, "GET", "/bare/start-only")
+def test_documented_app_returning_after_the_start_only(servers):
+    """docs/asgi.md, Coming from uvicorn: "An application that sends
+    http.response.start and returns gets a complete 500 (its head was not
+    on the wire yet); uvicorn has sent the head and closes the connection
+    mid-body": a 200, chunked, with no last chunk."""
+    data = http_request("GET", "/bare/start-only", 0, [("Host", VHOST)])
+    u, u_next = raw_exchange_then_next(servers["uvicorn"], data)
+    m, m_next = raw_exchange_then_next(servers["m0serve"], data)
+    assert u.status == 200 and u.chunked and u.header("content-type") == "text/plain", u
+    assert u.body == b"" and not u.complete and u.eof, u
+    assert u_next.status is None and u_next.eof, u_next
+    assert m.status == 500 and m.complete and m.body == M0SERVE_500, m
+    assert m.header("content-type") == "text/plain; charset=utf-8", m
+    # the connection kept alive, as after the other application errors
+    assert m_next.status == 200 and m_next.complete, m_next
 
 
 def test_app_raising_after_the_start_truncates(servers):
@@ -636,53 +726,98 @@ def test_malformed_request_line_is_400(servers):
         assert resp.status == 400 and closed, f"{name}: {resp!r}"
 
 
-@differs("the server's own 400 for a malformed request: uvicorn's body is 'Invalid HTTP request "
-         "received.' (30 bytes); m0serve's is 'Bad Request\\n' (12 bytes)")
-def test_malformed_request_body_text(servers):
-    out = {name: raw_exchange(s, b"GARBAGE\r\n\r\n")[0] for name, s in servers.items()}
-    assert view(out["m0serve"]) == view(out["uvicorn"])
+UVICORN_400 = b"Invalid HTTP request received."
+M0SERVE_400 = b"Bad Request\n"
 
 
-@pytest.mark.parametrize("target", [b"/raw/\xc3\xa9", b"/raw/x?q=caf\xc3\xa9"], ids=["path", "query"])
-@differs("raw (unencoded) non-ASCII bytes in the request target: uvicorn (httptools) answers 400 "
-         "'Invalid HTTP request received.'; m0serve serves the request (200) with the bytes in "
-         "raw_path/query_string")
-def test_unencoded_non_ascii_target(servers, target):
+def assert_uvicorn_400(resp, closed):
+    """uvicorn's own 400 for a request its parser (httptools) refuses."""
+    assert resp.status == 400 and resp.reason == "Bad Request" and resp.complete, resp
+    assert resp.body == UVICORN_400 and resp.header("content-type") == "text/plain; charset=utf-8", resp
+    assert resp.header_values("connection") == ["close"] and closed, resp
+
+
+def assert_m0serve_400(resp, closed):
+    """m0serve's own 400 for a request its parser refuses."""
+    assert resp.status == 400 and resp.reason == "Bad Request" and resp.complete, resp
+    assert resp.body == M0SERVE_400 and resp.header("content-type") == "text/plain; charset=utf-8", resp
+    assert resp.header_values("connection") == ["close"] and closed, resp
+
+
+def test_documented_malformed_request_body_text(servers):
+    """docs/asgi.md, Coming from uvicorn: "Malformed requests are refused by
+    the server's parser with its own Bad Request body" ('Bad Request\\n';
+    uvicorn's: 'Invalid HTTP request received.')."""
+    out = {name: raw_exchange(s, b"GARBAGE\r\n\r\n", then_eof=True) for name, s in servers.items()}
+    assert_uvicorn_400(*out["uvicorn"])
+    assert_m0serve_400(*out["m0serve"])
+
+
+@pytest.mark.parametrize("target,path,raw_path,query", [
+    (b"/raw/\xc3\xa9", "/raw/\u00e9", b"/raw/\xc3\xa9", b""),
+    (b"/raw/x?q=caf\xc3\xa9", "/raw/x", b"/raw/x", b"q=caf\xc3\xa9"),
+], ids=["path", "query"])
+def test_documented_unencoded_non_ascii_target(servers, target, path, raw_path, query):
+    """docs/asgi.md, Coming from uvicorn: "raw UTF-8 in the request target,
+    which uvicorn refuses, is served": uvicorn answers its 400; m0serve 200,
+    with the bytes as sent in raw_path and query_string."""
     data = b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n"
-    out = {name: raw_exchange(s, data)[0] for name, s in servers.items()}
-    assert out["m0serve"].status == out["uvicorn"].status
+    u, u_closed = raw_exchange(servers["uvicorn"], data, then_eof=True)
+    assert_uvicorn_400(u, u_closed)
+    m, _ = raw_exchange(servers["m0serve"], data)
+    assert m.status == 200 and m.complete, m
+    s = json.loads(m.body)
+    assert s["path"] == path and s["raw_path"] == raw_path.decode("latin-1"), s
+    assert s["query_string"] == query.decode("latin-1"), s
 
 
-@differs("trailing whitespace of a request header value: uvicorn (httptools) keeps it "
-         "('X-B:  padded ' gives 'padded '); m0serve strips it ('padded')")
-def test_request_header_trailing_whitespace(servers):
-    assert_same_raw(servers, "GET", "/headers/echo", [("X-B", " padded ")])
+def test_documented_request_header_trailing_whitespace(servers):
+    """docs/asgi.md, Coming from uvicorn: "Trailing whitespace in a header
+    value is trimmed, as RFC 9110 says; uvicorn keeps it" (the leading
+    whitespace both drop). 'X-B:  padded ' is sent."""
+    out = both_raw(servers, "GET", "/headers/echo", [("X-B", " padded ")])
+    u, m = out["uvicorn"][0], out["m0serve"][0]
+    assert u.status == m.status == 200, f"\nuvicorn: {u!r}\nm0serve: {m!r}"
+    assert json.loads(u.body)["headers"] == [["host", VHOST], ["x-b", "padded "]]
+    assert json.loads(m.body)["headers"] == [["host", VHOST], ["x-b", "padded"]]
 
 
-@differs("a request with both Content-Length and Transfer-Encoding: chunked: uvicorn answers 400; "
-         "m0serve decodes the chunked body, serves it (200) and closes the connection")
-def test_content_length_and_chunked_together(servers):
+def test_documented_content_length_and_chunked_together(servers):
+    """docs/asgi.md, Coming from uvicorn: "a request with both Content-Length
+    and Transfer-Encoding: chunked is read as chunked and its connection
+    closed after the response, where uvicorn answers 400"."""
     data = (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
             b"3\r\nabc\r\n0\r\n\r\n")
-    out = {name: raw_exchange(s, data, "POST")[0] for name, s in servers.items()}
-    assert out["m0serve"].status == out["uvicorn"].status
+    out = {name: raw_exchange(s, data, "POST", then_eof=True) for name, s in servers.items()}
+    assert_uvicorn_400(*out["uvicorn"])
+    m, m_closed = out["m0serve"]
+    assert m.status == 200 and m.complete, m
+    got = json.loads(m.body)
+    assert got["length"] == 3 and got["head"] == "abc", got
+    assert m.header_values("connection") == ["close"] and m_closed, m
 
 
-@differs("an HTTP/1.1 request without Host: uvicorn serves it (200); m0serve answers 400 "
-         "'Bad Request\\n' and closes")
-def test_http_1_1_without_host(servers):
-    out = {name: raw_exchange(s, b"GET /json HTTP/1.1\r\n\r\n")[0] for name, s in servers.items()}
-    assert view(out["m0serve"]) == view(out["uvicorn"])
+def test_documented_http_1_1_without_host(servers):
+    """docs/asgi.md, Coming from uvicorn: "an HTTP/1.1 request without Host
+    (400, as RFC 9112 asks; uvicorn serves it)", with m0serve's own Bad
+    Request body, the connection closed."""
+    data = b"GET /json HTTP/1.1\r\n\r\n"
+    u, _ = raw_exchange(servers["uvicorn"], data)
+    assert u.status == 200 and u.complete and json.loads(u.body)["hello"] == "world", u
+    assert_m0serve_400(*raw_exchange(servers["m0serve"], data, then_eof=True))
 
 
-@differs("an application's own Date header: uvicorn sends its own date and then the app's "
-         "(two Date headers); m0serve sends one Date, its own, and the app's value is lost")
-def test_app_date_header_reaches_the_client(servers):
+def test_documented_app_date_header_is_replaced(servers):
+    """docs/asgi.md, Coming from uvicorn: "A Date header from the
+    application is replaced by the server's; uvicorn sends both" (its own
+    first)."""
     out = both_raw(servers, "GET", "/bare/server-header")
     u, m = out["uvicorn"][0], out["m0serve"][0]
+    assert u.status == m.status == 200 and u.body == m.body == b"own server header\n"
     app_date = "Thu, 01 Jan 1970 00:00:00 GMT"
-    assert app_date in u.header_values("date")
-    assert app_date in m.header_values("date")
+    u_dates, m_dates = u.header_values("date"), m.header_values("date")
+    assert len(u_dates) == 2 and u_dates[0] != app_date and u_dates[1] == app_date, u
+    assert len(m_dates) == 1 and m_dates[0] != app_date and m_dates[0].endswith(" GMT"), m
 
 
 # --------------------------------------------------------------------------
@@ -706,10 +841,8 @@ def test_websocket_echo(servers):
             scope = json.loads(ws.recv(timeout=HTTP_TIMEOUT))
             scope["headers"] = [h for h in scope["headers"] if h[0] not in ("sec-websocket-key", "host")]
             scope["client"][1] = scope["server"][1] = "PORT"
-            # See test_websocket_scope_spec_version and
-            # test_documented_websocket_denial_response_extension_not_offered.
-            for key in ("asgi", "extensions"):
-                scope.pop(key)
+            # See test_documented_websocket_denial_response_extension_not_offered.
+            scope.pop("extensions")
             scope["keys"] = [k for k in scope["keys"] if k != "extensions"]
             seen.append(scope)
             ws.send("close")
@@ -727,10 +860,12 @@ def ws_scope(server):
         return json.loads(ws.recv(timeout=HTTP_TIMEOUT))
 
 
-@differs("WebSocket scope['asgi']: uvicorn's spec_version is '2.4'; m0serve's is '2.3'", described=True)
 def test_websocket_scope_spec_version(servers):
+    """A WebSocket scope says spec_version 2.4 (websocket.disconnect carries
+    the peer's reason) from both, as an HTTP scope says 2.3 from both
+    (test_http_scope)."""
     got = {name: ws_scope(s)["asgi"] for name, s in servers.items()}
-    assert got["m0serve"] == got["uvicorn"]
+    assert got["m0serve"] == got["uvicorn"] == {"version": "3.0", "spec_version": "2.4"}
 
 
 def ws_denial(server):
@@ -745,11 +880,22 @@ def test_websocket_close_before_accept_is_403(servers):
     assert got["uvicorn"]["status"] == got["m0serve"]["status"] == 403
 
 
-@differs("a WebSocket closed before accept: uvicorn's 403 has an empty body and Connection: close; "
-         "m0serve's has the body 'Forbidden' and no Connection header")
-def test_websocket_denial_response(servers):
+def test_documented_websocket_denial_response(servers):
+    """docs/asgi.md, Coming from uvicorn: "A refused WebSocket's 403 has a
+    body (Forbidden) and the connection is kept; uvicorn's is empty, with
+    connection: close" (and uvicorn closes the connection)."""
     got = {name: ws_denial(s) for name, s in servers.items()}
-    assert got["m0serve"] == got["uvicorn"]
+    assert got["uvicorn"] == {"status": 403, "body": b"", "headers": [
+        ("connection", "close"), ("content-length", "0"), ("content-type", "text/plain; charset=utf-8")]}
+    assert got["m0serve"] == {"status": 403, "body": b"Forbidden", "headers": [
+        ("content-length", "9"), ("content-type", "text/plain; charset=utf-8")]}
+    upgrade = http_request("GET", "/raw/deny", 0, [
+        ("Host", VHOST), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
+        ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13")])
+    u, u_next = raw_exchange_then_next(servers["uvicorn"], upgrade)
+    m, m_next = raw_exchange_then_next(servers["m0serve"], upgrade)
+    assert u.status == 403 and u.complete and u_next.status is None and u_next.eof, (u, u_next)
+    assert m.status == 403 and m.complete and m_next.status == 200 and m_next.complete, (m, m_next)
 
 
 # --------------------------------------------------------------------------
