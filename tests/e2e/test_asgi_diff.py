@@ -512,13 +512,25 @@ def test_expect_100_continue(servers):
     "/stream",
     "/stream?n=20&delay=0.01",
     "/stream?empty=true",  # empty body messages between the chunks
-    "/stream?length=true",  # the app names a Content-Length: no chunks
     "/stream?n=1",
 ])
 def test_streaming_response(servers, path):
     u, m = assert_same_raw(servers, "GET", path)
-    assert u.chunked == ("length" not in path)
+    assert u.chunked
     assert m.body == u.body
+
+
+def test_documented_stream_with_content_length_closes(servers):
+    """docs/asgi.md, Coming from uvicorn: "A streamed body with the
+    Content-Length the application named is written part by part and the
+    connection closes after it; uvicorn keeps it open." Same body, same
+    length, no chunks from either."""
+    out = both_raw(servers, "GET", "/stream?length=true", then_eof=True)
+    (u, u_closed), (m, m_closed) = out["uvicorn"], out["m0serve"]
+    assert u.status == m.status == 200 and not u.chunked and not m.chunked, (u, m)
+    assert u.body == m.body and u.header("content-length") == m.header("content-length"), (u, m)
+    assert m.header("connection", "").lower() == "close" and m_closed, m
+    assert not u_closed, u
 
 
 def test_documented_status_line_of_a_stream_to_http_1_0(servers):
