@@ -653,3 +653,83 @@ def test_protocol_asgi_overrides_detection(serve):
     assert m and m["protocol"] == "asgi" and m["loop"] == "uvloop", s.ready_line
     scope = s.get_json("/scope")
     assert scope["type"] == "http" and scope["state"]["greeting"] == "hello from lifespan"
+
+
+# --------------------------------------------------------------------------
+# the buffered path (--blocking-threads N > 0; docs/asgi.md, "Two paths")
+
+
+@pytest.fixture(scope="module")
+def buffered_server(serve_module):
+    return serve_module("asgi_raw:application", blocking_threads=2)
+
+
+def test_buffered_banner(buffered_server):
+    assert buffered_server.ready_line == (
+        f"🔥 m0serve: asgi_raw:application on http://{HOST}:{buffered_server.port} "
+        f"(protocol=asgi workers=1) blocking-threads=2")
+
+
+def test_buffered_scope(buffered_server):
+    resp = buffered_server.raw("GET", "/scope/a%20b?x=1", headers=[("X-Custom", "v"), ("X_Under", "u")])
+    assert resp.status == 200, resp
+    scope = json.loads(resp.body)
+    assert scope["type"] == "http" and scope["method"] == "GET" and scope["http_version"] == "1.1"
+    assert scope["path"] == "/scope/a b" and scope["raw_path"] == "/scope/a%20b"
+    assert scope["query_string"] == "x=1"
+    assert scope["client"][0] == "127.0.0.1"
+    assert scope["state"]["greeting"] == "hello from lifespan"
+    headers = [tuple(h) for h in scope["headers"]]
+    assert ("x-custom", "v") in headers
+    # Built from the WSGI environ: an underscore name is dropped, as for WSGI.
+    assert not [h for h in headers if h[0] in ("x_under", "x-under")], headers
+
+
+@pytest.mark.xfail(reason="server bug: on the buffered path scope['server'] is taken from the Host header "
+                          "(Host: example.com:1234 gives ('example.com', 1234)); the ASGI spec and the "
+                          "executor give the listening socket's address", strict=True)
+def test_buffered_scope_server_is_the_listening_socket(buffered_server):
+    resp = buffered_server.raw("GET", "/scope", headers=[("Host", "example.com:1234")])
+    assert json.loads(resp.body)["server"] == [HOST, buffered_server.port]
+
+
+def test_buffered_body_arrives_whole(buffered_server):
+    body = pattern(600_000)
+    assert buffered_server.post("/chunks", data=body).json() == [[600_000, False]]
+    assert buffered_server.post("/echo", data=body).content == body
+
+
+def test_buffered_stream_is_sent_whole(buffered_server):
+    resp = buffered_server.raw("GET", "/stream?n=3")
+    assert resp.status == 200 and resp.complete, resp
+    assert resp.header("Content-Length") == "24" and not resp.chunked, resp
+    assert resp.body == b"chunk 0\nchunk 1\nchunk 2\n"
+
+
+def test_buffered_requests_overlap_across_threads(buffered_server):
+    key = uuid.uuid4().hex
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(requests.get, buffered_server.url(f"/barrier?key={key}&n=2"),
+                               timeout=HTTP_TIMEOUT + 5) for _ in range(2)]
+        results = [f.result() for f in futures]
+    assert [(r.status_code, r.text) for r in results] == [(200, "released\n")] * 2
+
+
+@pytest.mark.parametrize("kind", ["before-start", "mid-stream", "no-response"])
+def test_buffered_error_is_500(buffered_server, kind):
+    mark = buffered_server.mark()
+    resp = buffered_server.raw("GET", f"/error/{kind}")
+    assert resp.status == 500 and resp.complete and resp.body == b"Internal Server Error\n", resp
+    lines = buffered_server.wait_for_stderr(r"application error", since=mark)
+    assert len(lines) == 1 and f"path=/error/{kind}" in lines[0], lines
+    assert buffered_server.get("/head").text == "hello world"
+
+
+@pytest.mark.xfail(reason="server bug: an ASGI application's error on the buffered path is logged as "
+                          "'wsgi: application error'; the executor (and the docs) say 'asgi: application error'",
+                   strict=True)
+def test_buffered_error_log_line_says_asgi(buffered_server):
+    mark = buffered_server.mark()
+    buffered_server.raw("GET", "/error/before-start")
+    lines = buffered_server.wait_for_stderr(r"application error", since=mark)
+    assert len(lines) == 1 and "asgi: application error" in lines[0], lines

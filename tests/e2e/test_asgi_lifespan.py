@@ -95,10 +95,15 @@ def test_app_returning_on_the_lifespan_scope_is_served(serve):
 # shutdown
 
 
-@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
-def test_shutdown_runs_on_sigterm(serve, tmp_path, loop):
+@pytest.mark.parametrize("args", [
+    ("--loop", "uvloop"),
+    ("--loop", "asyncio"),
+    ("--blocking-threads", "2"),  # the buffered path: the lifespan on a loop of its own thread
+], ids=["uvloop", "asyncio", "buffered"])
+def test_shutdown_runs_on_sigterm(serve, tmp_path, args):
     done = tmp_path / "shutdown"
-    s = serve("asgi_raw:application", args=("--loop", loop), env={"M0_TEST_SHUTDOWN_FILE": str(done)})
+    s = serve("asgi_raw:application", args=args, env={"M0_TEST_SHUTDOWN_FILE": str(done)})
+    assert s.get_json("/state")["greeting"] == "hello from lifespan"
     assert s.get("/head").status_code == 200
     assert not done.exists()
     assert sigterm(s) == 0, s.describe()

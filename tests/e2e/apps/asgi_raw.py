@@ -309,22 +309,21 @@ async def forever(key, receive, send):
     record(key, "stream ended")
 
 
-BARRIERS = {}  # key -> [arrived, asyncio.Event]
+BARRIERS = {}  # key -> how many have arrived
 GATES = {}  # key -> asyncio.Event
 
 
 async def barrier(key, n, send):
     """Answers once n requests with this key are all in the application at
-    once (each waits for the others), or 504 after 10 s."""
-    entry = BARRIERS.setdefault(key, [0, asyncio.Event()])
-    entry[0] += 1
-    if entry[0] >= n:
-        entry[1].set()
-    try:
-        await asyncio.wait_for(entry[1].wait(), 10)
-    except asyncio.TimeoutError:
-        await respond(send, f"only {entry[0]} of {n} arrived\n", status=504)
-        return
+    once (each waits for the others), or 504 after 10 s. It polls, so it
+    also works across threads with a loop each (the buffered path)."""
+    BARRIERS[key] = BARRIERS.get(key, 0) + 1
+    deadline = time.monotonic() + 10
+    while BARRIERS[key] < n:
+        if time.monotonic() > deadline:
+            await respond(send, f"only {BARRIERS[key]} of {n} arrived\n", status=504)
+            return
+        await asyncio.sleep(0.01)
     await respond(send, "released\n")
 
 
