@@ -301,7 +301,8 @@ func (e *Executor) Start(kind int, scope []byte, more bool) *Request {
 }
 
 // Next returns the next message from the application, waiting for it
-// unless ctx ends first.
+// unless ctx ends first. Once the loop has stopped it returns a failed
+// CDone.
 func (r *Request) Next(ctx context.Context) (Msg, error) {
 	for {
 		r.mu.Lock()
@@ -320,6 +321,10 @@ func (r *Request) Next(ctx context.Context) (Msg, error) {
 		case <-r.wake:
 		case <-ctx.Done():
 			return Msg{}, ctx.Err()
+		case <-r.e.ended:
+			// No answer will come: the request failed, as one whose task
+			// raised.
+			return Msg{Kind: CDone, Flags: DoneFailed, Data: []byte("asgi: the event loop has stopped")}, nil
 		}
 	}
 }
