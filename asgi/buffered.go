@@ -42,7 +42,9 @@ func NewBuffered(app *cpython.App, opts *wsgi.Options) (*Buffered, error) {
 	if err != nil {
 		return nil, fmt.Errorf("asgi: %w", err)
 	}
-	return &Buffered{rt: rt, h: wsgi.New(wrapped, opts)}, nil
+	o := *opts
+	o.LogPrefix = "asgi"
+	return &Buffered{rt: rt, h: wsgi.New(wrapped, &o)}, nil
 }
 
 // Startup runs the application's lifespan startup on a loop of its own;

@@ -213,7 +213,14 @@ func (h *Handler) session(conn *websocket.Conn, req *cpython.Request, path strin
 	go c.write(h, readerDone, writerDone)
 	c.read()
 	close(readerDone)
-	<-writerDone
+	select {
+	case <-writerDone:
+	case <-time.After(c.closeTO):
+		// The writer is stuck on a peer that reads nothing: closing the
+		// connection frees it.
+		conn.Close()
+		<-writerDone
+	}
 	conn.Close()
 	h.wsMu.Lock()
 	delete(h.ws, c)
@@ -231,7 +238,10 @@ func (c *wsConn) read() {
 			var ce *websocket.CloseError
 			switch {
 			case errors.As(err, &ce):
-				code, reason = ce.Code, ce.Text
+				code = ce.Code
+				if code != websocket.CloseAbnormalClosure { // its text is Go's, not the peer's
+					reason = ce.Text
+				}
 			case errors.Is(err, websocket.ErrReadLimit):
 				code = websocket.CloseMessageTooBig // the close gorilla sent the peer
 			}
@@ -265,6 +275,8 @@ func (c *wsConn) write(h *Handler, readerDone <-chan struct{}, done chan<- struc
 			}
 			if err := c.conn.WriteMessage(mt, m.Data); err != nil {
 				c.conn.Close() // the reader ends, and the application hears of it
+			} else if m.Flags&cpython.FlagWait != 0 {
+				c.req.Post(cpython.AResume, 0, nil) // what came before is on its way: the send returns
 			}
 		case cpython.CClose:
 			c.close(m.Flags, string(m.Data), readerDone)

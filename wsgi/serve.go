@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 
 	"github.com/m0serve/m0/internal/cpython"
 )
@@ -172,6 +173,9 @@ func (h *handler) logError(x exchange, msg string, err error) {
 	var pe *cpython.Error
 	if errors.As(err, &pe) {
 		attrs = append(attrs, "traceback", pe.Traceback)
+	}
+	if h.prefix != "" {
+		msg = h.prefix + strings.TrimPrefix(msg, "wsgi")
 	}
 	h.log.Error(msg, attrs...)
 }

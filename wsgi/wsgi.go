@@ -40,6 +40,10 @@ type Options struct {
 
 	// Logger receives application errors. Nil means slog.Default().
 	Logger *slog.Logger
+
+	// LogPrefix begins the handler's log lines in place of "wsgi": the ASGI
+	// buffered path, which runs on this bridge, says "asgi".
+	LogPrefix string
 }
 
 // ErrClosed is returned by Shutdown when the handler was already shut down.
@@ -78,6 +82,7 @@ func New(app *cpython.App, opts *Options) http.Handler {
 		stream:  stream,
 		maxBody: opts.MaxBody,
 		log:     opts.Logger,
+		prefix:  opts.LogPrefix,
 		pool:    newPool(threads),
 	}
 	if !stream {
@@ -99,6 +104,7 @@ type handler struct {
 	stream  bool    // a body without a Content-Length streams from its thread
 	maxBody int64
 	log     *slog.Logger
+	prefix  string // Options.LogPrefix
 }
 
 // Shutdown stops the pool; see New.

@@ -791,28 +791,43 @@ static PyObject *ws_send(aslot *s, uint32_t slot, PyObject *msg, const char *typ
 	}
 	if (strcmp(type, "websocket.send") == 0) {
 		PyObject *t = get(msg, k.text);
-		if (t && t != Py_None) {
-			Py_ssize_t n;
-			const char *u = py.PyUnicode_AsUTF8AndSize(t, &n);
-			if (u)
-				emit(M0_C_WS_SEND, slot, s->gen, M0_A_TEXT, u, (size_t)n);
-			py.Py_DecRef(t);
-			return u ? done_future() : NULL;
-		}
-		if (t)
-			py.Py_DecRef(t);
-		char *p;
+		int flags = 0;
+		const char *p;
 		Py_ssize_t n;
-		PyObject *keep;
-		if (body_of(msg, k.bytes, &p, &n, &keep) < 0) {
-			if (keep)
-				py.Py_DecRef(keep);
-			return NULL;
+		PyObject *keep = NULL;
+		if (t && t != Py_None) {
+			flags = M0_A_TEXT;
+			keep = t;
+			p = py.PyUnicode_AsUTF8AndSize(t, &n);
+			if (!p) {
+				py.Py_DecRef(t);
+				return NULL;
+			}
+		} else {
+			if (t)
+				py.Py_DecRef(t);
+			if (body_of(msg, k.bytes, (char **)&p, &n, &keep) < 0) {
+				if (keep)
+					py.Py_DecRef(keep);
+				return NULL;
+			}
 		}
-		emit(M0_C_WS_SEND, slot, s->gen, 0, p, (size_t)n);
+		/* Backpressure, as for a body: past the high-water mark the send
+		 * waits until Go has written what came before. */
+		s->inflight += (size_t)n;
+		if (s->inflight > HIGH_WATER)
+			flags |= M0_A_WAIT;
+		emit(M0_C_WS_SEND, slot, s->gen, flags, p, (size_t)n);
 		if (keep)
 			py.Py_DecRef(keep);
-		return done_future();
+		if (!(flags & M0_A_WAIT))
+			return done_future();
+		PyObject *f = new_future();
+		if (f) {
+			py.Py_IncRef(f);
+			s->send_fut = f;
+		}
+		return f;
 	}
 	if (strcmp(type, "websocket.close") == 0)
 		return ws_close(s, slot, msg);

@@ -137,10 +137,6 @@ def test_fragmented_message_arrives_whole(server):
         assert conn.recv(timeout=HTTP_TIMEOUT) == b"\x00\x01\x02"
 
 
-@pytest.mark.xfail(reason="server bug: websocket.send has no backpressure: an app sending 1000 x 64 KiB "
-                          "to a client that reads nothing finishes at once, and the server holds the "
-                          "~64 MB in memory (HTTP bodies wait past 256 KiB; uvicorn's send waits too)",
-                   strict=True)
 def test_send_to_a_client_that_does_not_read_waits(server):
     key = uuid.uuid4().hex
     with server.connect() as sock:
@@ -203,9 +199,6 @@ def test_client_vanishing_is_1006_in_the_app(server):
     assert [r["code"] for r in recorded] == [1006], recorded
 
 
-@pytest.mark.xfail(reason="server bug: the websocket.disconnect of a connection that dropped (1006, no "
-                          "close frame) has reason 'unexpected EOF', Go's error text; the peer gave no "
-                          "reason, so it should be '' (as under uvicorn)", strict=True)
 def test_client_vanishing_has_no_reason(server):
     assert vanish(server) == [{"code": 1006, "reason": ""}]
 
