@@ -467,6 +467,37 @@ func (c *limitConn) Write(p []byte) (int, error) {
 	}
 }
 
+// ReadFrom sends what r holds with the connection's own ReadFrom (sendfile
+// for a file on a TCP socket), under the same bound as Write: it fails only
+// once a whole IdleTimeout passes with nothing taken.
+func (c *limitConn) ReadFrom(r io.Reader) (int64, error) {
+	rf, ok := c.Conn.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(writerOnly{c}, r)
+	}
+	c.wrote.Store(true)
+	if c.idle <= 0 {
+		return rf.ReadFrom(r)
+	}
+	var total int64
+	for {
+		dl := time.Now().Add(c.idle + c.idle/16)
+		if err := c.Conn.SetWriteDeadline(dl); err != nil {
+			return total, err
+		}
+		c.deadline.Store(dl.UnixNano())
+		n, err := rf.ReadFrom(r)
+		total += n
+		if err != nil && n > 0 && isTimeout(err) {
+			continue // progress within the window: a fresh one
+		}
+		return total, err
+	}
+}
+
+// writerOnly hides a writer's ReadFrom, so io.Copy does not call it back.
+type writerOnly struct{ io.Writer }
+
 func (c *limitConn) SetWriteDeadline(t time.Time) error {
 	c.deadline.Store(0)
 	return c.Conn.SetWriteDeadline(t)

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -423,4 +425,69 @@ func TestFormatSize(t *testing.T) {
 			t.Errorf("formatSize(%d) = %q, want %q", tt.n, got, tt.want)
 		}
 	}
+}
+
+// tcpPair returns both ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (server, client net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close(); client.Close() })
+	return server, client
+}
+
+// TestReadFromFile: a file sent through a limited connection goes whole to
+// a client that reads, by the socket's own ReadFrom (sendfile), and a send
+// to a client that stops reading fails after the idle bound.
+func TestReadFromFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MiB
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("reading client", func(t *testing.T) {
+		s, c := tcpPair(t)
+		lc := &limitConn{Conn: s, idle: 300 * time.Millisecond}
+		got := make(chan []byte)
+		go func() {
+			b, _ := io.ReadAll(c)
+			got <- b
+		}()
+		f, _ := os.Open(path)
+		defer f.Close()
+		n, err := lc.ReadFrom(f)
+		if err != nil || n != int64(len(data)) {
+			t.Fatalf("ReadFrom: %d, %v", n, err)
+		}
+		s.Close()
+		if b := <-got; !bytes.Equal(b, data) {
+			t.Fatalf("the client got %d bytes, not the file", len(b))
+		}
+	})
+	t.Run("stalled client", func(t *testing.T) {
+		s, c := tcpPair(t)
+		c.(*net.TCPConn).SetReadBuffer(4096)
+		lc := &limitConn{Conn: s, idle: 300 * time.Millisecond}
+		f, _ := os.Open(path)
+		defer f.Close()
+		start := time.Now()
+		n, err := lc.ReadFrom(f)
+		if err == nil || !isTimeout(err) {
+			t.Fatalf("ReadFrom to a client that reads nothing: %d, %v", n, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("it took %v to give up", d)
+		}
+	})
 }
