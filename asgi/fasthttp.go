@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 )
 
@@ -244,38 +245,11 @@ func (x *fastExchange) streamDirect(length int64) {
 	resp.Reset()
 	resp.SetStatusCode(status) // for the access log; fasthttp writes no response
 	w := bufio.NewWriterSize(x.ctx.Conn(), 4096)
-	if x.ctx.Request.Header.IsHTTP11() {
-		w.WriteString("HTTP/1.1 ")
-	} else {
-		w.WriteString("HTTP/1.0 ")
-	}
-	w.WriteString(strconv.Itoa(status))
-	w.WriteByte(' ')
-	w.WriteString(fasthttp.StatusMessage(status))
-	w.WriteString("\r\n")
-	dated := false
-	eachHeader(x.head, func(name, value []byte) {
-		if equalFold(name, "connection") {
-			return // it closes, whatever the application said
-		}
-		dated = dated || equalFold(name, "date")
-		w.Write(name)
-		w.WriteString(": ")
-		w.Write(value)
-		w.WriteString("\r\n")
-	})
-	if !dated {
-		w.WriteString("Date: ")
-		w.WriteString(time.Now().UTC().Format(http1Date))
-		w.WriteString("\r\n")
-	}
 	noBody := x.ctx.IsHead() || !bodyAllowed(status)
-	if length >= 0 && !noBody {
-		w.WriteString("Content-Length: ")
-		w.WriteString(strconv.FormatInt(length, 10))
-		w.WriteString("\r\n")
+	if noBody {
+		length = -1
 	}
-	w.WriteString("Connection: close\r\n\r\n")
+	wire.WriteHead(w, x.ctx.Request.Header.IsHTTP11(), status, func(fn func(name, value []byte)) { eachHeader(x.head, fn) }, length)
 	x.ctx.HijackSetNoResponse(true)
 	x.ctx.Hijack(func(net.Conn) {})
 	// What was sent, for the access log (m0.HijackedHead, m0.HijackedSent).
@@ -324,5 +298,3 @@ func (x *fastExchange) lengthError(length int64, how string) {
 	x.h.logError(method, path, "asgi: the response body is "+how+" than the Content-Length the application named ("+
 		strconv.FormatInt(length, 10)+")")
 }
-
-const http1Date = "Mon, 02 Jan 2006 15:04:05 GMT"

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 )
 
@@ -91,8 +92,8 @@ func unescape(dst, path []byte) []byte {
 	for i := 0; i < len(path); i++ {
 		c := path[i]
 		if c == '%' && i+2 < len(path) {
-			hi, ok1 := unhex(path[i+1])
-			lo, ok2 := unhex(path[i+2])
+			hi, ok1 := wire.Unhex(path[i+1])
+			lo, ok2 := wire.Unhex(path[i+2])
 			if ok1 && ok2 {
 				dst = append(dst, hi<<4|lo)
 				i += 2
@@ -102,18 +103,6 @@ func unescape(dst, path []byte) []byte {
 		dst = append(dst, c)
 	}
 	return dst
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }
 
 // rawHeaders calls fn for each header line of a raw header block, as sent:
@@ -141,18 +130,7 @@ func (s *scope) fast(ctx *fasthttp.RequestCtx, rootPath string) {
 	client, server := tcpAddr(ctx.RemoteAddr()), tcpAddr(ctx.LocalAddr())
 	s.begin(req.IsHTTP11(), client, server)
 	s.str(req.Method())
-	uri := req.RequestURI()
-	var path, query []byte
-	if len(uri) > 0 && uri[0] == '/' {
-		path = uri
-		if i := bytes.IndexByte(uri, '?'); i >= 0 {
-			path, query = uri[:i], uri[i+1:]
-		}
-	} else { // absolute-form, or "*"
-		u := ctx.URI()
-		path, query = u.PathOriginal(), u.QueryString()
-	}
-	s.target(path, query)
+	s.target(wire.Target(ctx))
 	s.addr(client)
 	s.addr(server)
 	s.string(rootPath)

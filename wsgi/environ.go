@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 )
 
@@ -101,16 +102,7 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 	e.Reset()
 	e.AddID(keyMethod, b2s(req.Method()))
 	uri := req.RequestURI()
-	var path, query []byte
-	if len(uri) > 0 && uri[0] == '/' {
-		path = uri
-		if i := bytes.IndexByte(uri, '?'); i >= 0 {
-			path, query = uri[:i], uri[i+1:]
-		}
-	} else { // absolute-form, or "*"
-		u := ctx.URI()
-		path, query = u.PathOriginal(), u.QueryString()
-	}
+	path, query := wire.Target(ctx)
 	decoded, ok := unescapePath((*scratch)[:0], path)
 	*scratch = decoded
 	if !ok {
@@ -244,17 +236,7 @@ func unescapePath(dst, path []byte) ([]byte, bool) {
 	return dst, true
 }
 
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
-}
+var unhex = wire.Unhex
 
 // b2s views b as a string without copying; the Environ copies it at once.
 func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

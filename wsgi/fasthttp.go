@@ -5,11 +5,11 @@ import (
 	"context"
 	"io"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 )
 
@@ -135,28 +135,7 @@ func (x *fastExchange) stream10(t cpython.Thread, status int, s *stream) {
 	defer s.close()
 	x.ctx.SetStatusCode(status) // for the access log; fasthttp writes no response
 	w := bufio.NewWriterSize(x.ctx.Conn(), 4096)
-	w.WriteString("HTTP/1.0 ")
-	w.WriteString(strconv.Itoa(status))
-	w.WriteByte(' ')
-	w.WriteString(fasthttp.StatusMessage(status))
-	w.WriteString("\r\n")
-	dated := false
-	eachHeader(t, func(name, value []byte) {
-		if equalFold(name, "Connection") {
-			return // it closes, whatever the application said
-		}
-		dated = dated || equalFold(name, "Date")
-		w.Write(name)
-		w.WriteString(": ")
-		w.Write(value)
-		w.WriteString("\r\n")
-	})
-	if !dated {
-		w.WriteString("Date: ")
-		w.WriteString(time.Now().UTC().Format(http1Date))
-		w.WriteString("\r\n")
-	}
-	w.WriteString("Connection: close\r\n\r\n")
+	wire.WriteHead(w, false, status, func(fn func(name, value []byte)) { eachHeader(t, fn) }, -1)
 	// The connection closes after the body: fasthttp writes nothing more.
 	x.ctx.HijackSetNoResponse(true)
 	x.ctx.Hijack(func(net.Conn) {})
@@ -181,7 +160,5 @@ func (x *fastExchange) stream10(t cpython.Thread, status int, s *stream) {
 		sent += int64(len(b))
 	}
 }
-
-const http1Date = "Mon, 02 Jan 2006 15:04:05 GMT"
 
 var _ io.ReadCloser = (*fastExchange)(nil)

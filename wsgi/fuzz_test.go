@@ -2,7 +2,6 @@ package wsgi
 
 import (
 	"net/url"
-	"strconv"
 	"testing"
 )
 
@@ -22,16 +21,3 @@ func FuzzUnescapePath(f *testing.F) {
 	})
 }
 
-func FuzzParseLength(f *testing.F) {
-	for _, s := range []string{"0", "42", "", "-1", "1e3", "99999999999999999999", " 5"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		got := parseLength([]byte(s))
-		n, err := strconv.ParseInt(s, 10, 64)
-		valid := err == nil && n >= 0 && len(s) <= 18 && s[0] != '+' && s[0] != '-'
-		if valid && got != n || !valid && got != -1 {
-			t.Fatalf("parseLength(%q) = %d (ParseInt: %d, %v)", s, got, n, err)
-		}
-	})
-}

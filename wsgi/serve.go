@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/wire"
 )
 
 // exchange is the server side of one request: how the response is handed
@@ -185,51 +186,12 @@ func (h *handler) logError(x exchange, msg string, err error) {
 // none). The server frames the body itself: Content-Length is measured,
 // Transfer-Encoding chosen, and trailers are not sent.
 func eachHeader(t cpython.Thread, fn func(name, value []byte)) (appLength int64) {
-	appLength = -1
-	t.Headers(func(name, value []byte) {
-		switch {
-		case equalFold(name, "Content-Length"):
-			appLength = parseLength(value)
-		case equalFold(name, "Transfer-Encoding"), equalFold(name, "Keep-Alive"), equalFold(name, "Trailer"):
-		default:
-			fn(name, value)
-		}
-	})
-	return appLength
+	return wire.Forward(t.Headers, fn)
 }
 
-func parseLength(b []byte) int64 {
-	if len(b) == 0 || len(b) > 18 {
-		return -1
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return -1
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n
-}
-
-// equalFold reports whether the header name b is s, ASCII case ignored.
-// Names hold token characters only, so folding bit 0x20 is exact for s made
-// of letters and hyphens.
-func equalFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range b {
-		if b[i]|0x20 != s[i]|0x20 {
-			return false
-		}
-	}
-	return true
-}
-
-// bodyAllowed reports whether a response with status may carry a body.
-func bodyAllowed(status int) bool {
-	return status != 204 && status != 304 && status >= 200
-}
+var (
+	equalFold   = wire.EqualFold
+	bodyAllowed = wire.BodyAllowed
+)
 
 const internalError = "Internal Server Error\n"

@@ -226,12 +226,24 @@ func (t Thread) Headers(fn func(name, value []byte)) {
 	if t.c.head.len == 0 {
 		return
 	}
-	h := unsafe.Slice((*byte)(unsafe.Pointer(t.c.head.p)), int(t.c.head.len))
+	EachPacked(unsafe.Slice((*byte)(unsafe.Pointer(t.c.head.p)), int(t.c.head.len)), fn)
+}
+
+// EachPacked calls fn for each pair of a packed header list,
+// [u32 len][name][u32 len][value]..., as the C side writes them; it stops
+// at a truncated pair.
+func EachPacked(h []byte, fn func(name, value []byte)) {
 	for len(h) >= 4 {
-		n := binary.LittleEndian.Uint32(h)
+		n := int(binary.LittleEndian.Uint32(h))
+		if 4+n+4 > len(h) {
+			return
+		}
 		name := h[4 : 4+n]
 		h = h[4+n:]
-		v := binary.LittleEndian.Uint32(h)
+		v := int(binary.LittleEndian.Uint32(h))
+		if 4+v > len(h) {
+			return
+		}
 		fn(name, h[4:4+v])
 		h = h[4+v:]
 	}

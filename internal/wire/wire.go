@@ -1,0 +1,136 @@
+// Package wire holds what the bridges share of HTTP/1.x on the wire: header
+// name and length checks, and the head of a response a bridge writes to the
+// connection itself.
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// EqualFold reports whether the header name b is s, ASCII case ignored.
+// Names hold token characters only, so folding bit 0x20 is exact for s made
+// of letters and hyphens.
+func EqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		if b[i]|0x20 != s[i]|0x20 {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseLength parses a Content-Length value: -1 for anything but digits.
+func ParseLength(b []byte) int64 {
+	if len(b) == 0 || len(b) > 18 {
+		return -1
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
+
+// Forward calls fn for each header of an application's response the server
+// forwards, as each gives them, and returns the Content-Length the
+// application named (-1 for none). The server frames the body itself:
+// Content-Length is measured or checked, Transfer-Encoding chosen, and
+// trailers are not sent.
+func Forward(each func(fn func(name, value []byte)), fn func(name, value []byte)) (appLength int64) {
+	appLength = -1
+	each(func(name, value []byte) {
+		switch {
+		case EqualFold(name, "Content-Length"):
+			appLength = ParseLength(value)
+		case EqualFold(name, "Transfer-Encoding"), EqualFold(name, "Keep-Alive"), EqualFold(name, "Trailer"):
+		default:
+			fn(name, value)
+		}
+	})
+	return appLength
+}
+
+// BodyAllowed reports whether a response with status may carry a body.
+func BodyAllowed(status int) bool {
+	return status != 204 && status != 304 && status >= 200
+}
+
+// Unhex is the value of a hex digit.
+func Unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// Target splits the target of a request fasthttp parsed into its path, as
+// sent (not decoded, not cleaned), and its query.
+func Target(ctx *fasthttp.RequestCtx) (path, query []byte) {
+	uri := ctx.Request.Header.RequestURI()
+	if len(uri) > 0 && uri[0] == '/' {
+		path = uri
+		if i := bytes.IndexByte(uri, '?'); i >= 0 {
+			path, query = uri[:i], uri[i+1:]
+		}
+		return path, query
+	}
+	u := ctx.URI() // absolute-form, or "*"
+	return u.PathOriginal(), u.QueryString()
+}
+
+// HTTP1Date is the layout of the Date header.
+const HTTP1Date = "Mon, 02 Jan 2006 15:04:05 GMT"
+
+// WriteHead writes the head of a response a bridge sends on the connection
+// itself, which closes after its body: the status line, the headers each
+// gives (a Connection header is dropped), a Date unless one was given, a
+// Content-Length when length is not negative, and Connection: close.
+func WriteHead(w *bufio.Writer, http11 bool, status int, each func(fn func(name, value []byte)), length int64) {
+	if http11 {
+		w.WriteString("HTTP/1.1 ")
+	} else {
+		w.WriteString("HTTP/1.0 ")
+	}
+	w.WriteString(strconv.Itoa(status))
+	w.WriteByte(' ')
+	w.WriteString(fasthttp.StatusMessage(status))
+	w.WriteString("\r\n")
+	dated := false
+	each(func(name, value []byte) {
+		if EqualFold(name, "Connection") {
+			return // it closes, whatever the application said
+		}
+		dated = dated || EqualFold(name, "Date")
+		w.Write(name)
+		w.WriteString(": ")
+		w.Write(value)
+		w.WriteString("\r\n")
+	})
+	if !dated {
+		w.WriteString("Date: ")
+		w.WriteString(time.Now().UTC().Format(HTTP1Date))
+		w.WriteString("\r\n")
+	}
+	if length >= 0 {
+		w.WriteString("Content-Length: ")
+		w.WriteString(strconv.FormatInt(length, 10))
+		w.WriteString("\r\n")
+	}
+	w.WriteString("Connection: close\r\n\r\n")
+}

@@ -1,0 +1,34 @@
+package wire
+
+import (
+	"strconv"
+	"testing"
+)
+
+func FuzzParseLength(f *testing.F) {
+	for _, s := range []string{"0", "42", "", "-1", "1e3", "99999999999999999999", " 5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := ParseLength([]byte(s))
+		n, err := strconv.ParseInt(s, 10, 64)
+		valid := err == nil && n >= 0 && len(s) <= 18 && s[0] != '+' && s[0] != '-'
+		if valid && got != n || !valid && got != -1 {
+			t.Fatalf("ParseLength(%q) = %d (ParseInt: %d, %v)", s, got, n, err)
+		}
+	})
+}
+
+func TestForward(t *testing.T) {
+	in := [][2]string{{"Content-Type", "text/plain"}, {"content-length", "12"}, {"Transfer-Encoding", "chunked"},
+		{"Keep-Alive", "timeout=5"}, {"Trailer", "X"}, {"X-A", "1"}}
+	var out []string
+	n := Forward(func(fn func(name, value []byte)) {
+		for _, h := range in {
+			fn([]byte(h[0]), []byte(h[1]))
+		}
+	}, func(name, value []byte) { out = append(out, string(name)+": "+string(value)) })
+	if n != 12 || len(out) != 2 || out[0] != "Content-Type: text/plain" || out[1] != "X-A: 1" {
+		t.Fatalf("Forward: %d %q", n, out)
+	}
+}
