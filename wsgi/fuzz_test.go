@@ -20,4 +20,3 @@ func FuzzUnescapePath(f *testing.F) {
 		}
 	})
 }
-
