@@ -172,10 +172,20 @@ func (h *Handler) Drain() {
 	// hears of the drain must not have its socket closed with 1000 before.
 	h.wsMu.Lock()
 	h.draining.Store(true)
+	conns := make([]*wsConn, 0, len(h.ws))
 	for c := range h.ws {
-		c.goingAway()
+		conns = append(conns, c)
 	}
 	h.wsMu.Unlock()
+	var wg sync.WaitGroup // each close frame waits at most a second for a slow peer
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.goingAway()
+		}()
+	}
+	wg.Wait()
 	h.ex.Drain()
 }
 

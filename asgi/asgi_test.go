@@ -551,10 +551,156 @@ func TestNoLeaks(t *testing.T) {
 	}
 }
 
+// TestCancelledReceive: a receive() cancelled by wait_for loses nothing;
+// the next one gets the chunk or frame.
+func TestCancelledReceive(t *testing.T) {
+	both(t, func(t *testing.T, base string) {
+		body := bytes.Repeat([]byte("z"), 1<<20)
+		resp, err := http.Post(base+"/wait-for", "application/octet-stream", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != strconv.Itoa(len(body)) {
+			t.Fatalf("the application read %s of %d bytes", b, len(body))
+		}
+		c, _, err := websocket.DefaultDialer.Dial(wsURL(base, "/ws/wait-for"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for i := range 20 {
+			time.Sleep(3 * time.Millisecond)
+			c.WriteMessage(websocket.TextMessage, []byte(strconv.Itoa(i)))
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, msg, err := c.ReadMessage(); err != nil || string(msg) != "got:"+strconv.Itoa(i) {
+				t.Fatalf("frame %d: %q %v", i, msg, err)
+			}
+		}
+	})
+}
+
+// TestWebSocketSendOnly: an application that never receives still learns
+// that the peer left (its send raises), however many frames the peer sent.
+func TestWebSocketSendOnly(t *testing.T) {
+	both(t, func(t *testing.T, base string) {
+		before := countEvent(t, base, "sendonly:oserror")
+		c, _, err := websocket.DefaultDialer.Dial(wsURL(base, "/ws/sendonly"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 40 { // more than the frames that may wait for the application
+			c.WriteMessage(websocket.TextMessage, []byte("unread"))
+		}
+		c.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(1000, ""))
+		c.Close()
+		waitCount(t, base, "sendonly:oserror", before+1)
+	})
+}
+
+// TestWebSocketRefusedThenReceive: receive() after a refusal says the
+// client is gone instead of waiting for ever.
+func TestWebSocketRefusedThenReceive(t *testing.T) {
+	both(t, func(t *testing.T, base string) {
+		before := countEvent(t, base, "ws.refused:websocket.disconnect")
+		websocket.DefaultDialer.Dial(wsURL(base, "/ws/reject"), nil)
+		waitCount(t, base, "ws.refused:websocket.disconnect", before+1)
+	})
+}
+
+// TestHeldTaskStays: a task that waits on what only it refers to is kept
+// alive by the server, as asyncio keeps tasks only weakly.
+func TestHeldTaskStays(t *testing.T) {
+	base := urls["fasthttp"]
+	resp, err := http.Get(base + "/held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if line, _ := bufio.NewReader(resp.Body).ReadString('\n'); line != "first\n" {
+		t.Fatalf("first line %q", line)
+	}
+	if _, body := get(t, base+"/held-alive"); body != "1" {
+		t.Fatalf("%s held tasks alive after a collection, want 1", body)
+	}
+}
+
+// TestDuplex: on net/http a chunk reaches the application as it arrives,
+// and its answer reaches the client before the body ends.
+func TestDuplex(t *testing.T) {
+	c, err := net.Dial("tcp", strings.TrimPrefix(urls["net/http"], "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /duplex HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "hello" {
+		t.Fatalf("the first chunk did not come back before the body ended: %q %v", buf, err)
+	}
+	fmt.Fprintf(c, "0\r\n\r\n")
+	rest, _ := io.ReadAll(resp.Body)
+	if len(rest) != 0 {
+		t.Fatalf("rest %q", rest)
+	}
+}
+
+// TestTruncatedUpload: on net/http a body cut short is not handed over as
+// whole: the application hears that the client left.
+func TestTruncatedUpload(t *testing.T) {
+	base := urls["net/http"]
+	before := countEvent(t, base, "count-body:disconnect after 1000")
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "POST /count-body HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n%s", strings.Repeat("a", 1000))
+	time.Sleep(200 * time.Millisecond)
+	c.(*net.TCPConn).CloseWrite()
+	defer c.Close()
+	waitCount(t, base, "count-body:disconnect after 1000", before+1)
+}
+
+func TestHeadLength(t *testing.T) {
+	both(t, func(t *testing.T, base string) {
+		resp, err := http.Head(base + "/head-length")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.ContentLength != 1234 {
+			t.Fatalf("HEAD Content-Length %d, want the GET's 1234", resp.ContentLength)
+		}
+	})
+}
+
 // TestDrainEndsStreams runs last: the drain tells every request in flight
 // that its client is gone, so a stream that waits for that ends, on either
 // front end.
 func TestDrainEndsStreams(t *testing.T) {
+	// A request still receiving its body is in flight: the drain lets it
+	// finish.
+	uploads := make(chan string, 2)
+	for _, fe := range frontends {
+		go func() {
+			resp, err := http.Post(urls[fe]+"/count-body", "text/plain", bytes.NewReader(make([]byte, 2<<20)))
+			if err != nil {
+				uploads <- err.Error()
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			uploads <- string(b)
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // both are reading their bodies
 	var bodies []io.ReadCloser
 	for _, fe := range frontends {
 		resp, err := http.Get(urls[fe] + "/forever")
@@ -576,4 +722,9 @@ func TestDrainEndsStreams(t *testing.T) {
 		b.Close()
 	}
 	waitCount(t, urls["fasthttp"], "forever:http.disconnect", before+2)
+	for range frontends {
+		if got := <-uploads; got != strconv.Itoa(2<<20) {
+			t.Errorf("an upload in flight at the drain: %q, want it read whole", got)
+		}
+	}
 }

@@ -21,6 +21,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Request Entity Too Large", http.StatusRequestEntityTooLarge)
 		return
 	}
+	// The application may answer while the body still arrives.
+	http.NewResponseController(w).EnableFullDuplex()
 	body := r.Body
 	if h.maxBody >= 0 {
 		body = http.MaxBytesReader(w, r.Body, h.maxBody)
@@ -47,20 +49,28 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if buf == nil {
 				buf = make([]byte, 64<<10)
 			}
-			n, err := io.ReadFull(body, buf)
-			flags := cpython.FlagMore
-			if err != nil {
-				flags = 0
+			// What has arrived, as soon as anything has: a chunk does not
+			// wait to fill the buffer.
+			n, err := body.Read(buf)
+			for n == 0 && err == nil {
+				n, err = body.Read(buf)
 			}
 			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
+			switch {
+			case err == nil:
+				req.Post(cpython.ABody, cpython.FlagMore, buf[:n])
+			case err == io.EOF:
+				req.Post(cpython.ABody, 0, buf[:n])
+			case errors.As(err, &tooLarge):
 				req.Post(cpython.ADisconnect, 0, nil)
 				if !started {
 					http.Error(w, "Request Entity Too Large", http.StatusRequestEntityTooLarge)
 				}
 				return
+			default: // the body was cut short: the client is gone
+				req.Post(cpython.ADisconnect, 0, nil)
+				return
 			}
-			req.Post(cpython.ABody, flags, buf[:n])
 		case cpython.CStart:
 			status, head = m.Flags, m.Data
 		case cpython.CBody:
@@ -70,9 +80,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				appLength := eachHeader(head, func(name, value []byte) {
 					hdr[http.CanonicalHeaderKey(string(name))] = append(hdr[http.CanonicalHeaderKey(string(name))], string(value))
 				})
-				if m.Flags&cpython.FlagMore == 0 && bodyAllowed(status) {
+				switch {
+				case m.Flags&cpython.FlagMore == 0 && bodyAllowed(status) &&
+					!(r.Method == http.MethodHead && appLength >= 0 && len(m.Data) == 0):
 					hdr.Set("Content-Length", strconv.Itoa(len(m.Data)))
-				} else if appLength >= 0 {
+				case appLength >= 0:
+					// A stream's length, or a HEAD's (that of the GET).
 					hdr.Set("Content-Length", strconv.FormatInt(appLength, 10))
 				}
 				w.WriteHeader(status)
@@ -86,7 +99,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if m.Flags&cpython.FlagMore == 0 {
 				return
 			}
-			if err := http.NewResponseController(w).Flush(); err != nil {
+			if err := http.NewResponseController(w).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 				req.Post(cpython.ADisconnect, 0, nil)
 				return
 			}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 	"github.com/m0serve/m0/internal/cpython"
@@ -95,6 +96,7 @@ func (h *Handler) netWebSocket(w http.ResponseWriter, r *http.Request) {
 	req := h.ex.Start(cpython.AWebSocket, sc.end(nil), false)
 	accept, status := h.handshake(req, r.Method, r.URL.Path)
 	if status != 0 {
+		req.Post(cpython.ADisconnect, 1006, nil) // a receive() after the refusal returns
 		req.Done()
 		http.Error(w, http.StatusText(status), status)
 		return
@@ -120,6 +122,7 @@ func (h *Handler) fastWebSocket(ctx *fasthttp.RequestCtx) {
 	req := h.ex.Start(cpython.AWebSocket, sc.end(nil), false)
 	accept, status := h.handshake(req, hr.Method, hr.URL.Path)
 	if status != 0 {
+		req.Post(cpython.ADisconnect, 1006, nil) // a receive() after the refusal returns
 		req.Done()
 		ctx.Error(http.StatusText(status), status)
 		return
@@ -189,12 +192,15 @@ type wsConn struct {
 	conn    *websocket.Conn
 	req     *cpython.Request
 	credit  chan struct{}
+	stop    chan struct{} // closed when the application receives no more
+	stopped sync.Once
 	once    sync.Once
 	closeTO time.Duration
 }
 
 func (h *Handler) session(conn *websocket.Conn, req *cpython.Request, path string) {
-	c := &wsConn{path: path, conn: conn, req: req, credit: make(chan struct{}, credits), closeTO: h.closeTO}
+	c := &wsConn{path: path, conn: conn, req: req, credit: make(chan struct{}, credits),
+		stop: make(chan struct{}), closeTO: h.closeTO}
 	for range credits {
 		c.credit <- struct{}{}
 	}
@@ -229,7 +235,10 @@ func (h *Handler) session(conn *websocket.Conn, req *cpython.Request, path strin
 }
 
 // read hands each frame to the application until the peer closes or the
-// connection fails; the application then hears websocket.disconnect.
+// connection fails; the application then hears websocket.disconnect. At
+// most `credits` frames wait for the application; once it receives no more
+// (it closed, or its task ended) frames are read and dropped, so the peer's
+// close is still seen.
 func (c *wsConn) read() {
 	for {
 		mt, data, err := c.conn.ReadMessage()
@@ -248,14 +257,27 @@ func (c *wsConn) read() {
 			c.req.Post(cpython.ADisconnect, code, []byte(reason))
 			return
 		}
-		<-c.credit
 		flags := 0
 		if mt == websocket.TextMessage {
 			flags = cpython.FlagText
+			if !utf8.Valid(data) {
+				c.sendClose(websocket.CloseInvalidFramePayloadData, "invalid UTF-8")
+				c.stopReceiving()
+				c.req.Post(cpython.ADisconnect, websocket.CloseInvalidFramePayloadData, nil)
+				c.conn.SetReadDeadline(time.Now().Add(c.closeTO))
+				continue // read on until the peer's close reply
+			}
 		}
-		c.req.Post(cpython.AFrame, flags, data)
+		select {
+		case <-c.credit:
+			c.req.Post(cpython.AFrame, flags, data)
+		case <-c.stop:
+		}
 	}
 }
+
+// stopReceiving says the application receives no more frames.
+func (c *wsConn) stopReceiving() { c.stopped.Do(func() { close(c.stop) }) }
 
 // write sends what the application sends, until it closes or its task ends.
 func (c *wsConn) write(h *Handler, readerDone <-chan struct{}, done chan<- struct{}) {
@@ -274,15 +296,20 @@ func (c *wsConn) write(h *Handler, readerDone <-chan struct{}, done chan<- struc
 				mt = websocket.TextMessage
 			}
 			if err := c.conn.WriteMessage(mt, m.Data); err != nil {
-				c.conn.Close() // the reader ends, and the application hears of it
+				// The peer is gone: the application's sends fail from now
+				// on, and the reader ends.
+				c.req.Post(cpython.ADisconnect, websocket.CloseAbnormalClosure, nil)
+				c.conn.Close()
 			} else if m.Flags&cpython.FlagWait != 0 {
 				c.req.Post(cpython.AResume, 0, nil) // what came before is on its way: the send returns
 			}
 		case cpython.CClose:
+			c.stopReceiving()
 			c.close(m.Flags, string(m.Data), readerDone)
 			c.drainUntilDone()
 			return
 		case cpython.CDone:
+			c.stopReceiving()
 			code := websocket.CloseNormalClosure
 			if m.Flags&cpython.DoneFailed != 0 && m.Flags&cpython.DoneQuiet == 0 {
 				h.logError("GET", c.path, string(m.Data))

@@ -9,7 +9,10 @@ import tracemalloc
 
 tracemalloc.start()
 
+import weakref
+
 events = []  # what the application saw, for /events
+held = []  # weak references to tasks that wait on nothing else, for /held
 state_seen = {}
 
 
@@ -46,7 +49,34 @@ async def websocket(scope, receive, send):
     path = scope["path"]
     if path == "/ws/reject":
         await send({"type": "websocket.close", "code": 1008})
+        m = await receive()  # after a refusal: the client is gone
+        events.append("ws.refused:" + m["type"])
         return
+    if path == "/ws/sendonly":
+        # Sends and never receives: it learns of the peer leaving when a
+        # send raises.
+        await send({"type": "websocket.accept"})
+        try:
+            for i in range(3000):
+                await send({"type": "websocket.send", "text": "tick %d" % i})
+                await asyncio.sleep(0.005)
+        except OSError:
+            events.append("sendonly:oserror")
+            return
+        events.append("sendonly:never-told")
+        return
+    if path == "/ws/wait-for":
+        # The heartbeat shape: receive() under a timeout that often fires.
+        await send({"type": "websocket.accept"})
+        while True:
+            try:
+                m = await asyncio.wait_for(receive(), 0.001)
+            except asyncio.TimeoutError:
+                await asyncio.sleep(0.002)
+                continue
+            if m["type"] == "websocket.disconnect":
+                return
+            await send({"type": "websocket.send", "text": "got:" + m["text"]})
     if path == "/ws/raise":
         raise RuntimeError("refused by raising")
     sub = scope["subprotocols"][0] if scope["subprotocols"] else None
@@ -84,6 +114,60 @@ async def app(scope, receive, send):
                 break
         body = b"".join(chunks)
         return await respond(send, 200, body, [(b"x-chunks", str(len(chunks)).encode())])
+    if path == "/wait-for":
+        # Reads the body through receive() calls that time out and are
+        # cancelled, as asyncio.wait_for does: no chunk may be lost.
+        n = 0
+        while True:
+            try:
+                m = await asyncio.wait_for(receive(), 0.0001)
+            except asyncio.TimeoutError:
+                await asyncio.sleep(0.001)
+                continue
+            n += len(m.get("body", b""))
+            if not m.get("more_body"):
+                break
+        return await respond(send, 200, str(n).encode())
+    if path == "/duplex":
+        # Echoes each chunk as it arrives, before the body ends.
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        while True:
+            m = await receive()
+            if m["type"] == "http.disconnect":
+                events.append("duplex:disconnect")
+                return
+            await send({"type": "http.response.body", "body": m["body"], "more_body": True})
+            if not m.get("more_body"):
+                break
+        await send({"type": "http.response.body", "body": b""})
+        return
+    if path == "/count-body":
+        # Reads the body slowly; says whether it came whole.
+        n = 0
+        while True:
+            m = await receive()
+            if m["type"] == "http.disconnect":
+                events.append("count-body:disconnect after %d" % n)
+                return
+            n += len(m["body"])
+            await asyncio.sleep(0.05)
+            if not m.get("more_body"):
+                break
+        events.append("count-body:%d" % n)
+        return await respond(send, 200, str(n).encode())
+    if path == "/head-length":
+        body = b"" if scope["method"] == "HEAD" else b"x" * 1234
+        return await respond(send, 200, body, [(b"content-length", b"1234")])
+    if path == "/held":
+        # Waits on a future only its own frame holds.
+        held.append(weakref.ref(asyncio.current_task()))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"first\n", "more_body": True})
+        await asyncio.get_running_loop().create_future()
+        return
+    if path == "/held-alive":
+        gc.collect()
+        return await respond(send, 200, str(sum(1 for r in held if r() is not None)).encode())
     if path == "/stream":
         n = int(scope["query_string"] or b"3")
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})

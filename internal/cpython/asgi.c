@@ -151,6 +151,7 @@ static PyObject *a_create_task;   /* loop.create_task, or asyncio.Task with eage
 static PyObject *a_task_kw;       /* {"loop": loop, "eager_start": True}, or NULL */
 static PyObject *a_done;          /* a finished future: what send returns when nothing waits */
 static PyObject *a_event;         /* _m0._asgi_event(kind, flags), for the rare events */
+static PyObject *a_receive_later; /* _m0._receive_later(waiter, receive) */
 static PyObject *a_asgi;          /* the scope's "asgi" dict */
 static PyObject *a_asgi_ws;       /* a WebSocket scope's: spec 2.4, with the close reason */
 static PyObject *a_extensions;    /* the scope's "extensions" dict */
@@ -200,6 +201,7 @@ typedef struct {
 	int head;         /* the request is a HEAD */
 	size_t inflight;  /* bytes sent since Go last caught up */
 	PyObject *recv_fut, *send_fut;
+	PyObject *task; /* asyncio holds tasks weakly: the slot keeps its own */
 	inbox in;
 } aslot;
 
@@ -286,9 +288,12 @@ static void slot_clear(aslot *s)
 		py.Py_DecRef(s->send_fut);
 	if (s->dreason)
 		py.Py_DecRef(s->dreason);
+	PyObject *task = s->task;
 	uint32_t gen = s->gen;
 	memset(s, 0, sizeof *s);
 	s->gen = gen;
+	if (task)
+		py.Py_DecRef(task); /* last: it may run a finalizer */
 }
 
 /* ---- futures --------------------------------------------------------------------- */
@@ -451,7 +456,9 @@ static PyObject *next_msg(aslot *s, uint32_t slot, int *err)
 			m = body_msg(a.data, a.len, (a.flags & M0_A_MORE) != 0);
 		}
 		free(a.data);
-	} else if (s->disconnected || s->draining || (!s->ws && s->complete)) {
+	} else if (s->disconnected || (s->draining && !s->body_more) || (!s->ws && s->complete)) {
+		/* The drain waits for a body still to come: the request is in
+		 * flight, and finishes. */
 		m = disconnect_msg(s);
 	} else {
 		if (!s->ws && s->body_more && !s->want_sent) {
@@ -464,6 +471,8 @@ static PyObject *next_msg(aslot *s, uint32_t slot, int *err)
 		*err = 1;
 	return m;
 }
+
+static PyMethodDef receive_def;
 
 static PyObject *asgi_receive(PyObject *self, PyObject *unused)
 {
@@ -492,26 +501,36 @@ static PyObject *asgi_receive(PyObject *self, PyObject *unused)
 		py.Py_DecRef(s->recv_fut);
 		s->recv_fut = NULL;
 	}
+	/* Nothing yet: wait for a wake-up, then take the message on resuming
+	 * (_receive_later). A waiter cancelled in between (wait_for's timeout
+	 * firing as the message came) leaves the message for the next call. */
 	PyObject *f = new_future();
 	if (!f)
 		return NULL;
-	py.Py_IncRef(f);
-	s->recv_fut = f;
-	return f;
+	PyObject *again = py.PyCFunction_NewEx(&receive_def, self, m0_module);
+	PyObject *coro = again ? py.PyObject_CallFunctionObjArgs(a_receive_later, f, again, NULL) : NULL;
+	if (again)
+		py.Py_DecRef(again);
+	if (!coro) {
+		py.Py_DecRef(f);
+		return NULL;
+	}
+	s->recv_fut = f; /* the slot's reference */
+	return coro;
 }
 
-/* feed gives a waiting receive() the next message, if there is one. */
+/* feed wakes a waiting receive() when a message is there for it: the
+ * message stays in the inbox until the receive resumes and takes it. */
 static void feed(aslot *s, uint32_t slot)
 {
+	(void)slot;
 	if (!s->recv_fut)
 		return;
-	int err;
-	PyObject *m = next_msg(s, slot, &err);
-	if (!m) {
-		py.PyErr_Clear();
-		return;
-	}
-	settle(&s->recv_fut, m); /* a cancelled waiter loses the message, as with uvicorn */
+	if (!s->in.n && !s->disconnected && !(s->draining && !s->body_more) && !(!s->ws && s->complete) &&
+	    !(s->ws && !s->connected))
+		return; /* nothing for it yet */
+	py.Py_IncRef(Py_None);
+	settle(&s->recv_fut, Py_None);
 }
 
 /* ---- messages from the application --------------------------------------------------- */
@@ -598,6 +617,10 @@ static int truthy(PyObject *msg, PyObject *key)
 	int r = v ? py.PyObject_IsTrue(v) : 0;
 	if (v)
 		py.Py_DecRef(v);
+	if (r < 0) {
+		py.PyErr_Clear(); /* a value whose truth cannot be told counts as false */
+		r = 0;
+	}
 	return r;
 }
 
@@ -691,6 +714,8 @@ static PyObject *http_send(aslot *s, uint32_t slot, PyObject *msg, const char *t
 			return done_future();
 		PyObject *f = new_future();
 		if (f) {
+			py.Py_IncRef(Py_None);
+			settle(&s->send_fut, Py_None); /* one whose waiter was cancelled */
 			py.Py_IncRef(f);
 			s->send_fut = f;
 		}
@@ -750,6 +775,11 @@ static PyObject *ws_send(aslot *s, uint32_t slot, PyObject *msg, const char *typ
 			PyObject *sp = get(msg, k.subprotocol);
 			Py_ssize_t n = 0;
 			const char *u = sp && sp != Py_None ? py.PyUnicode_AsUTF8AndSize(sp, &n) : "";
+			for (Py_ssize_t i = 0; u && i < n; i++)
+				if (!is_tchar((unsigned char)u[i])) {
+					py.PyErr_Format(EXC(PyExc_RuntimeError), "asgi: invalid subprotocol %R", sp);
+					u = NULL;
+				}
 			PyObject *h = u ? get(msg, k.headers) : NULL;
 			int rc = u ? 0 : -1;
 			if (u && (buf_put_u32(&b, (uint32_t)n) < 0 || buf_put(&b, u, (size_t)n) < 0))
@@ -824,6 +854,8 @@ static PyObject *ws_send(aslot *s, uint32_t slot, PyObject *msg, const char *typ
 			return done_future();
 		PyObject *f = new_future();
 		if (f) {
+			py.Py_IncRef(Py_None);
+			settle(&s->send_fut, Py_None); /* one whose waiter was cancelled */
 			py.Py_IncRef(f);
 			s->send_fut = f;
 		}
@@ -1168,6 +1200,8 @@ static void start(m0_amsg *m)
 				b.data = malloc(bodylen);
 				if (b.data)
 					memcpy(b.data, body, bodylen);
+				else
+					b.len = 0;
 			}
 			inbox_push(&s->in, b);
 		}
@@ -1202,6 +1236,8 @@ static void start(m0_amsg *m)
 	if (over) {
 		task_over(s, m->slot, task);
 	} else {
+		py.Py_IncRef(task);
+		s->task = task;
 		PyObject *cb = py.PyCFunction_NewEx(&task_done_def, h, m0_module);
 		PyObject *r = cb ? py.PyObject_CallMethodObjArgs(task, k.add_done_callback, cb, NULL) : NULL;
 		if (cb)
@@ -1353,6 +1389,12 @@ static PyObject *asgi_setup(PyObject *self, PyObject *args)
 		if (py.PyErr_Occurred())
 			return NULL;
 	}
+	a_receive_later = py.PyDict_GetItemString(m0_dict, "_receive_later");
+	if (!a_receive_later) {
+		py.PyErr_SetString(EXC(PyExc_RuntimeError), "bootstrap did not define _receive_later");
+		return NULL;
+	}
+	py.Py_IncRef(a_receive_later);
 	a_loop = loop, a_app = app, a_state = state, a_event = event;
 	py.Py_IncRef(loop), py.Py_IncRef(app), py.Py_IncRef(state), py.Py_IncRef(event);
 	a_create_future = py.PyObject_GetAttrString(loop, "create_future");
@@ -1386,8 +1428,11 @@ static PyObject *asgi_setup(PyObject *self, PyObject *args)
 	    set_steal(a_asgi, k.spec_version, py.PyUnicode_FromString("2.3")) < 0 ||
 	    set_steal(a_asgi_ws, k.version, py.PyUnicode_FromString("3.0")) < 0 ||
 	    set_steal(a_asgi_ws, k.spec_version, py.PyUnicode_FromString("2.4")) < 0 ||
-	    py.PyDict_SetItemString(a_extensions, "http.response.pathsend", ps) < 0)
+	    py.PyDict_SetItemString(a_extensions, "http.response.pathsend", ps) < 0) {
+		if (ps)
+			py.Py_DecRef(ps);
 		return NULL;
+	}
 	py.Py_DecRef(ps);
 	py.Py_IncRef(Py_None);
 	return Py_None;
@@ -1415,7 +1460,7 @@ static PyObject *asgi_teardown(PyObject *self, PyObject *unused)
 	for (size_t j = 0; j < nslots; j++)
 		if (slots[j].live)
 			slot_clear(&slots[j]);
-	PyObject **refs[] = {&a_loop, &a_app, &a_state, &a_event, &a_create_future, &a_create_task,
+	PyObject **refs[] = {&a_loop, &a_app, &a_state, &a_event, &a_receive_later, &a_create_future, &a_create_task,
 			     &a_task_kw, &a_done, &a_asgi, &a_asgi_ws, &a_extensions};
 	for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++)
 		if (*refs[i]) {

@@ -230,6 +230,14 @@ class _Lifespan:
 _asgi = {}
 
 
+async def _receive_later(waiter, receive):
+    """What receive() returns when no message is there yet: it waits to be
+    woken, then takes the message. A cancellation before it resumes leaves
+    the message for the next receive()."""
+    await waiter
+    return await receive()
+
+
 def _asgi_event(kind, flags):
     if kind == _A_SHUTDOWN:
         lifespan = _asgi.get("lifespan")
