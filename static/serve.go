@@ -1,0 +1,202 @@
+package static
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/m0serve/m0/internal/wire"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+)
+
+// Only GET and HEAD are the handler's; other methods, paths outside the
+// prefix, paths it may not serve (dotfiles, "..") and files it does not
+// have go to the next handler. A 404 of its own comes only when there is no
+// next handler.
+
+// ServeHTTP serves a request net/http parsed. A body goes out with the
+// connection's ReadFrom: sendfile for a whole file or one range.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		h.netNext(w, r)
+		return
+	}
+	rel, why := h.rel(r.URL.Path, r.RequestURI)
+	switch why {
+	case malformed:
+		h.netError(w, http.StatusBadRequest)
+		return
+	case notMine, forbidden:
+		h.netNext(w, r)
+		return
+	}
+	f, err := h.open(rel, r.Header.Get("Accept-Encoding"))
+	if err != nil {
+		h.netNext(w, r) // not there, or not the handler's to serve (a symlink out of the root)
+		return
+	}
+	defer f.f.Close()
+	rep := h.decide(r.Header.Get, f)
+	hdr := w.Header()
+	for _, kv := range rep.header {
+		hdr[kv[0]] = append(hdr[kv[0]], kv[1])
+	}
+	h.common(f.ctype, func(k, v string) { hdr[k] = []string{v} }, func(k, v string) { hdr[k] = append(hdr[k], v) })
+	if rep.n >= 0 {
+		hdr.Set("Content-Length", strconv.FormatInt(rep.n, 10))
+	}
+	w.WriteHeader(rep.status)
+	if r.Method == http.MethodHead || rep.n < 0 {
+		return
+	}
+	if rep.parts != nil {
+		io.CopyN(w, rep.parts, rep.n)
+		return
+	}
+	if _, err := f.f.Seek(rep.off, io.SeekStart); err == nil {
+		io.CopyN(w, f.f, rep.n)
+	}
+}
+
+func (h *Handler) netNext(w http.ResponseWriter, r *http.Request) {
+	if h.next != nil {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	h.netError(w, http.StatusNotFound)
+}
+
+func (h *Handler) netError(w http.ResponseWriter, status int) {
+	hdr := w.Header()
+	h.common("text/plain; charset=utf-8", func(k, v string) { hdr[k] = []string{v} }, func(k, v string) { hdr[k] = append(hdr[k], v) })
+	http.Error(w, http.StatusText(status), status)
+}
+
+// common sets what every response of the handler carries: nosniff, an
+// SVG's policy, and the configured headers (each set, or added when the
+// name repeats among them).
+func (h *Handler) common(ctype string, set, add func(k, v string)) {
+	set("X-Content-Type-Options", "nosniff")
+	if h.svgPolicy && ctype == "image/svg+xml" {
+		set("Content-Security-Policy", SVGPolicy)
+	}
+	seen := map[string]bool{}
+	for _, hd := range h.headers {
+		if seen[hd.Name] {
+			add(hd.Name, hd.Value)
+		} else {
+			set(hd.Name, hd.Value)
+			seen[hd.Name] = true
+		}
+	}
+}
+
+// ServeFastHTTP serves a request fasthttp parsed: m0serve's listener. A
+// body goes out as the file itself, which fasthttp sends with sendfile.
+func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
+	if !ctx.IsGet() && !ctx.IsHead() {
+		h.fastNextOr404(ctx)
+		return
+	}
+	raw, _ := wire.Target(ctx)
+	decoded, ok := unescape(raw)
+	if !ok {
+		h.fastNextOr404(ctx) // not a path it could have: the application's to judge
+		return
+	}
+	rel, why := h.rel(decoded, string(raw))
+	switch why {
+	case malformed:
+		h.fastError(ctx, fasthttp.StatusBadRequest)
+		return
+	case notMine, forbidden:
+		h.fastNextOr404(ctx)
+		return
+	}
+	f, err := h.open(rel, string(ctx.Request.Header.Peek("Accept-Encoding")))
+	if err != nil {
+		h.fastNextOr404(ctx)
+		return
+	}
+	rep := h.decide(func(name string) string { return string(ctx.Request.Header.Peek(name)) }, f)
+	resp := &ctx.Response
+	resp.Header.SetNoDefaultContentType(true)
+	resp.SetStatusCode(rep.status)
+	for _, kv := range rep.header {
+		resp.Header.Add(kv[0], kv[1])
+	}
+	h.common(f.ctype, resp.Header.Set, resp.Header.Add)
+	switch {
+	case rep.n < 0:
+		f.f.Close()
+		resp.SkipBody = true
+	case ctx.IsHead():
+		f.f.Close()
+		resp.Header.SetContentLength(int(rep.n))
+		resp.SkipBody = true
+	case rep.parts != nil:
+		resp.SetBodyStream(readCloser{rep.parts, f.f}, int(rep.n))
+	default:
+		if _, err := f.f.Seek(rep.off, io.SeekStart); err != nil {
+			f.f.Close()
+			h.fastError(ctx, fasthttp.StatusInternalServerError)
+			return
+		}
+		resp.SetBodyStream(f.f, int(rep.n)) // fasthttp sends it with sendfile, and closes it
+	}
+}
+
+type readCloser struct {
+	io.Reader
+	c io.Closer
+}
+
+func (r readCloser) Close() error { return r.c.Close() }
+
+func (h *Handler) fastNextOr404(ctx *fasthttp.RequestCtx) {
+	switch {
+	case h.fastNext != nil:
+		h.fastNext(ctx)
+	case h.next != nil:
+		fasthttpadaptorServe(h.next, ctx)
+	default:
+		h.fastError(ctx, fasthttp.StatusNotFound)
+	}
+}
+
+func (h *Handler) fastError(ctx *fasthttp.RequestCtx, status int) {
+	ctx.Response.Reset()
+	ctx.SetStatusCode(status)
+	h.common("text/plain; charset=utf-8", ctx.Response.Header.Set, ctx.Response.Header.Add)
+	ctx.SetContentType("text/plain; charset=utf-8")
+	ctx.SetBodyString(http.StatusText(status) + "\n")
+}
+
+// unescape percent-decodes a path; false for a malformed escape.
+func unescape(p []byte) (string, bool) {
+	out := make([]byte, 0, len(p))
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c != '%' {
+			out = append(out, c)
+			continue
+		}
+		if i+2 >= len(p) {
+			return "", false
+		}
+		hi, ok1 := wire.Unhex(p[i+1])
+		lo, ok2 := wire.Unhex(p[i+2])
+		if !ok1 || !ok2 {
+			return "", false
+		}
+		out = append(out, hi<<4|lo)
+		i += 2
+	}
+	return string(out), true
+}
+
+// fasthttpadaptorServe serves a fasthttp request with a net/http handler.
+func fasthttpadaptorServe(next http.Handler, ctx *fasthttp.RequestCtx) {
+	fasthttpadaptor.NewFastHTTPHandler(next)(ctx)
+}

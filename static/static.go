@@ -1,0 +1,233 @@
+// Package static serves a directory's files as an http.Handler in front of
+// another handler: a request for a file that is there gets it (sendfile,
+// ETag, Last-Modified, ranges, precompressed siblings), and anything else
+// falls through to the handler behind, the application.
+//
+// Nothing outside the directory is ever served: the path is checked
+// segment by segment (no "..", no dotfiles, no NUL), and the file is opened
+// through an os.Root, which the kernel keeps beneath the directory, symlinks
+// included. A symlink inside the directory that stays inside it is
+// followed.
+package static
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Options configures a static handler. A nil *Options is valid.
+type Options struct {
+	// Prefix is the URL path the directory is served under ("/static/");
+	// a request outside it goes to Next untouched. "" or "/" is the root.
+	Prefix string
+
+	// CacheControl, if set, is the Cache-Control header of successes (200,
+	// 206 and 304).
+	CacheControl string
+
+	// Headers are added to every response of the handler, errors included.
+	// One named Content-Security-Policy replaces the policy SVGs carry.
+	Headers []Header
+
+	// Next serves what the directory does not have. Nil means a 404.
+	Next http.Handler
+}
+
+// Header is one response header.
+type Header struct{ Name, Value string }
+
+// ParseHeader parses "Name: value".
+func ParseHeader(s string) (Header, error) {
+	name, value, ok := strings.Cut(s, ":")
+	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+	if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") || strings.ContainsAny(value, "\r\n\x00") {
+		return Header{}, fmt.Errorf("want 'Name: value', not %q", s)
+	}
+	return Header{http.CanonicalHeaderKey(name), value}, nil
+}
+
+// SVGPolicy is the Content-Security-Policy of an SVG: opened directly or
+// framed it is a sandboxed document with no script and a unique origin,
+// while <img>, CSS backgrounds and <use> still render it.
+const SVGPolicy = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:; sandbox"
+
+// Handler serves a directory; see New.
+type Handler struct {
+	dir       string
+	root      *os.Root
+	prefix    string
+	cache     string
+	headers   []Header
+	svgPolicy bool // no Content-Security-Policy among headers
+	next      http.Handler
+	fastNext  func(*fasthttp.RequestCtx)
+}
+
+// New returns a handler that serves dir under opts.Prefix in front of
+// opts.Next. dir must be a directory.
+func New(dir string, opts *Options) (*Handler, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("static: %w", err)
+	}
+	prefix := "/" + strings.Trim(opts.Prefix, "/")
+	if prefix != "/" {
+		prefix += "/"
+	}
+	h := &Handler{dir: dir, root: root, prefix: prefix, cache: opts.CacheControl, headers: opts.Headers,
+		svgPolicy: true, next: opts.Next}
+	for _, hd := range opts.Headers {
+		if strings.EqualFold(hd.Name, "Content-Security-Policy") {
+			h.svgPolicy = false
+		}
+	}
+	if f, ok := opts.Next.(interface{ ServeFastHTTP(*fasthttp.RequestCtx) }); ok {
+		h.fastNext = f.ServeFastHTTP
+	}
+	return h, nil
+}
+
+// Close lets go of the directory.
+func (h *Handler) Close() error { return h.root.Close() }
+
+// refusal is why a path is not looked up.
+type refusal int
+
+const (
+	lookUp    refusal = iota // a path to look up
+	notMine                  // outside the prefix: the next handler's
+	forbidden                // a path that may not be served (404, never the next handler)
+	malformed                // 400
+)
+
+// rel returns the path below the root that the request path names, or why
+// it names none. p is the decoded path; raw, the target as sent.
+func (h *Handler) rel(p, raw string) (string, refusal) {
+	if !strings.HasPrefix(p, h.prefix) {
+		if p+"/" == h.prefix {
+			return "", forbidden // the prefix itself: no listing
+		}
+		return "", notMine
+	}
+	if strings.ContainsRune(p, 0) || strings.Contains(raw, "%00") {
+		return "", malformed
+	}
+	rest := p[len(h.prefix):]
+	if rest == "" {
+		return "", forbidden
+	}
+	for _, seg := range strings.Split(rest, "/") {
+		switch {
+		case seg == "", seg == ".", seg == "..":
+			return "", forbidden // "//", "/./", "/../": never normalised into something else
+		case seg[0] == '.':
+			return "", forbidden // dotfiles and dot-directories: .env, .git/
+		case strings.ContainsRune(seg, '\\'):
+			return "", forbidden
+		}
+	}
+	if path.Clean("/"+rest) != "/"+rest {
+		return "", forbidden
+	}
+	return rest, lookUp
+}
+
+// file is a file found for a request, open.
+type file struct {
+	f        *os.File
+	size     int64
+	mod      time.Time
+	etag     string
+	ctype    string
+	encoding string // "br" or "gzip" for a precompressed sibling
+	vary     bool   // a precompressed sibling exists
+}
+
+// open opens rel for a client that accepts the encodings in accept: a
+// precompressed sibling when it has one the client takes. A missing file,
+// a directory, or anything that is not a regular file is a miss.
+func (h *Handler) open(rel, accept string) (*file, error) {
+	base, err := h.regular(rel)
+	if err != nil {
+		return nil, err
+	}
+	fi, _ := base.Stat()
+	out := &file{f: base, size: fi.Size(), mod: fi.ModTime(), ctype: contentType(rel)}
+	for _, enc := range [...]struct{ ext, name string }{{".br", "br"}, {".gz", "gzip"}} {
+		sib, err := h.regular(rel + enc.ext)
+		if err != nil {
+			continue
+		}
+		out.vary = true
+		if out.encoding != "" || !accepts(accept, enc.name) {
+			sib.Close()
+			continue
+		}
+		sfi, _ := sib.Stat()
+		base.Close()
+		out.f, out.size, out.mod, out.encoding = sib, sfi.Size(), sfi.ModTime(), enc.name
+	}
+	out.etag = fmt.Sprintf(`"%x-%x%s"`, out.mod.UnixNano(), out.size, map[string]string{"": "", "br": "-br", "gzip": "-gz"}[out.encoding])
+	return out, nil
+}
+
+var errNotRegular = errors.New("static: not a regular file")
+
+func (h *Handler) regular(rel string) (*os.File, error) {
+	f, err := h.root.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = errNotRegular
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+// accepts reports whether an Accept-Encoding value takes enc (q above 0).
+func accepts(accept, enc string) bool {
+	for _, part := range strings.Split(accept, ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if !strings.EqualFold(strings.TrimSpace(name), enc) {
+			continue
+		}
+		q := strings.TrimSpace(params)
+		if v, ok := strings.CutPrefix(q, "q="); ok {
+			v = strings.TrimSpace(v)
+			return v != "0" && v != "0.0" && v != "0.00" && v != "0.000"
+		}
+		return true
+	}
+	return false
+}
+
+// missing reports whether err means the file is not there (a miss), as
+// against one the handler may not serve.
+func missing(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotRegular) || errors.Is(err, fs.ErrInvalid) ||
+		isNotDir(err)
+}
+
+func isNotDir(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "not a directory")
+}
+
+var _ io.Closer = (*Handler)(nil)
