@@ -3,6 +3,7 @@ package m0
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -27,18 +28,15 @@ type Check struct {
 // each is parsed and validated, and refused when it asks for anything but
 // its default.
 var pending = map[string]string{
-	"workers":              "several worker processes",
-	"threads":              "several accept loops (free-threaded CPython)",
-	"spawn-workers":        "spawned workers",
-	"pg-listen":            "the PostgreSQL bus",
-	"realtime":             "held streams (M0-Hold)",
-	"replay-frames":        "the replay journal",
-	"mount":                "mounted applications",
-	"static":               "the static file handler",
-	"static-cache-control": "the static file handler",
-	"static-header":        "the static file handler",
-	"reload":               "reloading",
-	"reload-dir":           "reloading",
+	"workers":       "several worker processes",
+	"threads":       "several accept loops (free-threaded CPython)",
+	"spawn-workers": "spawned workers",
+	"pg-listen":     "the PostgreSQL bus",
+	"realtime":      "held streams (M0-Hold)",
+	"replay-frames": "the replay journal",
+	"mount":         "mounted applications",
+	"reload":        "reloading",
+	"reload-dir":    "reloading",
 }
 
 // MaxReplayFrames is the most frames a worker journals.
@@ -92,6 +90,12 @@ func ConfigChecks(c *Config) []Check {
 				fmt.Sprintf("%s=%s is for %s, which this m0serve does not support yet", e.name, shown, e.feature),
 				"unset "+e.name)
 		}
+	}
+	for _, m := range c.StaticDirs() {
+		fi, err := os.Stat(m.Dir)
+		add("static", err == nil && fi.IsDir(),
+			fmt.Sprintf("--static %s=%s: %s is not a directory", m.Prefix, m.Dir, m.Dir),
+			"name a directory that exists, relative to the working directory or absolute")
 	}
 	add("health-path", !(c.Metrics && c.HealthPath == MetricsPath),
 		fmt.Sprintf("--health-path %s is the path --metrics answers", c.HealthPath),

@@ -112,6 +112,19 @@ func (c *Config) BridgeThreads() int {
 	return -1
 }
 
+// StaticDir is one --static PREFIX=DIR.
+type StaticDir struct{ Prefix, Dir string }
+
+// StaticDirs returns the --static settings, in order.
+func (c *Config) StaticDirs() []StaticDir {
+	var out []StaticDir
+	for _, v := range c.Static {
+		prefix, dir, _ := strings.Cut(v, "=")
+		out = append(out, StaticDir{prefix, dir})
+	}
+	return out
+}
+
 // ASGIBuffered reports whether an ASGI application runs on the buffered
 // path (a pool of --blocking-threads N, N > 0, each request run to its end
 // with its body buffered) rather than on the executor's event loop.

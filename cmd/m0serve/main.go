@@ -15,6 +15,7 @@ import (
 
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/asgi"
+	"github.com/m0serve/m0/static"
 	"github.com/m0serve/m0/wsgi"
 )
 
@@ -83,6 +84,25 @@ func run(args []string) int {
 		wa := wsgi.New(plan.App, &wsgi.Options{Threads: cfg.BridgeThreads(), MaxBody: cfg.Limits().MaxBody})
 		app = wa
 		w.Drain = []m0.Shutdowner{wa.(m0.Shutdowner), m0.PythonDrain()}
+	}
+	// Static directories go in front of the application, the first named
+	// outermost; a miss falls through to the next, then to the application.
+	dirs := cfg.StaticDirs()
+	for i := len(dirs) - 1; i >= 0; i-- {
+		var headers []static.Header
+		for _, v := range cfg.StaticHeaders {
+			hd, err := static.ParseHeader(v)
+			if err != nil {
+				return m0.Report(os.Stderr, &m0.UsageError{Msg: "--static-header: " + err.Error()})
+			}
+			headers = append(headers, hd)
+		}
+		s, err := static.New(dirs[i].Dir, &static.Options{Prefix: dirs[i].Prefix, CacheControl: cfg.StaticCacheControl,
+			Headers: headers, Next: app})
+		if err != nil {
+			return m0.Report(os.Stderr, &m0.Refusal{Found: err.Error(), Fix: "name a directory this process can open"})
+		}
+		app = s
 	}
 	h := m0.Health(cfg.HealthPath, app)
 	if cfg.Metrics {
