@@ -68,6 +68,8 @@ CASES = {
     "asgi app, loop asyncio": (["--app-dir", str(DISCOVERY), "asgimod"], {"M0_LOOP": "asyncio"}),
     "asgi app, loop unknown": (["--loop", "trio", "--app-dir", str(DISCOVERY), "asgimod"], {}),
     "inverted loop not built": (["--app-dir", str(DISCOVERY), "asgimod"], {"M0_INVERTED": "1"}),
+    "static dir missing": (["--static", "/s=/nonexistent/dir", "--app-dir", str(DISCOVERY), "modapp"], {}),
+    "static dir": (["--static", f"/s={DISCOVERY}", "--app-dir", str(DISCOVERY), "modapp"], {}),
 }
 WANT = {
     "environment only": 0, "ready app": 0, "discovered app": 0,
@@ -75,7 +77,7 @@ WANT = {
     "feature not built": 78, "feature not built by variable": 78, "replay frames over the cap": 78,
     "import fails": 1, "no such module": 1, "no libpython": 78,
     "asgi app": 0, "asgi app, buffered": 0, "asgi app, loop asyncio": 0, "asgi app, loop unknown": 2,
-    "inverted loop not built": 78,
+    "inverted loop not built": 78, "static dir missing": 78, "static dir": 0,
 }
 
 
