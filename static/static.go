@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -166,12 +167,17 @@ func (h *Handler) open(rel, accept string) (*file, error) {
 	fi, _ := base.Stat()
 	out := &file{f: base, size: fi.Size(), mod: fi.ModTime(), ctype: contentType(rel)}
 	for _, enc := range [...]struct{ ext, name string }{{".br", "br"}, {".gz", "gzip"}} {
+		if !accepts(accept, enc.name) {
+			// Siblings are looked for only for a client that may take one:
+			// a response it gets is the plain file, which every client takes.
+			continue
+		}
 		sib, err := h.regular(rel + enc.ext)
 		if err != nil {
 			continue
 		}
 		out.vary = true
-		if out.encoding != "" || !accepts(accept, enc.name) {
+		if out.encoding != "" {
 			sib.Close()
 			continue
 		}
@@ -179,7 +185,14 @@ func (h *Handler) open(rel, accept string) (*file, error) {
 		base.Close()
 		out.f, out.size, out.mod, out.encoding = sib, sfi.Size(), sfi.ModTime(), enc.name
 	}
-	out.etag = fmt.Sprintf(`"%x-%x%s"`, out.mod.UnixNano(), out.size, map[string]string{"": "", "br": "-br", "gzip": "-gz"}[out.encoding])
+	suffix := ""
+	switch out.encoding {
+	case "br":
+		suffix = "-br"
+	case "gzip":
+		suffix = "-gz"
+	}
+	out.etag = `"` + strconv.FormatInt(out.mod.UnixNano(), 16) + "-" + strconv.FormatInt(out.size, 16) + suffix + `"`
 	return out, nil
 }
 
