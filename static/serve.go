@@ -8,6 +8,7 @@ import (
 	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
+	"golang.org/x/sys/unix"
 )
 
 // Only GET and HEAD are the handler's; other methods, paths outside the
@@ -36,7 +37,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.netNext(w, r) // not there, or not the handler's to serve (a symlink out of the root)
 		return
 	}
-	defer f.f.Close()
+	defer f.close()
 	rep := h.decide(r.Header.Get, f)
 	hdr := w.Header()
 	for _, kv := range rep.header {
@@ -50,13 +51,43 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead || rep.n < 0 {
 		return
 	}
-	if rep.parts != nil {
+	switch {
+	case rep.parts != nil:
 		io.CopyN(w, rep.parts, rep.n)
-		return
+	case rep.n <= smallBody:
+		if b, err := f.read(rep.off, rep.n); err == nil {
+			w.Write(b)
+		}
+	default:
+		// The connection's ReadFrom sends it with sendfile.
+		if _, err := f.file().Seek(rep.off, io.SeekStart); err == nil {
+			io.CopyN(w, f.file(), rep.n)
+		}
 	}
-	if _, err := f.f.Seek(rep.off, io.SeekStart); err == nil {
-		io.CopyN(w, f.f, rep.n)
+}
+
+// smallBody is the largest body read into memory and written with its
+// head in one write; a larger one is sent with sendfile. fasthttp reads
+// files up to this size itself.
+const smallBody = 8 << 10
+
+// read reads n bytes of the file at off.
+func (f *file) read(off, n int64) ([]byte, error) {
+	b := make([]byte, n)
+	for got := int64(0); got < n; {
+		k, err := unix.Pread(f.fd, b[got:], off+got)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if k == 0 {
+			return nil, io.ErrUnexpectedEOF // the file shrank
+		}
+		got += int64(k)
 	}
+	return b, nil
 }
 
 func (h *Handler) netNext(w http.ResponseWriter, r *http.Request) {
@@ -129,21 +160,29 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	h.common(f.ctype, resp.Header.Set, resp.Header.Add)
 	switch {
 	case rep.n < 0:
-		f.f.Close()
+		f.close()
 		resp.SkipBody = true
 	case ctx.IsHead():
-		f.f.Close()
+		f.close()
 		resp.Header.SetContentLength(int(rep.n))
 		resp.SkipBody = true
 	case rep.parts != nil:
-		resp.SetBodyStream(readCloser{rep.parts, f.f}, int(rep.n))
-	default:
-		if _, err := f.f.Seek(rep.off, io.SeekStart); err != nil {
-			f.f.Close()
+		resp.SetBodyStream(readCloser{rep.parts, f.file()}, int(rep.n))
+	case rep.n <= smallBody:
+		b, err := f.read(rep.off, rep.n)
+		f.close()
+		if err != nil {
 			h.fastError(ctx, fasthttp.StatusInternalServerError)
 			return
 		}
-		resp.SetBodyStream(f.f, int(rep.n)) // fasthttp sends it with sendfile, and closes it
+		resp.SetBodyRaw(b)
+	default:
+		if _, err := f.file().Seek(rep.off, io.SeekStart); err != nil {
+			f.close()
+			h.fastError(ctx, fasthttp.StatusInternalServerError)
+			return
+		}
+		resp.SetBodyStream(f.file(), int(rep.n)) // fasthttp sends it with sendfile, and closes it
 	}
 }
 

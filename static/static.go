@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"golang.org/x/sys/unix"
 )
 
 // Options configures a static handler. A nil *Options is valid.
@@ -64,7 +65,8 @@ const SVGPolicy = "default-src 'none'; img-src data:; style-src 'unsafe-inline';
 // Handler serves a directory; see New.
 type Handler struct {
 	dir       string
-	root      *os.Root
+	root      *os.Root // where openat2 is missing
+	rootFd    int      // the directory, for openat2 (-1 without it)
 	prefix    string
 	cache     string
 	headers   []Header
@@ -83,11 +85,22 @@ func New(dir string, opts *Options) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("static: %w", err)
 	}
+	rootFd := -1
+	if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		// openat2 (Linux 5.6) keeps every lookup beneath the directory in the
+		// kernel, in one system call; os.Root serves where it is missing.
+		if probe, err := openat2(fd, "."); err == nil {
+			unix.Close(probe)
+			rootFd = fd
+		} else {
+			unix.Close(fd)
+		}
+	}
 	prefix := "/" + strings.Trim(opts.Prefix, "/")
 	if prefix != "/" {
 		prefix += "/"
 	}
-	h := &Handler{dir: dir, root: root, prefix: prefix, cache: opts.CacheControl, headers: opts.Headers,
+	h := &Handler{dir: dir, root: root, rootFd: rootFd, prefix: prefix, cache: opts.CacheControl, headers: opts.Headers,
 		svgPolicy: true, next: opts.Next}
 	for _, hd := range opts.Headers {
 		if strings.EqualFold(hd.Name, "Content-Security-Policy") {
@@ -101,7 +114,12 @@ func New(dir string, opts *Options) (*Handler, error) {
 }
 
 // Close lets go of the directory.
-func (h *Handler) Close() error { return h.root.Close() }
+func (h *Handler) Close() error {
+	if h.rootFd >= 0 {
+		unix.Close(h.rootFd)
+	}
+	return h.root.Close()
+}
 
 // refusal is why a path is not looked up.
 type refusal int
@@ -147,7 +165,8 @@ func (h *Handler) rel(p, raw string) (string, refusal) {
 
 // file is a file found for a request, open.
 type file struct {
-	f        *os.File
+	fd       int      // the open file
+	f        *os.File // fd as an *os.File, once one is needed (to send it with sendfile)
 	size     int64
 	mod      time.Time
 	etag     string
@@ -156,34 +175,48 @@ type file struct {
 	vary     bool   // a precompressed sibling exists
 }
 
+// file returns the open file as an *os.File, which then owns it.
+func (f *file) file() *os.File {
+	if f.f == nil {
+		f.f = os.NewFile(uintptr(f.fd), "")
+	}
+	return f.f
+}
+
+func (f *file) close() {
+	if f.f != nil {
+		f.f.Close()
+	} else {
+		unix.Close(f.fd)
+	}
+}
+
 // open opens rel for a client that accepts the encodings in accept: a
 // precompressed sibling when it has one the client takes. A missing file,
 // a directory, or anything that is not a regular file is a miss.
 func (h *Handler) open(rel, accept string) (*file, error) {
-	base, err := h.regular(rel)
-	if err != nil {
+	out := &file{ctype: contentType(rel)}
+	var err error
+	if out.fd, out.size, out.mod, err = h.regular(rel); err != nil {
 		return nil, err
 	}
-	fi, _ := base.Stat()
-	out := &file{f: base, size: fi.Size(), mod: fi.ModTime(), ctype: contentType(rel)}
 	for _, enc := range [...]struct{ ext, name string }{{".br", "br"}, {".gz", "gzip"}} {
 		if !accepts(accept, enc.name) {
 			// Siblings are looked for only for a client that may take one:
 			// a response it gets is the plain file, which every client takes.
 			continue
 		}
-		sib, err := h.regular(rel + enc.ext)
+		fd, size, mod, err := h.regular(rel + enc.ext)
 		if err != nil {
 			continue
 		}
 		out.vary = true
 		if out.encoding != "" {
-			sib.Close()
+			unix.Close(fd)
 			continue
 		}
-		sfi, _ := sib.Stat()
-		base.Close()
-		out.f, out.size, out.mod, out.encoding = sib, sfi.Size(), sfi.ModTime(), enc.name
+		unix.Close(out.fd)
+		out.fd, out.size, out.mod, out.encoding = fd, size, mod, enc.name
 	}
 	suffix := ""
 	switch out.encoding {
@@ -198,20 +231,46 @@ func (h *Handler) open(rel, accept string) (*file, error) {
 
 var errNotRegular = errors.New("static: not a regular file")
 
-func (h *Handler) regular(rel string) (*os.File, error) {
-	f, err := h.root.Open(rel)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
+// regular opens rel beneath the root, and returns it if it is a regular
+// file, with its size and modification time.
+func (h *Handler) regular(rel string) (fd int, size int64, mod time.Time, err error) {
+	if h.rootFd >= 0 {
+		if fd, err = openat2(h.rootFd, rel); err != nil {
+			return -1, 0, time.Time{}, err
+		}
+	} else {
+		f, err := h.root.Open(rel)
+		if err != nil {
+			return -1, 0, time.Time{}, err
+		}
+		fd, err = unix.Dup(int(f.Fd()))
 		f.Close()
+		if err != nil {
+			return -1, 0, time.Time{}, err
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
 		if err == nil {
 			err = errNotRegular
 		}
-		return nil, err
+		return -1, 0, time.Time{}, err
 	}
-	return f, nil
+	return fd, st.Size, time.Unix(st.Mtim.Sec, st.Mtim.Nsec), nil
+}
+
+func openat2(dirfd int, rel string) (int, error) {
+	how := unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	for {
+		fd, err := unix.Openat2(dirfd, rel, &how)
+		if err != unix.EINTR && err != unix.EAGAIN {
+			return fd, err
+		}
+	}
 }
 
 // accepts reports whether an Accept-Encoding value takes enc (q above 0).
