@@ -8,6 +8,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +25,26 @@ type reply struct {
 
 func (r *reply) add(name, value string) { r.header = append(r.header, [2]string{name, value}) }
 
+// lastDate is the last Last-Modified formatted: files served together were
+// often written together.
+var lastDate atomic.Pointer[struct {
+	sec int64
+	s   string
+}]
+
+func httpDate(t time.Time) string {
+	sec := t.Unix()
+	if d := lastDate.Load(); d != nil && d.sec == sec {
+		return d.s
+	}
+	s := t.Format(http.TimeFormat)
+	lastDate.Store(&struct {
+		sec int64
+		s   string
+	}{sec, s})
+	return s
+}
+
 // maxRanges bounds the ranges of one request; more are answered whole.
 const maxRanges = 32
 
@@ -32,7 +53,7 @@ func (h *Handler) decide(get func(name string) string, f *file) *reply {
 	r := &reply{status: http.StatusOK, f: f, n: f.size}
 	lastMod := f.mod.UTC().Truncate(time.Second)
 	r.add("Content-Type", f.ctype)
-	r.add("Last-Modified", lastMod.Format(http.TimeFormat))
+	r.add("Last-Modified", httpDate(lastMod))
 	r.add("ETag", f.etag)
 	r.add("Accept-Ranges", "bytes")
 	if f.encoding != "" {

@@ -112,13 +112,11 @@ func (h *Handler) common(ctype string, set, add func(k, v string)) {
 	if h.svgPolicy && ctype == "image/svg+xml" {
 		set("Content-Security-Policy", SVGPolicy)
 	}
-	seen := map[string]bool{}
-	for _, hd := range h.headers {
-		if seen[hd.Name] {
+	for i, hd := range h.headers {
+		if h.repeat[i] {
 			add(hd.Name, hd.Value)
 		} else {
 			set(hd.Name, hd.Value)
-			seen[hd.Name] = true
 		}
 	}
 }

@@ -70,7 +70,8 @@ type Handler struct {
 	prefix    string
 	cache     string
 	headers   []Header
-	svgPolicy bool // no Content-Security-Policy among headers
+	repeat    []bool // headers[i]'s name came before: it is added, not set
+	svgPolicy bool   // no Content-Security-Policy among headers
 	next      http.Handler
 	fastNext  func(*fasthttp.RequestCtx)
 }
@@ -102,10 +103,14 @@ func New(dir string, opts *Options) (*Handler, error) {
 	}
 	h := &Handler{dir: dir, root: root, rootFd: rootFd, prefix: prefix, cache: opts.CacheControl, headers: opts.Headers,
 		svgPolicy: true, next: opts.Next}
+	seen := map[string]bool{}
 	for _, hd := range opts.Headers {
 		if strings.EqualFold(hd.Name, "Content-Security-Policy") {
 			h.svgPolicy = false
 		}
+		name := http.CanonicalHeaderKey(hd.Name)
+		h.repeat = append(h.repeat, seen[name])
+		seen[name] = true
 	}
 	if f, ok := opts.Next.(interface{ ServeFastHTTP(*fasthttp.RequestCtx) }); ok {
 		h.fastNext = f.ServeFastHTTP
@@ -147,7 +152,8 @@ func (h *Handler) rel(p, raw string) (string, refusal) {
 	if rest == "" {
 		return "", forbidden
 	}
-	for _, seg := range strings.Split(rest, "/") {
+	for tail := rest; ; {
+		seg, after, more := strings.Cut(tail, "/")
 		switch {
 		case seg == "", seg == ".", seg == "..":
 			return "", forbidden // "//", "/./", "/../": never normalised into something else
@@ -156,6 +162,10 @@ func (h *Handler) rel(p, raw string) (string, refusal) {
 		case strings.ContainsRune(seg, '\\'):
 			return "", forbidden
 		}
+		if !more {
+			break
+		}
+		tail = after
 	}
 	if path.Clean("/"+rest) != "/"+rest {
 		return "", forbidden
