@@ -195,6 +195,8 @@ type wsConn struct {
 	stop    chan struct{} // closed when the application receives no more
 	stopped sync.Once
 	once    sync.Once
+	life    sync.Mutex // held by the drain while it closes the connection
+	gone    bool       // the session has ended: the connection may be released
 	closeTO time.Duration
 }
 
@@ -231,6 +233,11 @@ func (h *Handler) session(conn *websocket.Conn, req *cpython.Request, path strin
 	h.wsMu.Lock()
 	delete(h.ws, c)
 	h.wsMu.Unlock()
+	// fasthttp releases a hijacked connection once this returns: a drain
+	// still closing it must be done first.
+	c.life.Lock()
+	c.gone = true
+	c.life.Unlock()
 	req.Done()
 }
 
@@ -354,6 +361,11 @@ func (c *wsConn) sendClose(code int, reason string) {
 
 // goingAway closes the connection for a drain, with 1001.
 func (c *wsConn) goingAway() {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.gone {
+		return
+	}
 	c.sendClose(websocket.CloseGoingAway, "server shutting down")
 	c.conn.SetReadDeadline(time.Now().Add(time.Second))
 }
