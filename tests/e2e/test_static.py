@@ -92,7 +92,9 @@ def test_sendfile(serve, tmp_path, rng):
                 sent += int(m[2])
             else:
                 written += int(m[2])
-    assert sent == len(want), f"sendfile carried {sent} of {len(want)} bytes"
+    # The first 512 bytes go out with the head, in one write, as net/http
+    # sends them; sendfile carries the rest.
+    assert len(want) - 512 <= sent <= len(want), f"sendfile carried {sent} of {len(want)} bytes"
     assert written < 64 << 10, f"{written} bytes went through write: the file was copied"
 
 
