@@ -219,7 +219,7 @@ func multipartBody(f *file, ranges []byteRange, r *reply) (io.Reader, int64) {
 		if len(readers) > 0 {
 			head = "\r\n" + head // the line break before a delimiter belongs to it
 		}
-		readers = append(readers, strings.NewReader(head), io.NewSectionReader(f.file(), rg.start, rg.length))
+		readers = append(readers, strings.NewReader(head), io.NewSectionReader(f.readerAt(), rg.start, rg.length))
 		total += int64(len(head)) + rg.length
 	}
 	tail := "\r\n--" + mw.Boundary() + "--\r\n"

@@ -74,6 +74,9 @@ const smallBody = 8 << 10
 
 // read reads n bytes of the file at off.
 func (f *file) read(off, n int64) ([]byte, error) {
+	if f.data != nil {
+		return f.data[off : off+n], nil
+	}
 	b := make([]byte, n)
 	for got := int64(0); got < n; {
 		k, err := unix.Pread(f.fd, b[got:], off+got)
@@ -166,7 +169,7 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		resp.Header.SetContentLength(int(rep.n))
 		resp.SkipBody = true
 	case rep.parts != nil:
-		resp.SetBodyStream(readCloser{rep.parts, f.file()}, int(rep.n))
+		resp.SetBodyStream(readCloser{rep.parts, f.closer()}, int(rep.n))
 	case rep.n <= smallBody:
 		b, err := f.read(rep.off, rep.n)
 		f.close()

@@ -11,6 +11,7 @@
 package static
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -74,6 +77,9 @@ type Handler struct {
 	svgPolicy bool   // no Content-Security-Policy among headers
 	next      http.Handler
 	fastNext  func(*fasthttp.RequestCtx)
+
+	small      sync.Map // cacheKey -> *smallFile
+	smallCount atomic.Int64
 }
 
 // New returns a handler that serves dir under opts.Prefix in front of
@@ -175,6 +181,7 @@ func (h *Handler) rel(p, raw string) (string, refusal) {
 
 // file is a file found for a request, open.
 type file struct {
+	data     []byte   // the whole file, for a small one (fd is then -1)
 	fd       int      // the open file
 	f        *os.File // fd as an *os.File, once one is needed (to send it with sendfile)
 	size     int64
@@ -183,6 +190,22 @@ type file struct {
 	ctype    string
 	encoding string // "br" or "gzip" for a precompressed sibling
 	vary     bool   // a precompressed sibling exists
+}
+
+// readerAt reads the file at an offset.
+func (f *file) readerAt() io.ReaderAt {
+	if f.data != nil {
+		return bytes.NewReader(f.data)
+	}
+	return f.file()
+}
+
+// closer closes the file.
+func (f *file) closer() io.Closer {
+	if f.data != nil {
+		return io.NopCloser(nil)
+	}
+	return f.file()
 }
 
 // file returns the open file as an *os.File, which then owns it.
@@ -194,6 +217,9 @@ func (f *file) file() *os.File {
 }
 
 func (f *file) close() {
+	if f.data != nil {
+		return
+	}
 	if f.f != nil {
 		f.f.Close()
 	} else {
@@ -205,6 +231,60 @@ func (f *file) close() {
 // precompressed sibling when it has one the client takes. A missing file,
 // a directory, or anything that is not a regular file is a miss.
 func (h *Handler) open(rel, accept string) (*file, error) {
+	br, gz := accepts(accept, "br"), accepts(accept, "gzip")
+	key := cacheKey{rel, br, gz}
+	now := time.Now().UnixNano()
+	if c, ok := h.small.Load(key); ok {
+		if e := c.(*smallFile); now-e.checked < int64(revalidate) {
+			f := e.f // a copy: the request's own
+			return &f, nil
+		}
+	}
+	f, err := h.openFile(rel, br, gz)
+	if err != nil || f.size > smallBody {
+		return f, err
+	}
+	// A small file is read whole and kept for a second: requests for it
+	// meanwhile cost no system call.
+	data, err := f.read(0, f.size)
+	f.close()
+	if err != nil {
+		return nil, err
+	}
+	f.data, f.fd, f.f = data, -1, nil
+	if h.smallCount.Load() < maxSmall {
+		if _, loaded := h.small.Swap(key, &smallFile{f: *f, checked: now}); !loaded {
+			h.smallCount.Add(1)
+		}
+	}
+	return f, nil
+}
+
+// revalidate is how long a small file read whole is served from memory
+// before it is opened again: a change on disk shows within it.
+const revalidate = time.Second
+
+// maxSmall bounds the small files kept (each at most smallBody bytes).
+const maxSmall = 4096
+
+type cacheKey struct {
+	rel    string
+	br, gz bool
+}
+
+type smallFile struct {
+	f       file
+	checked int64 // when it was read, in Unix nanoseconds
+}
+
+func (h *Handler) openFile(rel string, br, gz bool) (*file, error) {
+	accept := ""
+	if br {
+		accept = "br"
+	}
+	if gz {
+		accept += ",gzip"
+	}
 	out := &file{ctype: contentType(rel)}
 	var err error
 	if out.fd, out.size, out.mod, err = h.regular(rel); err != nil {
