@@ -93,8 +93,14 @@ func ConfigChecks(c *Config) []Check {
 	}
 	for _, m := range c.StaticDirs() {
 		fi, err := os.Stat(m.Dir)
+		if err == nil {
+			var root *os.Root
+			if root, err = os.OpenRoot(m.Dir); err == nil { // as serving opens it
+				root.Close()
+			}
+		}
 		add("static", err == nil && fi.IsDir(),
-			fmt.Sprintf("--static %s=%s: %s is not a directory", m.Prefix, m.Dir, m.Dir),
+			fmt.Sprintf("--static %s=%s: %s is not a directory this process can open", m.Prefix, m.Dir, m.Dir),
 			"name a directory that exists, relative to the working directory or absolute")
 	}
 	add("health-path", !(c.Metrics && c.HealthPath == MetricsPath),

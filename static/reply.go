@@ -79,9 +79,18 @@ func (h *Handler) decide(get func(name string) string, f *file) *reply {
 		return r
 	}
 	ranges, ok := parseRanges(rng, f.size)
+	var total int64
+	for _, rg := range ranges {
+		total += rg.length
+	}
 	switch {
 	case !ok || len(ranges) > maxRanges:
 		return r // not a range we read: the whole file
+	case len(ranges) > 1 && (total > f.size || f.encoding != ""):
+		// Ranges that ask for more than the file (overlapping, repeated)
+		// get it once; and a compressed file's parts would be neither the
+		// encoding nor the type their headers name.
+		return r
 	case len(ranges) == 0:
 		r.status, r.n = http.StatusRequestedRangeNotSatisfiable, -1
 		r.header = r.header[:0]
@@ -159,11 +168,13 @@ func parseRanges(s string, size int64) (ranges []byteRange, ok bool) {
 	if !found {
 		return nil, false
 	}
+	parts := 0
 	for _, part := range strings.Split(spec, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
 		}
+		parts++
 		first, last, found := strings.Cut(part, "-")
 		if !found {
 			return nil, false
@@ -198,6 +209,9 @@ func parseRanges(s string, size int64) (ranges []byteRange, ok bool) {
 			r = byteRange{a, b - a + 1}
 		}
 		ranges = append(ranges, r)
+	}
+	if parts == 0 {
+		return nil, false // "bytes=": no range at all, not an unsatisfiable one
 	}
 	return ranges, true
 }

@@ -24,7 +24,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.netNext(w, r)
 		return
 	}
-	rel, why := h.rel(r.URL.Path, r.RequestURI)
+	rel, why := h.rel(r.URL.Path, r.URL.EscapedPath())
 	switch why {
 	case malformed:
 		h.netError(w, http.StatusBadRequest)
@@ -75,7 +75,7 @@ const smallBody = 8 << 10
 // read reads n bytes of the file at off.
 func (f *file) read(off, n int64) ([]byte, error) {
 	if f.data != nil {
-		return f.data[off : off+n], nil
+		return f.data[off : off+n : off+n], nil // no room to append into the kept copy
 	}
 	b := make([]byte, n)
 	for got := int64(0); got < n; {
@@ -161,6 +161,9 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	}
 	h.common(f.ctype, resp.Header.Set, resp.Header.Add)
 	switch {
+	case rep.status == fasthttp.StatusRequestedRangeNotSatisfiable:
+		f.close()
+		resp.SetBodyRaw(nil) // Content-Length: 0
 	case rep.n < 0:
 		f.close()
 		resp.SkipBody = true

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +70,7 @@ const SVGPolicy = "default-src 'none'; img-src data:; style-src 'unsafe-inline';
 type Handler struct {
 	dir       string
 	root      *os.Root // where openat2 is missing
+	realDir   string   // dir with its symlinks resolved
 	rootFd    int      // the directory, for openat2 (-1 without it)
 	prefix    string
 	cache     string
@@ -96,7 +98,7 @@ func New(dir string, opts *Options) (*Handler, error) {
 	if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 		// openat2 (Linux 5.6) keeps every lookup beneath the directory in the
 		// kernel, in one system call; os.Root serves where it is missing.
-		if probe, err := openat2(fd, "."); err == nil {
+		if probe, err := openat2(fd, ".", 0); err == nil {
 			unix.Close(probe)
 			rootFd = fd
 		} else {
@@ -107,7 +109,11 @@ func New(dir string, opts *Options) (*Handler, error) {
 	if prefix != "/" {
 		prefix += "/"
 	}
-	h := &Handler{dir: dir, root: root, rootFd: rootFd, prefix: prefix, cache: opts.CacheControl, headers: opts.Headers,
+	realDir, _ := filepath.EvalSymlinks(dir)
+	if realDir != "" {
+		realDir, _ = filepath.Abs(realDir)
+	}
+	h := &Handler{dir: dir, root: root, rootFd: rootFd, realDir: realDir, prefix: prefix, cache: opts.CacheControl, headers: opts.Headers,
 		svgPolicy: true, next: opts.Next}
 	seen := map[string]bool{}
 	for _, hd := range opts.Headers {
@@ -242,6 +248,9 @@ func (h *Handler) open(rel, accept string) (*file, error) {
 	}
 	f, err := h.openFile(rel, br, gz)
 	if err != nil || f.size > smallBody {
+		if _, known := h.small.LoadAndDelete(key); known {
+			h.smallCount.Add(-1) // gone, or grown: no longer kept
+		}
 		return f, err
 	}
 	// A small file is read whole and kept for a second: requests for it
@@ -252,7 +261,7 @@ func (h *Handler) open(rel, accept string) (*file, error) {
 		return nil, err
 	}
 	f.data, f.fd, f.f = data, -1, nil
-	if h.smallCount.Load() < maxSmall {
+	if _, known := h.small.Load(key); known || h.smallCount.Load() < maxSmall {
 		if _, loaded := h.small.Swap(key, &smallFile{f: *f, checked: now}); !loaded {
 			h.smallCount.Add(1)
 		}
@@ -325,7 +334,15 @@ var errNotRegular = errors.New("static: not a regular file")
 // file, with its size and modification time.
 func (h *Handler) regular(rel string) (fd int, size int64, mod time.Time, err error) {
 	if h.rootFd >= 0 {
-		if fd, err = openat2(h.rootFd, rel); err != nil {
+		if fd, err = openat2(h.rootFd, rel, unix.RESOLVE_NO_SYMLINKS); err == unix.ELOOP {
+			// A symlink on the way: followed if it stays beneath the root
+			// and leads to no dotfile.
+			if fd, err = openat2(h.rootFd, rel, 0); err == nil && !h.landsVisible(fd) {
+				unix.Close(fd)
+				err = fs.ErrPermission
+			}
+		}
+		if err != nil {
 			return -1, 0, time.Time{}, err
 		}
 	} else {
@@ -333,8 +350,12 @@ func (h *Handler) regular(rel string) (fd int, size int64, mod time.Time, err er
 		if err != nil {
 			return -1, 0, time.Time{}, err
 		}
-		fd, err = unix.Dup(int(f.Fd()))
+		fd, err = unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 		f.Close()
+		if err == nil && !h.landsVisible(fd) {
+			unix.Close(fd)
+			err = fs.ErrPermission
+		}
 		if err != nil {
 			return -1, 0, time.Time{}, err
 		}
@@ -350,10 +371,29 @@ func (h *Handler) regular(rel string) (fd int, size int64, mod time.Time, err er
 	return fd, st.Size, time.Unix(st.Mtim.Sec, st.Mtim.Nsec), nil
 }
 
-func openat2(dirfd int, rel string) (int, error) {
+// landsVisible reports whether the file open at fd is beneath the root by
+// a path with no dotfile in it: a symlink may not lead to .env or .git/.
+func (h *Handler) landsVisible(fd int) bool {
+	target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil || h.realDir == "" {
+		return false
+	}
+	rel, ok := strings.CutPrefix(target, h.realDir+"/")
+	if !ok {
+		return false
+	}
+	for _, seg := range strings.Split(rel, "/") {
+		if seg == "" || seg[0] == '.' {
+			return false
+		}
+	}
+	return true
+}
+
+func openat2(dirfd int, rel string, resolve uint64) (int, error) {
 	how := unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS | resolve,
 	}
 	for {
 		fd, err := unix.Openat2(dirfd, rel, &how)

@@ -64,6 +64,8 @@ func tree(t *testing.T) string {
 	os.Symlink(filepath.Join(base, "secret.txt"), filepath.Join(dir, "link-out"))
 	os.Symlink("../secret.txt", filepath.Join(dir, "link-up"))
 	os.Symlink(base, filepath.Join(dir, "dir-out"))
+	os.Symlink(".env", filepath.Join(dir, "env.txt"))
+	os.Symlink(".git", filepath.Join(dir, "g"))
 	return dir
 }
 
@@ -166,6 +168,9 @@ func TestGet(t *testing.T) {
 		if r, body := s.raw(t, "GET", "/static/sub/page.html"); r.StatusCode != 200 || body != "<p>sub</p>" {
 			t.Errorf("sub/page.html: %d %q", r.StatusCode, body)
 		}
+		if r, body := s.raw(t, "GET", "/static/hello.txt?x=%00"); r.StatusCode != 200 || body != "hello, static\n" {
+			t.Errorf("a NUL in the query is the application's business: %d %q", r.StatusCode, body)
+		}
 	})
 }
 
@@ -263,9 +268,14 @@ func TestRanges(t *testing.T) {
 			{[]string{"Range", "bytes=0-1", "If-Range", "W/" + etag}, 200, "0123456789", ""},
 			{[]string{"Range", "bytes=0-1", "If-Range", lm}, 206, "01", "bytes 0-1/10"},
 			{[]string{"Range", "bytes=0-1", "If-Range", "Mon, 02 Jan 2006 15:04:05 GMT"}, 200, "0123456789", ""},
+			{[]string{"Range", "bytes="}, 200, "0123456789", ""},
+			{[]string{"Range", "bytes=0-,0-,0-"}, 200, "0123456789", ""}, // more than the file: once
 		}
 		for _, c := range cases {
 			r, body := s.raw(t, "GET", "/static/digits.txt", c.headers...)
+			if c.status == 416 && r.Header.Get("Content-Length") != "0" {
+				t.Errorf("%v: a 416 needs Content-Length: 0 (keep-alive clients wait for a body), got %q", c.headers, r.Header.Get("Content-Length"))
+			}
 			if r.StatusCode != c.status || body != c.body || r.Header.Get("Content-Range") != c.crange {
 				t.Errorf("%v: %d %q %q, want %d %q %q", c.headers, r.StatusCode, body, r.Header.Get("Content-Range"),
 					c.status, c.body, c.crange)
@@ -307,6 +317,10 @@ func TestPrecompressed(t *testing.T) {
 			{"", "body { color: red }\n", ""},
 			{"identity", "body { color: red }\n", ""},
 			{"br;q=0, gzip;q=0", "body { color: red }\n", ""},
+		}
+		// Several ranges of a compressed file: the whole file, once.
+		if r, body := s.raw(t, "GET", "/static/style.css", "Accept-Encoding", "gzip", "Range", "bytes=0-1,3-4"); r.StatusCode != 200 || body != "GZIP-BYTES" {
+			t.Errorf("multiple ranges of a gzip sibling: %d %q", r.StatusCode, body)
 		}
 		etags := map[string]bool{}
 		for _, c := range cases {
@@ -372,6 +386,7 @@ func TestTraversal(t *testing.T) {
 		"/static/..;/secret.txt", "/static/%252e%252e/secret.txt", "/static/%c0%ae%c0%ae/secret.txt",
 		"/static/..%c0%afsecret.txt", "/static/./hello.txt", "/static/sub/./page.html",
 		"/static/sub//page.html", "/static/%2e/hello.txt", "/../secret.txt",
+		"/static/env.txt", "/static/g/config",
 	}
 	if len(hostile) < 30 {
 		t.Fatal("the table is short")
