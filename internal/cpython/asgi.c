@@ -648,6 +648,20 @@ static PyObject *done_future(void)
 	return a_done;
 }
 
+/* send_waits returns the future a send past the high-water mark waits on,
+ * until Go catches up (M0_A_RESUME) or the client leaves. */
+static PyObject *send_waits(aslot *s)
+{
+	PyObject *f = new_future();
+	if (f) {
+		py.Py_IncRef(Py_None);
+		settle(&s->send_fut, Py_None); /* one whose waiter was cancelled */
+		py.Py_IncRef(f);
+		s->send_fut = f;
+	}
+	return f;
+}
+
 static PyObject *http_send(aslot *s, uint32_t slot, PyObject *msg, const char *type)
 {
 	if (s->disconnected)
@@ -710,16 +724,7 @@ static PyObject *http_send(aslot *s, uint32_t slot, PyObject *msg, const char *t
 			s->complete = 1;
 			feed(s, slot); /* a receive() waiting for the end now gets http.disconnect */
 		}
-		if (!wait)
-			return done_future();
-		PyObject *f = new_future();
-		if (f) {
-			py.Py_IncRef(Py_None);
-			settle(&s->send_fut, Py_None); /* one whose waiter was cancelled */
-			py.Py_IncRef(f);
-			s->send_fut = f;
-		}
-		return f;
+		return wait ? send_waits(s) : done_future();
 	}
 	if (strcmp(type, "http.response.pathsend") == 0) {
 		PyObject *path = get(msg, k.path);
@@ -850,16 +855,7 @@ static PyObject *ws_send(aslot *s, uint32_t slot, PyObject *msg, const char *typ
 		emit(M0_C_WS_SEND, slot, s->gen, flags, p, (size_t)n);
 		if (keep)
 			py.Py_DecRef(keep);
-		if (!(flags & M0_A_WAIT))
-			return done_future();
-		PyObject *f = new_future();
-		if (f) {
-			py.Py_IncRef(Py_None);
-			settle(&s->send_fut, Py_None); /* one whose waiter was cancelled */
-			py.Py_IncRef(f);
-			s->send_fut = f;
-		}
-		return f;
+		return (flags & M0_A_WAIT) ? send_waits(s) : done_future();
 	}
 	if (strcmp(type, "websocket.close") == 0)
 		return ws_close(s, slot, msg);
