@@ -420,16 +420,4 @@ func accepts(accept, enc string) bool {
 	return false
 }
 
-// missing reports whether err means the file is not there (a miss), as
-// against one the handler may not serve.
-func missing(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotRegular) || errors.Is(err, fs.ErrInvalid) ||
-		isNotDir(err)
-}
-
-func isNotDir(err error) bool {
-	var pe *fs.PathError
-	return errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "not a directory")
-}
-
 var _ io.Closer = (*Handler)(nil)
