@@ -47,8 +47,18 @@ func hasToken(v []byte, tok string) bool {
 }
 
 // handshake waits for the application's answer to websocket.connect: the
-// accept (its subprotocol and headers), or a refusal already answered.
+// accept (its subprotocol and headers), or the status of a refusal, for
+// which the request is over (a receive() after it says the client left).
 func (h *Handler) handshake(req *cpython.Request, method, path string) (accept []byte, status int) {
+	accept, status = h.answer(req, method, path)
+	if status != 0 {
+		req.Post(cpython.ADisconnect, 1006, nil)
+		req.Done()
+	}
+	return accept, status
+}
+
+func (h *Handler) answer(req *cpython.Request, method, path string) (accept []byte, status int) {
 	for {
 		m, _ := req.Next(context.Background())
 		switch m.Kind {
@@ -96,8 +106,6 @@ func (h *Handler) netWebSocket(w http.ResponseWriter, r *http.Request) {
 	req := h.ex.Start(cpython.AWebSocket, sc.end(nil), false)
 	accept, status := h.handshake(req, r.Method, r.URL.Path)
 	if status != 0 {
-		req.Post(cpython.ADisconnect, 1006, nil) // a receive() after the refusal returns
-		req.Done()
 		http.Error(w, http.StatusText(status), status)
 		return
 	}
@@ -122,8 +130,6 @@ func (h *Handler) fastWebSocket(ctx *fasthttp.RequestCtx) {
 	req := h.ex.Start(cpython.AWebSocket, sc.end(nil), false)
 	accept, status := h.handshake(req, hr.Method, hr.URL.Path)
 	if status != 0 {
-		req.Post(cpython.ADisconnect, 1006, nil) // a receive() after the refusal returns
-		req.Done()
 		ctx.Error(http.StatusText(status), status)
 		return
 	}
