@@ -31,6 +31,22 @@ def trace(pid, out):
     return proc
 
 
+def traced_bytes(out):
+    """Bytes that went out by sendfile, and by write/writev, in a trace."""
+    sent = written = 0
+    for line in out.read_text().splitlines():
+        # A call another thread interrupted in the log ends on a line of its own.
+        m = (re.search(r"\b(sendfile|write|writev)\(.*\)\s+=\s+(\d+)", line)
+             or re.search(r"<\.\.\. (sendfile|write|writev) resumed>.*=\s+(\d+)", line))
+        if not m:
+            continue
+        if m[1] == "sendfile":
+            sent += int(m[2])
+        else:
+            written += int(m[2])
+    return sent, written
+
+
 def test_pathsend_uses_sendfile(serve, tmp_path):
     assert shutil.which("strace"), "strace is not installed (scripts/test installs it)"
     data = os.urandom(SIZE)
@@ -46,16 +62,6 @@ def test_pathsend_uses_sendfile(serve, tmp_path):
         tracer.wait(10)
     assert r.status_code == 200 and r.headers["x-sent-by"] == "pathsend"
     assert hashlib.sha256(r.content).digest() == hashlib.sha256(data).digest()
-    sent = written = 0
-    for line in out.read_text().splitlines():
-        # A call another thread interrupted in the log ends on a line of its own.
-        m = (re.search(r"\b(sendfile|write|writev)\(.*\)\s+=\s+(\d+)", line)
-             or re.search(r"<\.\.\. (sendfile|write|writev) resumed>.*=\s+(\d+)", line))
-        if not m:
-            continue
-        if m[1] == "sendfile":
-            sent += int(m[2])
-        else:
-            written += int(m[2])
+    sent, written = traced_bytes(out)
     assert sent == SIZE, f"sendfile carried {sent} of {SIZE} bytes\n{out.read_text()[:2000]}"
     assert written < 64 << 10, f"{written} bytes went through write: the file was copied"
