@@ -1,21 +1,26 @@
 package m0
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
-	"sync"
-	"time"
 
+	"github.com/m0serve/m0/internal/observe"
+	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 )
 
-// AccessLog returns a handler that serves with next and writes one JSON line
-// per response to w:
+// FastHandler is a handler that can also serve requests fasthttp parsed,
+// as the bridges and the static handler can. The m0serve command serves a
+// FastHandler with fasthttp, which costs a third of net/http per request.
+type FastHandler interface {
+	http.Handler
+	ServeFastHTTP(ctx *fasthttp.RequestCtx)
+}
+
+// AccessLog returns middleware that serves with the handler it wraps and
+// writes one JSON line per response to w:
 //
 //	{"time":"2026-10-04T17:02:51.789Z","level":"INFO","msg":"access","method":"GET","path":"/","status":200,"dur_us":1234,"bytes":64,"remote_addr":"127.0.0.1"}
 //
@@ -29,16 +34,16 @@ import (
 // server could not read one. A streamed response's line is written when
 // its body ends. Lines are written whole, one Write each.
 //
-// If next is a [FastHandler], so is the handler returned.
-func AccessLog(w io.Writer, next http.Handler) http.Handler {
-	l := &accessLog{
-		log:  slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{ReplaceAttr: utcMillis})),
-		next: next,
+// Around a [FastHandler], the handler returned is one too.
+func AccessLog(w io.Writer) func(http.Handler) http.Handler {
+	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{ReplaceAttr: utcMillis}))
+	return func(next http.Handler) http.Handler {
+		l := &accessLog{log: log, next: next}
+		if fh, ok := next.(FastHandler); ok {
+			return &fastAccessLog{accessLog: l, fast: fh}
+		}
+		return l
 	}
-	if fh, ok := next.(FastHandler); ok {
-		return &fastAccessLog{accessLog: l, fast: fh}
-	}
-	return l
 }
 
 // utcMillis writes the record's time in UTC with milliseconds.
@@ -55,33 +60,31 @@ type accessLog struct {
 }
 
 func (l *accessLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := observe(w, r, l.next)
-	l.write(r.Method, r.URL.Path, rec.outcome(r))
+	rec := observe.Observe(w, r, l.next)
+	l.write(r.Method, r.URL.Path, rec.Outcome(r))
 }
 
-func (l *accessLog) write(method, path string, o outcome) {
+func (l *accessLog) write(method, path string, o observe.Outcome) {
 	attrs := [...]slog.Attr{
 		slog.String("method", method),
 		slog.String("path", path),
-		slog.Int("status", o.status),
-		slog.Int64("dur_us", o.dur.Microseconds()),
-		slog.Int64("bytes", o.bytes),
+		slog.Int("status", o.Status),
+		slog.Int64("dur_us", o.Dur.Microseconds()),
+		slog.Int64("bytes", o.Bytes),
 		{},
 	}
 	n := len(attrs) - 1
-	if o.remote.IsValid() {
-		attrs[n] = slog.String("remote_addr", o.remote.String())
+	if o.Remote.IsValid() {
+		attrs[n] = slog.String("remote_addr", o.Remote.String())
 		n++
 	}
 	l.log.LogAttrs(context.Background(), slog.LevelInfo, "access", attrs[:n]...)
 }
 
-// refused logs a response the server gave before next was reached.
-func (l *accessLog) refused(method, path string, o outcome) {
+// Refused logs a response the server gave before the handler was reached.
+func (l *accessLog) Refused(method, path string, o observe.Outcome) {
 	l.write(method, path, o)
-	if obs, ok := l.next.(refusalObserver); ok {
-		obs.refused(method, path, o)
-	}
+	observe.PassRefused(l.next, method, path, o)
 }
 
 type fastAccessLog struct {
@@ -90,134 +93,18 @@ type fastAccessLog struct {
 }
 
 func (l *fastAccessLog) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
-	observeFast(ctx, l.fast, func(ctx *fasthttp.RequestCtx, o outcome) {
+	observe.ObserveFast(ctx, l.fast.ServeFastHTTP, func(ctx *fasthttp.RequestCtx, o observe.Outcome) {
 		l.write(string(ctx.Method()), string(ctx.Path()), o)
 	})
 }
-
-// outcome is what the access log and the metrics learn of one response.
-type outcome struct {
-	status int
-	dur    time.Duration // from the request's headers to the response's head
-	bytes  int64         // the body as sent; -1 when unknown
-	remote netip.Addr    // the client; invalid when unknown
-}
-
-// bodyAllowed reports whether a response with status carries a body.
-func bodyAllowed(status int) bool {
-	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
-}
-
-// recorder is a ResponseWriter that notes the status, the body's length
-// and when the head went out. Unwrap lets http.ResponseController reach
-// the writer below.
-type recorder struct {
-	http.ResponseWriter
-	start  time.Time
-	head   time.Time // the first Flush; zero until then
-	status int       // zero until the head is written
-	bytes  int64
-}
-
-// observe serves r with next through a recorder.
-func observe(w http.ResponseWriter, r *http.Request, next http.Handler) *recorder {
-	rec := &recorder{ResponseWriter: w, start: time.Now()}
-	// From the request's headers: the limits read the body before this.
-	if cs, ok := r.Context().Value(connKey{}).(*connState); ok {
-		if t := requestStart(cs.conn); !t.IsZero() && t.Before(rec.start) {
-			rec.start = t
-		}
-	}
-	next.ServeHTTP(rec, r)
-	return rec
-}
-
-func (rec *recorder) outcome(r *http.Request) outcome {
-	status := rec.status
-	if status == 0 {
-		status = http.StatusOK
-	}
-	head := rec.head
-	if head.IsZero() {
-		head = time.Now()
-	}
-	n := rec.bytes
-	if r.Method == http.MethodHead || !bodyAllowed(status) {
-		n = 0
-	}
-	o := outcome{status: status, dur: head.Sub(rec.start), bytes: n}
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		o.remote = ap.Addr().Unmap()
-	}
-	return o
-}
-
-func (rec *recorder) WriteHeader(code int) {
-	// An informational head (103 Early Hints) is followed by the real one.
-	if rec.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
-		rec.status = code
-	}
-	rec.ResponseWriter.WriteHeader(code)
-}
-
-func (rec *recorder) Write(p []byte) (int, error) {
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	n, err := rec.ResponseWriter.Write(p)
-	rec.bytes += int64(n)
-	return n, err
-}
-
-// ReadFrom keeps the writer's own ReadFrom (sendfile) in use.
-func (rec *recorder) ReadFrom(r io.Reader) (int64, error) {
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	var n int64
-	var err error
-	if rf, ok := rec.ResponseWriter.(io.ReaderFrom); ok {
-		n, err = rf.ReadFrom(r)
-	} else {
-		n, err = io.Copy(struct{ io.Writer }{rec.ResponseWriter}, r)
-	}
-	rec.bytes += n
-	return n, err
-}
-
-// FlushError flushes the writer below; the first flush sends the head.
-func (rec *recorder) FlushError() error {
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	if rec.head.IsZero() {
-		rec.head = time.Now()
-	}
-	return http.NewResponseController(rec.ResponseWriter).Flush()
-}
-
-func (rec *recorder) Flush() { rec.FlushError() }
-
-// Hijack hands the connection over, as the writer below does. A handler
-// that hijacks before writing a head switches protocols (a WebSocket
-// upgrade writes its 101 to the connection itself).
-func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	if rec.status == 0 {
-		rec.status = http.StatusSwitchingProtocols
-		rec.head = time.Now()
-	}
-	return http.NewResponseController(rec.ResponseWriter).Hijack()
-}
-
-func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
 
 // A fasthttp handler that writes its response to the connection itself
 // (a hijack) tells the access log and the metrics what it sent through
 // these user values: the body's bytes as an int64, and when the head went
 // out as a time.Time.
 const (
-	HijackedSent = "m0.sent"
-	HijackedHead = "m0.head"
+	HijackedSent = wire.KeySent
+	HijackedHead = wire.KeyHead
 )
 
 // SentCounter is implemented by a fasthttp response body stream that counts
@@ -229,100 +116,4 @@ const (
 // counted as that length.
 type SentCounter interface {
 	CountInto(n *int64)
-}
-
-// fastRecord is one request's observation under fasthttp, shared by every
-// observer of the request: the outermost one owns it, and the others add
-// their callbacks. It is stored in the request's user values, which
-// fasthttp closes once it has written the response, streamed body included.
-type fastRecord struct {
-	o       outcome
-	sent    int64
-	counted bool
-	done    []func(*fasthttp.RequestCtx, outcome)
-	ctx     *fasthttp.RequestCtx
-}
-
-type fastRecordKey struct{}
-
-var fastRecords = sync.Pool{New: func() any { return new(fastRecord) }}
-
-// observeFast serves ctx with next and calls done once with the outcome:
-// when next returns, or for a streamed body when fasthttp closes it.
-func observeFast(ctx *fasthttp.RequestCtx, next FastHandler, done func(*fasthttp.RequestCtx, outcome)) {
-	if rec, ok := ctx.UserValue(fastRecordKey{}).(*fastRecord); ok {
-		rec.done = append(rec.done, done)
-		next.ServeFastHTTP(ctx)
-		return
-	}
-	rec := fastRecords.Get().(*fastRecord)
-	rec.ctx = ctx
-	rec.done = append(rec.done, done)
-	ctx.SetUserValue(fastRecordKey{}, rec)
-	next.ServeFastHTTP(ctx)
-
-	// From the request's headers: ctx.Time is when its body had arrived.
-	start := ctx.Time()
-	if start.IsZero() {
-		start = ctx.ConnTime()
-	}
-	if t := requestStart(ctx.Conn()); !t.IsZero() && t.Before(start) {
-		start = t
-	}
-	resp := &ctx.Response
-	rec.o.status = resp.StatusCode()
-	rec.o.dur = time.Since(start)
-	if a, ok := ctx.RemoteAddr().(interface{ AddrPort() netip.AddrPort }); ok {
-		if ip := a.AddrPort().Addr().Unmap(); !ip.IsUnspecified() {
-			rec.o.remote = ip
-		}
-	}
-	switch {
-	case ctx.IsHead() || !bodyAllowed(rec.o.status) || resp.SkipBody:
-		rec.o.bytes = 0
-	case ctx.Hijacked():
-		// The handler wrote the response to the connection itself, and may
-		// say how: HijackedSent and HijackedHead.
-		rec.o.bytes = -1
-		if n, ok := ctx.UserValue(HijackedSent).(int64); ok {
-			rec.o.bytes = n
-		}
-		if head, ok := ctx.UserValue(HijackedHead).(time.Time); ok {
-			rec.o.dur = head.Sub(start)
-		}
-	case resp.IsBodyStream():
-		if n := resp.Header.ContentLength(); n >= 0 {
-			rec.o.bytes = int64(n)
-		} else if c, ok := resp.BodyStream().(SentCounter); ok {
-			rec.counted = true
-			c.CountInto(&rec.sent)
-		} else {
-			rec.o.bytes = -1
-		}
-		return // Close finishes it
-	default:
-		rec.o.bytes = int64(len(resp.Body()))
-	}
-	ctx.RemoveUserValue(fastRecordKey{})
-	rec.finish()
-}
-
-// Close is fasthttp's word that the response is over.
-func (rec *fastRecord) Close() error {
-	if rec.ctx != nil {
-		if rec.counted {
-			rec.o.bytes = rec.sent
-		}
-		rec.finish()
-	}
-	return nil
-}
-
-func (rec *fastRecord) finish() {
-	for i := len(rec.done) - 1; i >= 0; i-- {
-		rec.done[i](rec.ctx, rec.o)
-	}
-	clear(rec.done)
-	*rec = fastRecord{done: rec.done[:0]}
-	fastRecords.Put(rec)
 }

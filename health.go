@@ -6,29 +6,32 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/m0serve/m0/internal/observe"
 	"github.com/valyala/fasthttp"
 )
 
 // started is when the process started serving, for uptime_s.
 var started = time.Now()
 
-// Health returns a handler that answers GET and HEAD on exactly path with
-// a liveness JSON, in Go, without calling next:
+// Health returns middleware that answers GET and HEAD on exactly path with
+// a liveness JSON, in Go, without calling the handler it wraps:
 //
 //	{"status":"ok","pid":4242,"uptime_s":12.345}
 //
 // uptime_s is the seconds since the process loaded this package, with
 // milliseconds. The answer is 200 with Content-Type application/json and
-// Cache-Control no-store. Every other request goes to next. An empty path
-// answers nothing itself.
+// Cache-Control no-store. Every other request goes to the wrapped handler.
+// An empty path answers nothing itself.
 //
-// If next is a [FastHandler], so is the handler returned.
-func Health(path string, next http.Handler) http.Handler {
-	h := &health{path: path, next: next}
-	if fh, ok := next.(FastHandler); ok {
-		return &fastHealth{health: h, fast: fh}
+// Around a [FastHandler], the handler returned is one too.
+func Health(path string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		h := &health{path: path, next: next}
+		if fh, ok := next.(FastHandler); ok {
+			return &fastHealth{health: h, fast: fh}
+		}
+		return h
 	}
-	return h
 }
 
 type health struct {
@@ -62,10 +65,9 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *health) refused(method, path string, o outcome) {
-	if obs, ok := h.next.(refusalObserver); ok {
-		obs.refused(method, path, o)
-	}
+// Refused passes on the news of a request the server refused.
+func (h *health) Refused(method, path string, o observe.Outcome) {
+	observe.PassRefused(h.next, method, path, o)
 }
 
 type fastHealth struct {

@@ -5,10 +5,12 @@ import (
 	"net/http"
 	"os"
 	"testing"
+
+	"github.com/m0serve/m0/internal/observe/observetest"
 )
 
 func TestHealth(t *testing.T) {
-	modes(t, func(h http.Handler) http.Handler { return Health("/health", h) }, func(t *testing.T, base string, d *double) {
+	observetest.Modes(t, func(h http.Handler) http.Handler { return Health("/health")(h) }, func(t *testing.T, base string, d *observetest.Double) {
 		tests := []struct {
 			method, path string
 			answered     bool
@@ -31,7 +33,7 @@ func TestHealth(t *testing.T) {
 				defer resp.Body.Close()
 				var reached bool
 				select {
-				case <-d.calls:
+				case <-d.Calls:
 					reached = true
 				default:
 				}
@@ -76,13 +78,13 @@ func TestHealth(t *testing.T) {
 }
 
 func TestHealthEmptyPath(t *testing.T) {
-	d := newDouble()
-	h := Health("", d)
+	d := observetest.NewDouble()
+	h := Health("")(d)
 	for _, path := range []string{"", "/"} {
 		r, _ := http.NewRequest("GET", "http://x"+path, nil)
 		h.ServeHTTP(nopWriter{}, r)
 		select {
-		case <-d.calls:
+		case <-d.Calls:
 		default:
 			t.Errorf("%q did not reach the application", path)
 		}

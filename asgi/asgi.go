@@ -14,21 +14,31 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/wire"
 )
 
-// DefaultMaxBody is the request body cap when Options.MaxBody is zero.
-const DefaultMaxBody = 4 << 20
+// DefaultMaxBody is the request body cap of a handler made with nil
+// options, as m0serve's --max-body defaults to: 4 MiB.
+const DefaultMaxBody = wire.DefaultMaxBody
 
-// Options configures an ASGI handler. A nil *Options is valid and means the
-// zero value of every field.
+// DefaultCloseTimeout is how long a handler made with nil options waits
+// for a WebSocket peer's close reply, as m0serve's --idle-timeout defaults
+// to.
+const DefaultCloseTimeout = 60 * time.Second
+
+// Options configures an ASGI handler. A nil *Options is valid and means
+// DefaultOptions. A zero field means what m0serve's flag of the same
+// setting means at 0.
 type Options struct {
 	// Loop is "auto" or "" (uvloop when it is installed, else asyncio),
-	// "uvloop" (an error if it is not installed) or "asyncio".
+	// "uvloop" (Startup fails if it is not installed) or "asyncio". Any
+	// other value panics.
 	Loop string
 
 	// NoLifespan skips the lifespan protocol, as uvicorn's --lifespan off.
@@ -37,94 +47,121 @@ type Options struct {
 	NoLifespan bool
 
 	// MaxBody caps a request body, in bytes; a larger one is answered 413
-	// before the application runs. Zero means DefaultMaxBody; negative means
-	// no cap.
+	// before the application runs. Zero means no cap, as --max-body 0. The
+	// default is DefaultMaxBody.
 	MaxBody int64
 
 	// RootPath is the scope's root_path: the prefix the application is
-	// mounted under, which the path still carries.
+	// mounted under, which the path still carries. The default is "".
 	RootPath string
 
 	// CloseTimeout bounds the wait for a WebSocket peer's close reply. Zero
-	// means 60 seconds; negative, no wait.
+	// means no wait, as --idle-timeout 0. The default is
+	// DefaultCloseTimeout.
 	CloseTimeout time.Duration
 
-	// Logger receives application errors and lifespan notes. Nil means
-	// slog.Default().
+	// Logger receives application errors and lifespan notes. Nil, the
+	// default, means slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultOptions returns the options a nil *Options means, to change one
+// setting and keep the others.
+func DefaultOptions() *Options {
+	return &Options{MaxBody: DefaultMaxBody, CloseTimeout: DefaultCloseTimeout}
+}
+
+// ErrClosed is returned by a second Shutdown; errors.Is finds
+// http.ErrServerClosed in it, as in every m0 handler's.
+var ErrClosed = wire.Closed("asgi")
 
 // Handler serves an ASGI application. It is an http.Handler, and serves
 // fasthttp's requests too (ServeFastHTTP), which m0serve uses.
 type Handler struct {
 	ex       *cpython.Executor
-	maxBody  int64
+	startErr error // the loop did not start
+	maxBody  int64 // -1: no cap
 	rootPath string
 	closeTO  time.Duration
 	log      *slog.Logger
 	lifespan bool        // the application's lifespan startup completed
 	noLife   bool        // Options.NoLifespan
-	draining atomic.Bool // Shutdown has begun
+	draining atomic.Bool // Drain has begun
+	closed   atomic.Bool // Shutdown has begun: new requests get 503
+	startLog sync.Once   // the loop's failure to start, logged once
 	wsMu     sync.Mutex
 	ws       map[*wsConn]struct{} // open WebSockets, closed with 1001 on drain
-	stopOnce sync.Once
 }
 
-// New starts the loop for app, which must be an ASGI callable (m0.LoadApp
-// found it to be one), and returns its handler. Call Startup before
-// serving: it runs the application's lifespan startup. One ASGI handler
-// may exist per process.
-func New(app *cpython.App, opts *Options) (*Handler, error) {
+// New starts an event loop for app, which must be an ASGI callable
+// (m0.LoadApp found it to be one; New panics otherwise, as http.Handle does
+// with a nil handler), and returns its handler, serving. The application's
+// lifespan startup begins at once; a server calls Startup before it
+// listens, which waits for it and returns what failed, the loop or the
+// startup. A request that arrives before is served all the same.
+func New(app *cpython.App, opts *Options) *Handler {
 	if opts == nil {
-		opts = &Options{}
+		opts = DefaultOptions()
 	}
 	if app == nil || app.Protocol != "asgi" {
-		return nil, errors.New("asgi: New needs an ASGI application")
+		panic("asgi: New needs an ASGI application (m0.LoadApp found this one to be WSGI; use wsgi.New)")
 	}
 	switch opts.Loop {
 	case "", "auto", "uvloop", "asyncio":
 	default:
-		return nil, fmt.Errorf("asgi: unknown loop %q (want auto, uvloop or asyncio)", opts.Loop)
-	}
-	rt, err := cpython.Start()
-	if err != nil {
-		return nil, fmt.Errorf("asgi: %w", err)
-	}
-	ex, err := rt.StartASGI(app, cpython.LoopOptions{Loop: opts.Loop, Lifespan: !opts.NoLifespan})
-	if err != nil {
-		return nil, fmt.Errorf("asgi: %w", err)
+		panic(fmt.Sprintf("asgi: unknown loop %q (want auto, uvloop or asyncio)", opts.Loop))
 	}
 	h := &Handler{
-		ex:       ex,
 		maxBody:  opts.MaxBody,
 		rootPath: opts.RootPath,
-		closeTO:  opts.CloseTimeout,
+		closeTO:  max(opts.CloseTimeout, 0),
 		log:      opts.Logger,
 		noLife:   opts.NoLifespan,
 		ws:       map[*wsConn]struct{}{},
 	}
-	if h.maxBody == 0 {
-		h.maxBody = DefaultMaxBody
-	}
-	switch {
-	case h.closeTO == 0:
-		h.closeTO = 60 * time.Second
-	case h.closeTO < 0:
-		h.closeTO = 0
+	if h.maxBody <= 0 {
+		h.maxBody = -1
 	}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
-	return h, nil
+	rt, err := cpython.Start()
+	if err == nil {
+		h.ex, err = rt.StartASGI(app, cpython.LoopOptions{Loop: opts.Loop, Lifespan: !opts.NoLifespan})
+	}
+	if err != nil {
+		h.startErr = fmt.Errorf("asgi: %w", err)
+	}
+	return h
 }
 
-// Loop names the event loop that resolved: "uvloop" or "asyncio".
-func (h *Handler) Loop() string { return h.ex.Loop }
+// unavailable is the status a request gets when the handler cannot serve
+// it (0 when it can): 503 once Shutdown has begun, 500 when the loop did
+// not start.
+func (h *Handler) unavailable() int {
+	switch {
+	case h.closed.Load():
+		return http.StatusServiceUnavailable
+	case h.ex == nil:
+		h.startLog.Do(func() { h.log.Error(h.startErr.Error()) })
+		return http.StatusInternalServerError
+	}
+	return 0
+}
+
+// Loop names the event loop that resolved: "uvloop" or "asyncio"; "" when
+// the loop did not start.
+func (h *Handler) Loop() string {
+	if h.ex == nil {
+		return ""
+	}
+	return h.ex.Loop
+}
 
 // Eager reports whether requests start as eager tasks (CPython 3.12+): a
 // request whose coroutine never waits finishes in the loop iteration it
 // started in.
-func (h *Handler) Eager() bool { return h.ex.Eager }
+func (h *Handler) Eager() bool { return h.ex != nil && h.ex.Eager }
 
 // LifespanError is a lifespan startup the application reported failed
 // (lifespan.startup.failed, as Starlette and FastAPI send when a startup
@@ -142,6 +179,9 @@ func (e *LifespanError) Error() string {
 // ctx. An application without lifespan support is served anyway (one info
 // line says so); one whose startup fails returns a *LifespanError.
 func (h *Handler) Startup(ctx context.Context) error {
+	if h.startErr != nil {
+		return h.startErr
+	}
 	o, err := h.ex.Startup(ctx)
 	if err != nil {
 		return err
@@ -165,8 +205,9 @@ func (h *Handler) Startup(ctx context.Context) error {
 
 // Drain tells every request in flight that its client is gone
 // (http.disconnect; websocket.disconnect with 1001), so streaming responses
-// end, and closes open WebSockets with 1001. New requests still run. The
-// server calls it as its drain begins.
+// end, and closes open WebSockets with 1001. New requests still run. A
+// server calls it as its drain begins (http.Server.RegisterOnShutdown);
+// Shutdown calls it too.
 func (h *Handler) Drain() {
 	// The close frames go out first: an application that returns when it
 	// hears of the drain must not have its socket closed with 1000 before.
@@ -186,25 +227,36 @@ func (h *Handler) Drain() {
 		}()
 	}
 	wg.Wait()
-	h.ex.Drain()
+	if h.ex != nil {
+		h.ex.Drain()
+	}
 }
 
-// Shutdown drains (see Drain), runs the lifespan shutdown if the startup
-// completed, and stops the loop, within ctx.
+// Shutdown stops the handler within ctx: it answers new requests 503,
+// drains (see Drain), waits for the application's tasks to end (a
+// WebSocket's disconnect handling included), runs the lifespan shutdown if
+// the startup completed, and stops the loop. A second Shutdown returns
+// ErrClosed.
 func (h *Handler) Shutdown(ctx context.Context) error {
-	var err error
-	h.stopOnce.Do(func() {
-		h.Drain()
-		var o cpython.Outcome
-		o, err = h.ex.Stop(ctx, h.lifespan)
-		if err == nil && o.Code == cpython.LifespanStopFailed {
-			h.log.Error("asgi: lifespan shutdown failed", "error", o.Msg)
-		}
-		if err != nil {
-			err = fmt.Errorf("asgi: %w", err)
-		}
-	})
-	return err
+	if !h.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	if h.ex == nil {
+		return nil
+	}
+	h.Drain()
+	// The application's tasks run to their end first (a Django Channels
+	// consumer's disconnect() and group_discard, say), then the lifespan
+	// shutdown, then the loop stops.
+	werr := h.ex.Wait(ctx)
+	o, err := h.ex.Stop(ctx, h.lifespan)
+	if err == nil && o.Code == cpython.LifespanStopFailed {
+		h.log.Error("asgi: lifespan shutdown failed", "error", o.Msg)
+	}
+	if err = errors.Join(werr, err); err != nil {
+		return fmt.Errorf("asgi: %w", err)
+	}
+	return nil
 }
 
 func (h *Handler) logError(method, path string, msg string) {

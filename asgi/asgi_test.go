@@ -44,7 +44,7 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// One executor per process: every test shares this handler, served by
+// Every test shares this handler (its loop starts once), served by
 // both front ends.
 var (
 	handler *asgi.Handler
@@ -78,16 +78,12 @@ func run(m *testing.M) int {
 	os.Setenv("M0_TEST_FILE", file)
 
 	dir, _ := filepath.Abs("testdata")
-	app, err := m0.LoadApp("bridge:app", dir, "")
+	app, err := m0.LoadApp("bridge:app", &m0.LoadOptions{Dir: dir})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "asgi tests need a python3 with a shared libpython:", err)
 		return 1
 	}
-	h, err := asgi.New(app, &asgi.Options{Logger: slog.New(slog.NewTextHandler(logs, nil)), MaxBody: 8 << 20, CloseTimeout: time.Second})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+	h := asgi.New(app, &asgi.Options{Logger: slog.New(slog.NewTextHandler(logs, nil)), MaxBody: 8 << 20, CloseTimeout: time.Second})
 	if err := h.Startup(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -340,35 +336,50 @@ func countEvent(t *testing.T, base, want string) int {
 	return n
 }
 
-// TestDisconnect: a client that leaves a stream makes receive() return
-// http.disconnect. net/http notices at once; fasthttp only when it next
-// writes, so there the drain (which tells every request) stands in.
+// TestDisconnect: a client that leaves while the application waits in
+// receive() is told within a second (http.disconnect), on both front ends:
+// a stream that has sent its head, a request still computing before its
+// head, and two receive() calls waiting at once, each of which gets it.
 func TestDisconnect(t *testing.T) {
 	both(t, func(t *testing.T, base string) {
-		before := countEvent(t, base, "forever:http.disconnect")
-		c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(c, "GET /forever HTTP/1.1\r\nHost: x\r\n\r\n")
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		line, _ := bufio.NewReader(resp.Body).ReadString('\n')
-		if line != "first\n" {
-			t.Fatalf("first line %q", line)
-		}
-		c.Close()
-		if base == urls["net/http"] {
-			waitCount(t, base, "forever:http.disconnect", before+1)
+		for _, tt := range []struct{ path, event string }{
+			{"/forever", "forever:http.disconnect"},
+			{"/long-poll", "long-poll:http.disconnect"},
+			{"/two-receivers", "two-receivers:http.disconnect,http.disconnect"},
+		} {
+			t.Run(tt.path, func(t *testing.T) {
+				before := countEvent(t, base, tt.event)
+				c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", tt.path)
+				if tt.path != "/long-poll" {
+					resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if line, _ := bufio.NewReader(resp.Body).ReadString('\n'); line != "first\n" {
+						t.Fatalf("first line %q", line)
+					}
+				} else {
+					time.Sleep(100 * time.Millisecond) // the application is in receive()
+				}
+				c.Close()
+				waitCountWithin(t, base, tt.event, before+1, time.Second)
+			})
 		}
 	})
 }
 
 func waitCount(t *testing.T, base, want string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	waitCountWithin(t, base, want, n, 5*time.Second)
+}
+
+func waitCountWithin(t *testing.T, base, want string, n int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for countEvent(t, base, want) < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("the application saw %q %d times, want %d: %v", want, countEvent(t, base, want), n, events(t, base))
@@ -505,6 +516,99 @@ func TestWebSocketRejected(t *testing.T) {
 	})
 }
 
+// TestShutdownWaitsForWebSockets: the drain closes a WebSocket with 1001,
+// and Shutdown returns only after the application's disconnect handling
+// has run to its end, on a handler of its own.
+func TestShutdownWaitsForWebSockets(t *testing.T) {
+	for _, fe := range frontends {
+		t.Run(fe, func(t *testing.T) {
+			dir, _ := filepath.Abs("testdata")
+			app, err := m0.LoadApp("bridge:app", &m0.LoadOptions{Dir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := asgi.New(app, &asgi.Options{CloseTimeout: time.Second})
+			if err := h.Startup(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			base := serveWith(t, fe, h)
+			before := countEvent(t, urls[fe], "slow-cleanup:1001")
+			conn, _, err := websocket.DefaultDialer.Dial(wsURL(base, "/ws/slow-cleanup"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			go func() { // the client answers the close frame
+				for {
+					if _, _, err := conn.ReadMessage(); err != nil {
+						return
+					}
+				}
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := h.Shutdown(ctx); err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+			if n := countEvent(t, urls[fe], "slow-cleanup:1001"); n != before+1 {
+				t.Errorf("Shutdown returned before the disconnect handling ended: %v", events(t, urls[fe]))
+			}
+			if err := h.Shutdown(ctx); err != asgi.ErrClosed || !errors.Is(err, http.ErrServerClosed) {
+				t.Errorf("a second Shutdown: %v", err)
+			}
+			resp, err := http.Get(base + "/sleep")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 503 {
+				t.Errorf("a request after Shutdown: %d", resp.StatusCode)
+			}
+		})
+	}
+}
+
+// serveWith serves h under the front end fe until the test ends.
+func serveWith(t *testing.T, fe string, h *asgi.Handler) string {
+	t.Helper()
+	if fe == "net/http" {
+		s := httptest.NewServer(h)
+		t.Cleanup(s.Close)
+		return s.URL
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &fasthttp.Server{Handler: h.ServeFastHTTP}
+	go fs.Serve(ln)
+	t.Cleanup(func() { fs.Shutdown() })
+	return "http://" + ln.Addr().String()
+}
+
+// TestWebSocketDenialResponse checks the extension: a handshake answered
+// with the application's own HTTP response, its body in parts.
+func TestWebSocketDenialResponse(t *testing.T) {
+	both(t, func(t *testing.T, base string) {
+		_, resp, err := websocket.DefaultDialer.Dial(wsURL(base, "/ws/deny"), nil)
+		if err == nil || resp == nil {
+			t.Fatalf("denied: %v %v", resp, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 401 || string(body) != "a token, please\n" ||
+			resp.Header.Get("Www-Authenticate") != "Bearer" || resp.Header.Get("Content-Type") != "text/plain" {
+			t.Errorf("denial: %d %q %v", resp.StatusCode, body, resp.Header)
+		}
+		want := "deny-twice:Expected ASGI message 'websocket.http.response.body', but got 'websocket.accept'."
+		before := countEvent(t, base, want)
+		_, resp, err = websocket.DefaultDialer.Dial(wsURL(base, "/ws/deny-twice"), nil)
+		if err == nil || resp == nil || resp.StatusCode != 401 {
+			t.Fatalf("denied, then an accept: %v %v", resp, err)
+		}
+		waitCount(t, base, want, before+1)
+	})
+}
+
 // TestNoLeaks runs thousands of requests of every kind through the loop
 // and checks that Python's traced memory is where it was.
 func TestNoLeaks(t *testing.T) {
@@ -619,6 +723,7 @@ func TestHeldTaskStays(t *testing.T) {
 	if _, body := get(t, base+"/held-alive"); body != "1" {
 		t.Fatalf("%s held tasks alive after a collection, want 1", body)
 	}
+	get(t, base+"/held-release") // or Shutdown would wait for it
 }
 
 // TestDuplex: on net/http a chunk reaches the application as it arrives,

@@ -4,12 +4,43 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/wsgi"
 	"github.com/valyala/fasthttp"
 )
+
+// BufferedOptions configures the buffered path. A nil *BufferedOptions is
+// valid and means DefaultBufferedOptions. A zero field means what
+// m0serve's flag of the same setting means at 0.
+type BufferedOptions struct {
+	// Threads is how many requests run at once, each on a pool thread of
+	// its own with its own event loop. AutoThreads (any negative count)
+	// means min(cores, 8), the default. Zero is no pool, which the buffered
+	// path cannot run without: NewBuffered panics.
+	Threads int
+
+	// MaxBody caps a request body, in bytes; a larger one is answered 413
+	// before the application runs. Zero means no cap, as --max-body 0. The
+	// default is DefaultMaxBody.
+	MaxBody int64
+
+	// Logger receives application errors. Nil, the default, means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// AutoThreads, as BufferedOptions.Threads, runs min(cores, 8) pool
+// threads, as m0serve's --blocking-threads auto.
+const AutoThreads = wsgi.AutoThreads
+
+// DefaultBufferedOptions returns the options a nil *BufferedOptions means.
+func DefaultBufferedOptions() *BufferedOptions {
+	return &BufferedOptions{Threads: AutoThreads, MaxBody: DefaultMaxBody}
+}
 
 // Buffered serves an ASGI application on the buffered path, m0serve's
 // --blocking-threads N with N > 0: each request runs to its end on one of
@@ -19,85 +50,93 @@ import (
 // for WSGI. Requests overlap only where they release the GIL; WebSockets
 // and streaming are the executor's (New).
 type Buffered struct {
-	rt       *cpython.Runtime
-	h        http.Handler // the WSGI bridge serving the wrapped application
+	app      *cpython.Buffered
+	h        *wsgi.Handler // the WSGI bridge serving it
 	lifespan bool
+	closed   atomic.Bool
 }
 
 // NewBuffered returns the buffered path's handler for app, an ASGI
-// callable. opts configure the WSGI bridge it runs on (Threads must be
-// above 0). Call Startup before serving.
-func NewBuffered(app *cpython.App, opts *wsgi.Options) (*Buffered, error) {
-	if app == nil || app.Protocol != "asgi" {
-		return nil, errors.New("asgi: NewBuffered needs an ASGI application")
+// callable (NewBuffered panics otherwise, as New does). Call Startup
+// before serving: it runs the application's lifespan startup.
+func NewBuffered(app *cpython.App, opts *BufferedOptions) *Buffered {
+	if opts == nil {
+		opts = DefaultBufferedOptions()
 	}
-	if opts == nil || opts.Threads <= 0 {
-		return nil, errors.New("asgi: the buffered path needs a pool of at least one thread")
+	if app == nil || app.Protocol != "asgi" {
+		panic("asgi: NewBuffered needs an ASGI application (m0.LoadApp found this one to be WSGI; use wsgi.New)")
+	}
+	if opts.Threads == 0 {
+		panic("asgi: the buffered path needs a pool (BufferedOptions.Threads above 0, or AutoThreads)")
 	}
 	rt, err := cpython.Start()
 	if err != nil {
-		return nil, fmt.Errorf("asgi: %w", err)
+		panic("asgi: " + err.Error())
 	}
 	wrapped, err := rt.BufferedASGI(app)
 	if err != nil {
-		return nil, fmt.Errorf("asgi: %w", err)
+		panic("asgi: " + err.Error())
 	}
-	o := *opts
-	o.LogPrefix = "asgi"
-	return &Buffered{rt: rt, h: wsgi.New(wrapped, &o)}, nil
+	h := wsgi.New(wrapped.App, &wsgi.Options{Threads: opts.Threads, MaxBody: opts.MaxBody, Logger: opts.Logger, LogPrefix: "asgi"})
+	return &Buffered{app: wrapped, h: h}
 }
 
-// Startup runs the application's lifespan startup on a loop of its own;
-// see Handler.Startup.
+// Startup runs the application's lifespan startup on a loop of its own,
+// and waits for it or for ctx; see Handler.Startup.
 func (b *Buffered) Startup(ctx context.Context) error {
+	o, err := b.phase(ctx, "startup")
+	if err != nil {
+		return err
+	}
+	switch o.Code {
+	case cpython.LifespanStarted:
+		b.lifespan = true
+	case cpython.LifespanFailed:
+		return &LifespanError{Msg: o.Msg}
+	}
+	return nil
+}
+
+func (b *Buffered) phase(ctx context.Context, name string) (cpython.Outcome, error) {
 	type result struct {
 		o   cpython.Outcome
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		o, err := b.rt.BufferedLifespan("startup")
+		o, err := b.app.Lifespan(name)
 		done <- result{o, err}
 	}()
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return fmt.Errorf("asgi: %w", r.err)
+			return r.o, fmt.Errorf("asgi: %w", r.err)
 		}
-		switch r.o.Code {
-		case cpython.LifespanStarted:
-			b.lifespan = true
-		case cpython.LifespanFailed:
-			return &LifespanError{Msg: r.o.Msg}
-		}
-		return nil
+		return r.o, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return cpython.Outcome{}, fmt.Errorf("asgi: the lifespan %s did not finish in time", name)
 	}
 }
 
+// ServeHTTP serves a request that net/http parsed.
 func (b *Buffered) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.h.ServeHTTP(w, r) }
 
 // ServeFastHTTP serves a request fasthttp parsed.
-func (b *Buffered) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
-	b.h.(interface{ ServeFastHTTP(*fasthttp.RequestCtx) }).ServeFastHTTP(ctx)
-}
+func (b *Buffered) ServeFastHTTP(ctx *fasthttp.RequestCtx) { b.h.ServeFastHTTP(ctx) }
 
-// Shutdown stops the pool (see wsgi.New), then runs the lifespan shutdown.
+// Shutdown stops the pool (see wsgi.Handler.Shutdown), then runs the
+// lifespan shutdown, within ctx. A second Shutdown returns ErrClosed.
 func (b *Buffered) Shutdown(ctx context.Context) error {
-	err := b.h.(interface{ Shutdown(context.Context) error }).Shutdown(ctx)
+	if !b.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	err := b.h.Shutdown(ctx)
 	if !b.lifespan {
 		return err
 	}
-	done := make(chan error, 1)
-	go func() {
-		_, e := b.rt.BufferedLifespan("shutdown")
-		done <- e
-	}()
-	select {
-	case e := <-done:
-		return errors.Join(err, e)
-	case <-ctx.Done():
-		return errors.Join(err, errors.New("the lifespan shutdown did not finish in time"))
+	o, e := b.phase(ctx, "shutdown")
+	if e == nil && o.Code == cpython.LifespanStopFailed {
+		e = fmt.Errorf("asgi: lifespan shutdown failed: %s", o.Msg)
 	}
+	return errors.Join(err, e)
 }

@@ -1,8 +1,6 @@
 package asgi
 
 import (
-	"errors"
-
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/wire"
 )
@@ -21,7 +19,3 @@ var (
 
 // chunkSize is how much of a request body the loop gets at once.
 const chunkSize = 256 << 10
-
-var errFailed = errors.New("asgi: the application failed after the response started")
-
-const internalError = "Internal Server Error\n"

@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 )
 
@@ -46,34 +48,82 @@ func hasToken(v []byte, tok string) bool {
 	return false
 }
 
-// handshake waits for the application's answer to websocket.connect: the
-// accept (its subprotocol and headers), or the status of a refusal, for
-// which the request is over (a receive() after it says the client left).
-func (h *Handler) handshake(req *cpython.Request, method, path string) (accept []byte, status int) {
-	accept, status = h.answer(req, method, path)
-	if status != 0 {
+// answer is the application's answer to websocket.connect.
+type answer struct {
+	accept []byte // the accept message: the subprotocol and headers
+	// status, when the handshake is refused: 403 for a close before it, 500
+	// for a failure, or the status of the response the application sent in
+	// its place (the WebSocket Denial Response), with head and body.
+	status int
+	head   []byte // packed headers
+	body   []byte
+	denial bool
+}
+
+// handshake waits for the application's answer to websocket.connect. A
+// refusal ends the request (a receive() after it says the client left).
+func (h *Handler) handshake(req *cpython.Request, method, path string) answer {
+	a := h.answer(req, method, path)
+	if a.status != 0 {
 		req.Post(cpython.ADisconnect, 1006, nil)
 		req.Done()
 	}
-	return accept, status
+	return a
 }
 
-func (h *Handler) answer(req *cpython.Request, method, path string) (accept []byte, status int) {
+func (h *Handler) answer(req *cpython.Request, method, path string) answer {
+	var a answer
 	for {
 		m, _ := req.Next(context.Background())
 		switch m.Kind {
 		case cpython.CAccept:
-			return m.Data, 0
+			return answer{accept: m.Data}
 		case cpython.CClose:
-			return nil, http.StatusForbidden // closed before the handshake
+			return answer{status: http.StatusForbidden} // closed before the handshake
+		case cpython.CStart:
+			a = answer{status: m.Flags, head: m.Data, denial: true}
+		case cpython.CBody:
+			a.body = append(a.body, m.Data...)
+			if m.Flags&cpython.FlagMore == 0 {
+				return a
+			}
 		case cpython.CDone:
 			if m.Flags&cpython.DoneQuiet != 0 {
-				return nil, http.StatusForbidden
+				return answer{status: http.StatusForbidden}
 			}
 			h.logError(method, path, string(m.Data))
-			return nil, http.StatusInternalServerError
+			return answer{status: http.StatusInternalServerError}
 		}
 	}
+}
+
+// netRefuse answers a refused handshake on net/http.
+func netRefuse(w http.ResponseWriter, a answer) {
+	if !a.denial {
+		wire.Error(w, a.status, false)
+		return
+	}
+	hdr := w.Header()
+	eachHeader(a.head, func(name, value []byte) {
+		k := http.CanonicalHeaderKey(string(name))
+		hdr[k] = append(hdr[k], string(value))
+	})
+	hdr["Content-Length"] = []string{strconv.Itoa(len(a.body))}
+	w.WriteHeader(a.status)
+	w.Write(a.body)
+}
+
+// fastRefuse answers a refused handshake on fasthttp.
+func fastRefuse(ctx *fasthttp.RequestCtx, a answer) {
+	if !a.denial {
+		wire.FastError(ctx, a.status, false)
+		return
+	}
+	resp := &ctx.Response
+	resp.Header.SetNoDefaultContentType(true)
+	resp.SetStatusCode(a.status)
+	eachHeader(a.head, resp.Header.AddBytesKV)
+	resp.SetBody(a.body)
 }
 
 // acceptHeader turns the accept message into the handshake's headers.
@@ -104,12 +154,12 @@ func (h *Handler) netWebSocket(w http.ResponseWriter, r *http.Request) {
 	var sc scope
 	sc.net(r, h.rootPath)
 	req := h.ex.Start(cpython.AWebSocket, sc.end(nil), false)
-	accept, status := h.handshake(req, r.Method, r.URL.Path)
-	if status != 0 {
-		http.Error(w, http.StatusText(status), status)
+	a := h.handshake(req, r.Method, r.URL.Path)
+	if a.status != 0 {
+		netRefuse(w, a)
 		return
 	}
-	conn, err := upgrader.Upgrade(w, r, acceptHeader(accept))
+	conn, err := upgrader.Upgrade(w, r, acceptHeader(a.accept))
 	if err != nil { // the upgrader has answered the client
 		req.Post(cpython.ADisconnect, 1006, nil)
 		req.Done()
@@ -122,18 +172,18 @@ func (h *Handler) fastWebSocket(ctx *fasthttp.RequestCtx) {
 	hr, err := netRequest(ctx)
 	if err != nil || !websocket.IsWebSocketUpgrade(hr) || hr.Header.Get("Sec-Websocket-Key") == "" ||
 		hr.Header.Get("Sec-Websocket-Version") != "13" {
-		ctx.Error("Bad Request", fasthttp.StatusBadRequest)
+		wire.FastError(ctx, fasthttp.StatusBadRequest, false)
 		return
 	}
 	var sc scope
 	sc.fast(ctx, h.rootPath)
 	req := h.ex.Start(cpython.AWebSocket, sc.end(nil), false)
-	accept, status := h.handshake(req, hr.Method, hr.URL.Path)
-	if status != 0 {
-		ctx.Error(http.StatusText(status), status)
+	a := h.handshake(req, hr.Method, hr.URL.Path)
+	if a.status != 0 {
+		fastRefuse(ctx, a)
 		return
 	}
-	hdr := acceptHeader(accept)
+	hdr := acceptHeader(a.accept)
 	// The handshake is written in the hijack; the access log hears of it
 	// here (m0.HijackedHead, m0.HijackedSent).
 	ctx.SetStatusCode(fasthttp.StatusSwitchingProtocols)

@@ -1,6 +1,7 @@
 package static_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,7 +19,7 @@ func BenchmarkServeFastHTTP(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer h.Close()
+	defer h.Shutdown(context.Background())
 	var ctx fasthttp.RequestCtx
 	b.ReportAllocs()
 	for b.Loop() {

@@ -33,7 +33,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.netNext(w, r)
 		return
 	}
-	f, err := h.open(rel, r.Header.Get("Accept-Encoding"))
+	f, err := h.openGated(rel, r.Header.Get("Accept-Encoding"))
+	if err == errShut {
+		wire.Error(w, http.StatusServiceUnavailable, true)
+		return
+	}
 	if err != nil {
 		h.netNext(w, r) // not there, or not the handler's to serve (a symlink out of the root)
 		return
@@ -147,7 +151,11 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		h.fastNextOr404(ctx)
 		return
 	}
-	f, err := h.open(rel, string(ctx.Request.Header.Peek("Accept-Encoding")))
+	f, err := h.openGated(rel, string(ctx.Request.Header.Peek("Accept-Encoding")))
+	if err == errShut {
+		wire.FastError(ctx, http.StatusServiceUnavailable, true)
+		return
+	}
 	if err != nil {
 		h.fastNextOr404(ctx)
 		return

@@ -12,6 +12,7 @@ package static
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sys/unix"
 )
@@ -82,6 +84,7 @@ type Handler struct {
 
 	small      sync.Map // cacheKey -> *smallFile
 	smallCount atomic.Int64
+	gate       wire.Gate // the requests opening a file, for Shutdown
 }
 
 // New returns a handler that serves dir under opts.Prefix in front of
@@ -130,12 +133,38 @@ func New(dir string, opts *Options) (*Handler, error) {
 	return h, nil
 }
 
-// Close lets go of the directory.
-func (h *Handler) Close() error {
+// ErrClosed is returned by a second Shutdown; errors.Is finds
+// http.ErrServerClosed in it, as in every m0 handler's.
+var ErrClosed = wire.Closed("static")
+
+// errShut is what opening a file returns once the handler is shut down.
+var errShut = errors.New("static: handler shut down")
+
+// Shutdown stops the handler: files are no longer opened (a request for
+// one is answered 503), and once the requests opening one have done so, or
+// ctx has ended, the directory is let go of. Bodies already being sent
+// finish. A second Shutdown returns ErrClosed.
+func (h *Handler) Shutdown(ctx context.Context) error {
+	first, err := h.gate.Close(ctx)
+	if !first {
+		return ErrClosed
+	}
+	if err != nil {
+		return fmt.Errorf("static: requests still opening files: %w", err)
+	}
 	if h.rootFd >= 0 {
 		unix.Close(h.rootFd)
 	}
 	return h.root.Close()
+}
+
+// openGated opens a file as open does, while the handler serves.
+func (h *Handler) openGated(rel, accept string) (*file, error) {
+	if !h.gate.Enter() {
+		return nil, errShut
+	}
+	defer h.gate.Leave()
+	return h.open(rel, accept)
 }
 
 // refusal is why a path is not looked up.
@@ -419,5 +448,3 @@ func accepts(accept, enc string) bool {
 	}
 	return false
 }
-
-var _ io.Closer = (*Handler)(nil)

@@ -2,6 +2,7 @@ package static_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"mime"
@@ -81,7 +82,7 @@ func serve(t *testing.T, dir string, opts static.Options) map[string]server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.Close() })
+	t.Cleanup(func() { h.Shutdown(context.Background()) })
 	ns := httptest.NewServer(h)
 	t.Cleanup(ns.Close)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -1,23 +1,42 @@
 package wsgi_test
 
 import (
+	"fmt"
+	"io"
 	"log"
 	"net/http"
+	"net/http/httptest"
 
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/wsgi"
 )
 
-// A Django site served beside a Go handler, in one process.
+// A WSGI application and a Go handler on one http.ServeMux, in one
+// process. A program would serve the mux with http.ListenAndServe; the
+// example serves it on a test server to show the answers.
 func ExampleNew() {
-	app, err := m0.LoadApp("mysite.wsgi:application", "examples/django_site", "")
+	app, err := m0.LoadApp("hello:application", &m0.LoadOptions{Dir: "testdata"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	site := wsgi.New(app, &wsgi.Options{Threads: 4})
-	http.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("ok\n"))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok from Go\n")
 	})
-	http.Handle("/", site)
-	log.Fatal(http.ListenAndServe("127.0.0.1:8000", nil))
+	mux.Handle("/", wsgi.New(app, nil))
+
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, path := range []string{"/healthz", "/hello"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			log.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Printf("%s %d %s", path, resp.StatusCode, body)
+	}
+	// Output:
+	// /healthz 200 ok from Go
+	// /hello 200 Hello from Python at /hello
 }

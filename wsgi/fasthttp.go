@@ -16,20 +16,20 @@ import (
 // ServeFastHTTP serves a request that fasthttp parsed: the same bridge as
 // ServeHTTP without net/http's costs per request. m0serve's own listener
 // uses it.
-func (h *handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
+func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	x := fastExchanges.Get().(*fastExchange)
 	x.ctx = ctx
 	body := ctx.PostBody()
 	switch {
 	case h.maxBody >= 0 && int64(len(body)) > h.maxBody:
-		ctx.Error("Request Entity Too Large", fasthttp.StatusRequestEntityTooLarge)
+		wire.FastError(ctx, fasthttp.StatusRequestEntityTooLarge, false)
 	case !fastEnviron(&x.env, ctx, len(body), &x.scratch):
-		ctx.Error("Bad Request", fasthttp.StatusBadRequest)
+		wire.FastError(ctx, fasthttp.StatusBadRequest, false)
 	default:
 		// Not ctx: its Done closes when the server starts to drain, and a
 		// request waiting for a thread then must still be served.
 		if err := h.serve(context.Background(), x, &x.env, body); err != nil {
-			ctx.Error("Service Unavailable", fasthttp.StatusServiceUnavailable)
+			wire.FastError(ctx, fasthttp.StatusServiceUnavailable, true)
 		}
 	}
 	if x.s == nil {
@@ -62,12 +62,7 @@ func (x *fastExchange) describe() (string, string) {
 	return string(x.ctx.Method()), string(x.ctx.Path())
 }
 
-func (x *fastExchange) fail() {
-	x.ctx.Response.Reset()
-	x.ctx.SetStatusCode(fasthttp.StatusInternalServerError)
-	x.ctx.SetContentType("text/plain; charset=utf-8")
-	x.ctx.SetBodyString(internalError)
-}
+func (x *fastExchange) fail() { wire.FastError(x.ctx, fasthttp.StatusInternalServerError, false) }
 
 func (x *fastExchange) respond(t cpython.Thread, status int, body []byte) {
 	resp := &x.ctx.Response
@@ -140,9 +135,9 @@ func (x *fastExchange) stream10(t cpython.Thread, status int, s *stream) {
 	x.ctx.HijackSetNoResponse(true)
 	x.ctx.Hijack(func(net.Conn) {})
 	// What was sent, for the access log (m0.HijackedHead, m0.HijackedSent).
-	x.ctx.SetUserValue("m0.head", time.Now())
+	x.ctx.SetUserValue(wire.KeyHead, time.Now())
 	var sent int64
-	defer func() { x.ctx.SetUserValue("m0.sent", sent) }()
+	defer func() { x.ctx.SetUserValue(wire.KeySent, sent) }()
 	if x.ctx.IsHead() || !bodyAllowed(status) {
 		w.Flush()
 		return

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/wire"
 )
 
 // netExchange is a request that net/http parsed.
@@ -26,13 +27,13 @@ var netExchanges = sync.Pool{New: func() any { return &netExchange{} }}
 // keep bounds what a pooled exchange holds on to between requests.
 const keep = 64 << 10
 
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := netExchanges.Get().(*netExchange)
 	defer x.release()
 	x.w, x.r = w, r
 
 	if h.maxBody >= 0 && r.ContentLength > h.maxBody {
-		http.Error(w, "Request Entity Too Large", http.StatusRequestEntityTooLarge)
+		wire.Error(w, http.StatusRequestEntityTooLarge, false)
 		return
 	}
 	var body []byte
@@ -46,9 +47,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
-				http.Error(w, "Request Entity Too Large", http.StatusRequestEntityTooLarge)
+				wire.Error(w, http.StatusRequestEntityTooLarge, false)
 			} else {
-				http.Error(w, "Bad Request", http.StatusBadRequest)
+				wire.Error(w, http.StatusBadRequest, false)
 			}
 			return
 		}
@@ -58,7 +59,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if err := h.serve(r.Context(), x, &x.env, body); err != nil {
 		if r.Context().Err() == nil {
-			http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
+			wire.Error(w, http.StatusServiceUnavailable, true)
 		}
 		return
 	}
@@ -104,13 +105,7 @@ func (x *netExchange) release() {
 
 func (x *netExchange) describe() (string, string) { return x.r.Method, x.r.URL.Path }
 
-func (x *netExchange) fail() {
-	h := x.w.Header()
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("Content-Length", strconv.Itoa(len(internalError)))
-	x.w.WriteHeader(http.StatusInternalServerError)
-	io.WriteString(x.w, internalError)
-}
+func (x *netExchange) fail() { wire.Error(x.w, http.StatusInternalServerError, false) }
 
 // smallBody is written at once: it fits the response buffer, so the write
 // cannot block on a slow client while the thread is held. A larger one is

@@ -33,7 +33,7 @@ var (
 // serve runs the application for one request on the calling goroutine's OS
 // thread (or, with no pool, on the one Python thread) and hands the
 // response to x.
-func (h *handler) serve(ctx context.Context, x exchange, env *cpython.Environ, body []byte) error {
+func (h *Handler) serve(ctx context.Context, x exchange, env *cpython.Environ, body []byte) error {
 	slot, ok := h.pool.acquire(ctx)
 	if !ok {
 		return errUnavailable
@@ -59,7 +59,7 @@ func (h *handler) serve(ctx context.Context, x exchange, env *cpython.Environ, b
 }
 
 // finish hands a buffered response, or the failure, to x.
-func (h *handler) finish(x exchange, t cpython.Thread, res cpython.Result, err error) {
+func (h *Handler) finish(x exchange, t cpython.Thread, res cpython.Result, err error) {
 	if err != nil {
 		h.logError(x, "wsgi: application error", err)
 		x.fail()
@@ -100,7 +100,7 @@ func (th *thread) do(f func()) {
 // stream is a body the application produces in parts on its thread, which
 // it holds, with its pool slot, until close.
 type stream struct {
-	h      *handler
+	h      *Handler
 	x      exchange
 	t      cpython.Thread
 	slot   int
@@ -168,7 +168,7 @@ func (s *stream) close() {
 	s.h.pool.release(s.slot)
 }
 
-func (h *handler) logError(x exchange, msg string, err error) {
+func (h *Handler) logError(x exchange, msg string, err error) {
 	method, path := x.describe()
 	attrs := []any{"method", method, "path", path, "error", err.Error()}
 	var pe *cpython.Error
@@ -193,5 +193,3 @@ var (
 	equalFold   = wire.EqualFold
 	bodyAllowed = wire.BodyAllowed
 )
-
-const internalError = "Internal Server Error\n"

@@ -9,36 +9,43 @@ package wsgi
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"net/http"
-	"runtime"
 
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/wire"
 )
 
-// DefaultMaxBody is the request body cap when Options.MaxBody is zero.
-const DefaultMaxBody = 4 << 20
+// DefaultMaxBody is the request body cap of a handler made with nil
+// options, as m0serve's --max-body defaults to: 4 MiB.
+const DefaultMaxBody = wire.DefaultMaxBody
 
-// Options configures a WSGI handler. A nil *Options is valid and means the
-// zero value of every field.
+// AutoThreads, as Options.Threads, runs min(cores, 8) Python threads, as
+// m0serve's --blocking-threads auto.
+const AutoThreads = wire.AutoThreads
+
+// Options configures a WSGI handler. A nil *Options is valid and means
+// DefaultOptions: a pool of AutoThreads and a DefaultMaxBody cap. A zero
+// field means what m0serve's flag of the same setting means at 0.
 type Options struct {
 	// Threads is how many requests run the application at once, each on
-	// its own OS thread. Zero means min(cores, 8). A negative value means no
-	// pool: every request runs on one dedicated Python thread, and every
-	// response body is buffered before it is sent.
+	// its own OS thread; a response body without a Content-Length streams
+	// from its thread. AutoThreads (any negative count) means min(cores, 8).
+	// Zero means no pool, as --blocking-threads 0: every request runs on one
+	// dedicated Python thread, and every response body is buffered before
+	// it is sent. The default is AutoThreads.
 	Threads int
 
 	// MaxBody caps a request body, in bytes; a larger one is answered 413
-	// before the application runs. Zero means DefaultMaxBody; negative means
-	// no cap.
+	// before the application runs. Zero means no cap, as --max-body 0. The
+	// default is DefaultMaxBody.
 	MaxBody int64
 
 	// Multiprocess is the value of wsgi.multiprocess: true when other
-	// processes serve the same application.
+	// processes serve the same application. The default is false.
 	Multiprocess bool
 
-	// Logger receives application errors. Nil means slog.Default().
+	// Logger receives application errors. Nil, the default, means
+	// slog.Default().
 	Logger *slog.Logger
 
 	// LogPrefix begins the handler's log lines in place of "wsgi": the ASGI
@@ -46,38 +53,51 @@ type Options struct {
 	LogPrefix string
 }
 
-// ErrClosed is returned by Shutdown when the handler was already shut down.
-var ErrClosed = errors.New("wsgi: handler already shut down")
+// DefaultOptions returns the options a nil *Options means, to change one
+// setting and keep the others.
+func DefaultOptions() *Options {
+	return &Options{Threads: AutoThreads, MaxBody: DefaultMaxBody}
+}
+
+// ErrClosed is returned by a second Shutdown; errors.Is finds
+// http.ErrServerClosed in it, as in every m0 handler's.
+var ErrClosed = wire.Closed("wsgi")
+
+// Handler serves a WSGI application: an http.Handler, which also serves
+// requests fasthttp parsed (ServeFastHTTP), as m0serve does.
+type Handler struct {
+	app     *cpython.WSGI
+	pool    *pool
+	one     *thread // with no pool, the one Python thread
+	stream  bool    // a body without a Content-Length streams from its thread
+	maxBody int64   // -1: no cap
+	log     *slog.Logger
+	prefix  string // Options.LogPrefix
+}
 
 // New returns a handler that serves app, which must be a WSGI callable
-// (m0.LoadApp found it to be one); New panics otherwise, as http.Handle
-// does with a nil handler. The handler also has a method
-// Shutdown(context.Context) error that stops it: it refuses new requests
-// with 503, waits for the requests running Python to finish, or for ctx to
-// end, and then names in its error the threads still running.
-func New(app *cpython.App, opts *Options) http.Handler {
+// (m0.LoadApp found it to be one): New panics otherwise, as http.Handle
+// does with a nil handler.
+func New(app *cpython.App, opts *Options) *Handler {
 	if opts == nil {
-		opts = &Options{}
+		opts = DefaultOptions()
 	}
 	if app == nil || app.Protocol != "wsgi" {
-		panic("wsgi: New needs a WSGI application")
+		panic("wsgi: New needs a WSGI application (m0.LoadApp found this one to be ASGI; use asgi.New)")
 	}
 	rt, err := cpython.Start()
 	if err != nil {
 		panic("wsgi: " + err.Error())
 	}
-	threads, stream := opts.Threads, true
-	switch {
-	case threads == 0:
-		threads = min(runtime.NumCPU(), 8)
-	case threads < 0:
+	threads, stream := wire.PoolSize(opts.Threads), true
+	if threads == 0 {
 		threads, stream = 1, false
 	}
 	w, err := rt.NewWSGI(app, threads > 1, opts.Multiprocess)
 	if err != nil {
 		panic("wsgi: " + err.Error())
 	}
-	h := &handler{
+	h := &Handler{
 		app:     w,
 		stream:  stream,
 		maxBody: opts.MaxBody,
@@ -88,8 +108,8 @@ func New(app *cpython.App, opts *Options) http.Handler {
 	if !stream {
 		h.one = newThread(rt)
 	}
-	if h.maxBody == 0 {
-		h.maxBody = DefaultMaxBody
+	if h.maxBody <= 0 {
+		h.maxBody = -1
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -97,15 +117,8 @@ func New(app *cpython.App, opts *Options) http.Handler {
 	return h
 }
 
-type handler struct {
-	app     *cpython.WSGI
-	pool    *pool
-	one     *thread // with no pool, the one Python thread
-	stream  bool    // a body without a Content-Length streams from its thread
-	maxBody int64
-	log     *slog.Logger
-	prefix  string // Options.LogPrefix
-}
-
-// Shutdown stops the pool; see New.
-func (h *handler) Shutdown(ctx context.Context) error { return h.pool.shutdown(ctx) }
+// Shutdown stops the handler: it answers new requests 503, waits for the
+// requests running Python to finish, or for ctx to end, and then names in
+// its error the threads still running. A second Shutdown returns
+// ErrClosed.
+func (h *Handler) Shutdown(ctx context.Context) error { return h.pool.shutdown(ctx) }

@@ -3,7 +3,10 @@ package wsgi_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +21,7 @@ import (
 	"time"
 
 	"github.com/m0serve/m0"
+	"github.com/m0serve/m0/internal/host"
 	"github.com/m0serve/m0/wsgi"
 )
 
@@ -42,6 +46,7 @@ func (l *lockedBuffer) String() string {
 type server struct {
 	URL string
 	log *lockedBuffer
+	h   *wsgi.Handler
 }
 
 // frontends are the two servers the bridge runs under: net/http, as a Go
@@ -59,29 +64,29 @@ func both(t *testing.T, body func(t *testing.T, fe string)) {
 func serve(t *testing.T, fe, attr string, opts *wsgi.Options) *server {
 	t.Helper()
 	dir, _ := filepath.Abs("testdata")
-	app, err := m0.LoadApp("bridge:"+attr, dir, "")
+	app, err := m0.LoadApp("bridge:"+attr, &m0.LoadOptions{Dir: dir})
 	if err != nil {
 		t.Fatalf("LoadApp: %v", err)
 	}
 	log := &lockedBuffer{}
 	if opts == nil {
-		opts = &wsgi.Options{}
+		opts = wsgi.DefaultOptions()
 	}
 	opts.Logger = slog.New(slog.NewTextHandler(log, nil))
 	h := wsgi.New(app, opts)
 	if fe == "net/http" {
 		s := httptest.NewServer(h)
 		t.Cleanup(s.Close)
-		return &server{s.URL, log}
+		return &server{s.URL, log, h}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := m0.FastServer(h.(m0.FastHandler), m0.Limits{})
+	fs := host.FastServer(h, host.Limits{})
 	go fs.Serve(ln)
 	t.Cleanup(func() { fs.Shutdown() })
-	return &server{"http://" + ln.Addr().String(), log}
+	return &server{"http://" + ln.Addr().String(), log, h}
 }
 
 func get(t *testing.T, url string) (*http.Response, string) {
@@ -319,7 +324,7 @@ func TestWriteCallableAndBigBody(t *testing.T) {
 
 func TestNoPoolBuffersEverything(t *testing.T) {
 	both(t, func(t *testing.T, fe string) {
-		s := serve(t, fe, "stream", &wsgi.Options{Threads: -1})
+		s := serve(t, fe, "stream", &wsgi.Options{Threads: 0})
 		r, body := get(t, s.URL+"/?n=3")
 		if r.ContentLength != int64(len(body)) || body != "part 0\npart 1\npart 2\n" {
 			t.Errorf("no pool: Content-Length %d, body %q", r.ContentLength, body)
@@ -329,7 +334,7 @@ func TestNoPoolBuffersEverything(t *testing.T) {
 
 func TestMaxBody(t *testing.T) {
 	both(t, func(t *testing.T, fe string) {
-		s := serve(t, fe, "environ", &wsgi.Options{MaxBody: 10})
+		s := serve(t, fe, "environ", &wsgi.Options{Threads: wsgi.AutoThreads, MaxBody: 10})
 		resp, err := http.Post(s.URL, "text/plain", strings.NewReader(strings.Repeat("x", 11)))
 		if err != nil {
 			t.Fatal(err)
@@ -358,7 +363,7 @@ type noFlush struct{ http.ResponseWriter }
 
 func TestStreamBehindWriterWithoutFlush(t *testing.T) {
 	dir, _ := filepath.Abs("testdata")
-	app, err := m0.LoadApp("bridge:stream", dir, "")
+	app, err := m0.LoadApp("bridge:stream", &m0.LoadOptions{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,6 +375,41 @@ func TestStreamBehindWriterWithoutFlush(t *testing.T) {
 	if _, body := get(t, s.URL+"/?n=3"); body != "part 0\npart 1\npart 2\n" {
 		t.Errorf("body %q", body)
 	}
+}
+
+func TestNewRefusesASGI(t *testing.T) {
+	dir, _ := filepath.Abs("testdata")
+	app, err := m0.LoadApp("hello:application", &m0.LoadOptions{Dir: dir, Protocol: "asgi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "use asgi.New") {
+			t.Errorf("wsgi.New of an ASGI application: panic %v", p)
+		}
+	}()
+	wsgi.New(app, nil)
+}
+
+// TestShutdown: requests after Shutdown get 503, and a second Shutdown says
+// so as every m0 handler's does.
+func TestShutdown(t *testing.T) {
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "environ", nil)
+		if r, _ := get(t, s.URL); r.StatusCode != 200 {
+			t.Fatalf("before: %d", r.StatusCode)
+		}
+		if err := s.h.Shutdown(context.Background()); err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		if r, body := get(t, s.URL); r.StatusCode != 503 || body != "Service Unavailable\n" {
+			t.Errorf("after: %d %q", r.StatusCode, body)
+		}
+		err := s.h.Shutdown(context.Background())
+		if err != wsgi.ErrClosed || !errors.Is(err, http.ErrServerClosed) || err.Error() != "wsgi: handler already shut down" {
+			t.Errorf("a second Shutdown: %v", err)
+		}
+	})
 }
 
 func TestExcInfo(t *testing.T) {
@@ -391,7 +431,7 @@ func TestExcInfo(t *testing.T) {
 
 func TestNoPoolIsOneThread(t *testing.T) {
 	both(t, func(t *testing.T, fe string) {
-		s := serve(t, fe, "same_thread", &wsgi.Options{Threads: -1})
+		s := serve(t, fe, "same_thread", &wsgi.Options{Threads: 0})
 		var wg sync.WaitGroup
 		for i := 0; i < 8; i++ {
 			wg.Add(1)

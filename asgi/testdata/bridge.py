@@ -13,6 +13,7 @@ import weakref
 
 events = []  # what the application saw, for /events
 held = []  # weak references to tasks that wait on nothing else, for /held
+releases = []  # weak references to what they wait on
 state_seen = {}
 
 
@@ -79,6 +80,32 @@ async def websocket(scope, receive, send):
             await send({"type": "websocket.send", "text": "got:" + m["text"]})
     if path == "/ws/raise":
         raise RuntimeError("refused by raising")
+    if path == "/ws/slow-cleanup":
+        # A Django Channels consumer's shape: its disconnect handling awaits
+        # (group_discard) before it is done.
+        await send({"type": "websocket.accept"})
+        while True:
+            m = await receive()
+            if m["type"] == "websocket.disconnect":
+                await asyncio.sleep(0.3)
+                events.append("slow-cleanup:%d" % m["code"])
+                return
+    if path == "/ws/deny":
+        # The WebSocket Denial Response extension: a response of its own.
+        assert scope["extensions"] == {"websocket.http.response": {}}
+        await send({"type": "websocket.http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
+        await send({"type": "websocket.http.response.body", "body": b"a token, ", "more_body": True})
+        await send({"type": "websocket.http.response.body", "body": b"please\n"})
+        return
+    if path == "/ws/deny-twice":
+        await send({"type": "websocket.http.response.start", "status": 401})
+        try:
+            await send({"type": "websocket.accept"})
+        except RuntimeError as e:
+            events.append("deny-twice:" + str(e))
+        await send({"type": "websocket.http.response.body", "body": b"no\n"})
+        return
     sub = scope["subprotocols"][0] if scope["subprotocols"] else None
     await send({"type": "websocket.accept", "subprotocol": sub, "headers": [(b"x-accepted", b"yes")]})
     while True:
@@ -159,12 +186,19 @@ async def app(scope, receive, send):
         body = b"" if scope["method"] == "HEAD" else b"x" * 1234
         return await respond(send, 200, body, [(b"content-length", b"1234")])
     if path == "/held":
-        # Waits on a future only its own frame holds.
+        # Waits on a future only its own frame holds, until /held-release.
         held.append(weakref.ref(asyncio.current_task()))
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"first\n", "more_body": True})
-        await asyncio.get_running_loop().create_future()
+        release = asyncio.get_running_loop().create_future()
+        releases.append(weakref.ref(release))
+        await release
         return
+    if path == "/held-release":
+        for r in releases:
+            if r() is not None and not r().done():
+                r().set_result(None)
+        return await respond(send, 200, b"released")
     if path == "/held-alive":
         gc.collect()
         return await respond(send, 200, str(sum(1 for r in held if r() is not None)).encode())
@@ -191,6 +225,22 @@ async def app(scope, receive, send):
             if m["type"] == "http.disconnect":
                 events.append("forever:" + m["type"])
                 return
+    if path == "/long-poll":
+        # Computes before its head, listening for the client meanwhile.
+        m = await receive()
+        assert m["type"] == "http.request"
+        m = await receive()
+        events.append("long-poll:" + m["type"])
+        return
+    if path == "/two-receivers":
+        # sse-starlette's shape: the stream and a disconnect listener, both
+        # in receive() at once.
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"first\n", "more_body": True})
+        got = await asyncio.gather(receive(), receive())
+        events.append("two-receivers:" + ",".join(m["type"] for m in got))
+        return
     if path == "/sleep":
         await asyncio.sleep(float(scope["query_string"] or b"0.01"))
         return await respond(send, 200, b"slept")

@@ -33,8 +33,6 @@ typedef struct {
 	pthread_mutex_t mu;
 } msgq;
 
-static msgq inq = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};  /* Go -> loop */
-static msgq outq = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER}; /* loop -> Go */
 
 static void wake(int fd)
 {
@@ -91,19 +89,77 @@ void m0_asgi_free(m0_amsg *v, size_t n)
 	free(v);
 }
 
-int m0_asgi_init(int *in_fd, int *out_fd)
+/* ---- executors ---------------------------------------------------------------- */
+
+typedef struct aslot aslot;
+
+/* An executor: one application on one loop, with the queues between it and
+ * Go. Its Python objects are used only on its loop's thread; its queues by
+ * Go's threads and that one. */
+typedef struct {
+	int id;
+	msgq in, out;              /* Go -> loop, loop -> Go */
+	PyObject *loop, *app, *state;
+	PyObject *create_future;   /* loop.create_future */
+	PyObject *create_task;     /* loop.create_task, or asyncio.Task with eager_start */
+	PyObject *task_kw;         /* {"loop": loop, "eager_start": True}, or NULL */
+	PyObject *done;            /* a finished future: what send returns when nothing waits */
+	PyObject *event;           /* the loop's _asgi_event(kind, flags), for the rare events */
+	aslot *slots;
+	size_t nslots;
+} aexec;
+
+/* Executors by id; an id is never reused, and an executor is never freed
+ * (a handler that stopped keeps its few bytes). */
+#define M0_MAX_EXEC 256
+static aexec *execs[M0_MAX_EXEC];
+static int nexecs;
+static pthread_mutex_t execs_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static aexec *exec_of(int id)
 {
-	if (inq.fd < 0)
-		inq.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (outq.fd < 0)
-		outq.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	*in_fd = inq.fd;
-	*out_fd = outq.fd;
-	return inq.fd >= 0 && outq.fd >= 0 ? 0 : -1;
+	return id >= 0 && id < M0_MAX_EXEC ? execs[id] : NULL;
 }
 
-int m0_asgi_post(int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len)
+int m0_asgi_init(int *id, int *in_fd, int *out_fd)
 {
+	pthread_mutex_lock(&execs_mu);
+	if (nexecs == M0_MAX_EXEC) {
+		pthread_mutex_unlock(&execs_mu);
+		return -1;
+	}
+	aexec *ex = calloc(1, sizeof *ex);
+	if (!ex) {
+		pthread_mutex_unlock(&execs_mu);
+		return -1;
+	}
+	ex->in.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	ex->out.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	pthread_mutex_init(&ex->in.mu, NULL);
+	pthread_mutex_init(&ex->out.mu, NULL);
+	if (ex->in.fd < 0 || ex->out.fd < 0) {
+		if (ex->in.fd >= 0)
+			close(ex->in.fd);
+		if (ex->out.fd >= 0)
+			close(ex->out.fd);
+		free(ex);
+		pthread_mutex_unlock(&execs_mu);
+		return -1;
+	}
+	ex->id = nexecs;
+	execs[nexecs++] = ex;
+	pthread_mutex_unlock(&execs_mu);
+	*id = ex->id;
+	*in_fd = ex->in.fd;
+	*out_fd = ex->out.fd;
+	return 0;
+}
+
+int m0_asgi_post(int id, int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len)
+{
+	aexec *ex = exec_of(id);
+	if (!ex)
+		return -1;
 	m0_amsg m = {.kind = kind, .slot = slot, .gen = gen, .flags = flags};
 	if (len) {
 		m.data = malloc(len);
@@ -112,49 +168,40 @@ int m0_asgi_post(int kind, uint32_t slot, uint32_t gen, int flags, const char *d
 		memcpy(m.data, data, len);
 		m.len = len;
 	}
-	return push(&inq, m);
+	return push(&ex->in, m);
 }
 
-size_t m0_asgi_take(m0_amsg **out)
+size_t m0_asgi_take(int id, m0_amsg **out)
 {
-	return take(&outq, out);
+	aexec *ex = exec_of(id);
+	if (!ex) {
+		*out = NULL;
+		return 0;
+	}
+	return take(&ex->out, out);
 }
 
-/* emit posts a message to Go, copying len bytes of data (two parts). */
-static int emit2(int kind, uint32_t slot, uint32_t gen, int flags, const char *a, size_t alen,
-		 const char *b, size_t blen)
+/* notify posts a message to Go that no request owns. */
+static int notify(aexec *ex, int kind, int flags, const char *p, size_t len)
 {
-	m0_amsg m = {.kind = kind, .slot = slot, .gen = gen, .flags = flags};
-	if (alen + blen) {
-		m.data = malloc(alen + blen);
+	m0_amsg m = {.kind = kind, .slot = UINT32_MAX, .flags = flags};
+	if (len) {
+		m.data = malloc(len);
 		if (!m.data)
 			return -1;
-		if (alen)
-			memcpy(m.data, a, alen);
-		if (blen)
-			memcpy(m.data + alen, b, blen);
-		m.len = alen + blen;
+		memcpy(m.data, p, len);
+		m.len = len;
 	}
-	return push(&outq, m);
-}
-
-static int emit(int kind, uint32_t slot, uint32_t gen, int flags, const char *p, size_t len)
-{
-	return emit2(kind, slot, gen, flags, p, len, NULL, 0);
+	return push(&ex->out, m);
 }
 
 /* ---- the loop's references ------------------------------------------------ */
 
-static PyObject *a_loop, *a_app, *a_state;
-static PyObject *a_create_future; /* loop.create_future */
-static PyObject *a_create_task;   /* loop.create_task, or asyncio.Task with eager_start */
-static PyObject *a_task_kw;       /* {"loop": loop, "eager_start": True}, or NULL */
-static PyObject *a_done;          /* a finished future: what send returns when nothing waits */
-static PyObject *a_event;         /* _m0._asgi_event(kind, flags), for the rare events */
 static PyObject *a_receive_later; /* _m0._receive_later(waiter, receive) */
 static PyObject *a_asgi;          /* the scope's "asgi" dict */
-static PyObject *a_asgi_ws;       /* a WebSocket scope's: spec 2.4, with the close reason */
-static PyObject *a_extensions;    /* the scope's "extensions" dict */
+static PyObject *a_asgi_ws;       /* a WebSocket scope's */
+static PyObject *a_extensions;    /* an HTTP scope's "extensions" dict */
+static PyObject *a_extensions_ws; /* a WebSocket scope's */
 
 #define K(X)                                                                        \
 	X(type) X(asgi) X(http_version) X(method) X(scheme) X(path) X(raw_path)     \
@@ -162,7 +209,7 @@ static PyObject *a_extensions;    /* the scope's "extensions" dict */
 	X(extensions) X(subprotocols) X(body) X(more_body) X(status) X(text)        \
 	X(bytes) X(code) X(reason) X(subprotocol) X(trailers) X(set_result)          \
 	X(set_exception) X(cancelled) X(done) X(add_done_callback) X(exception)     \
-	X(result) X(cancel) X(version) X(spec_version)
+	X(result) X(cancel) X(version) X(spec_version) X(eager_start)
 static struct {
 #define X(n) PyObject *n;
 	K(X)
@@ -178,6 +225,13 @@ static const char *method_names[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "OP
 
 /* ---- requests ---------------------------------------------------------------- */
 
+/* The futures the receive() calls of a request wait on, all woken when a
+ * message comes: each then takes the next message there is, if any. */
+typedef struct {
+	PyObject **v;
+	size_t n, cap;
+} waitlist;
+
 /* A request's inbound messages not yet received: body chunks or WebSocket
  * frames. */
 typedef struct {
@@ -185,7 +239,9 @@ typedef struct {
 	size_t head, n, cap;
 } inbox;
 
-typedef struct {
+struct aslot {
+	aexec *ex;
+	uint32_t idx; /* its index in ex->slots */
 	uint32_t gen;
 	int live;
 	int ws;
@@ -196,55 +252,101 @@ typedef struct {
 	int body_more;    /* more request body is to come from Go */
 	int want_sent;    /* Go was asked for more and has not answered */
 	int connected;    /* ws: websocket.connect was received */
+	int denying;      /* ws: the application answers with an HTTP response */
 	int dcode;        /* ws: the close code the client sent */
 	PyObject *dreason; /* ws: and its reason */
 	int head;         /* the request is a HEAD */
 	size_t inflight;  /* bytes sent since Go last caught up */
-	PyObject *recv_fut, *send_fut;
+	int idle_sent;    /* http: Go was told the application waits for the client */
+	waitlist recv;    /* the futures receive() calls wait on */
+	PyObject *send_fut;
 	PyObject *task; /* asyncio holds tasks weakly: the slot keeps its own */
 	inbox in;
-} aslot;
+};
 
-static aslot *slots;
-static size_t nslots;
+/* emit2 posts a message of the request s to Go, copying alen bytes of a
+ * and blen of b as its data. */
+static int emit2(aslot *s, int kind, int flags, const char *a, size_t alen, const char *b, size_t blen)
+{
+	m0_amsg m = {.kind = kind, .slot = s->idx, .gen = s->gen, .flags = flags};
+	if (alen + blen) {
+		m.data = malloc(alen + blen);
+		if (!m.data)
+			return -1;
+		if (alen)
+			memcpy(m.data, a, alen);
+		if (blen)
+			memcpy(m.data + alen, b, blen);
+		m.len = alen + blen;
+	}
+	return push(&s->ex->out, m);
+}
+
+static int emit(aslot *s, int kind, int flags, const char *p, size_t len)
+{
+	return emit2(s, kind, flags, p, len, NULL, 0);
+}
 
 /* Sends wait once this much of a body is queued for a client that has not
  * taken it. */
 #define HIGH_WATER (256u << 10)
 
-static aslot *slot_at(uint32_t i)
+/* A slot index fits in SLOT_BITS bits: a request's handle holds its
+ * generation, its executor's id and its slot in one integer. */
+#define SLOT_BITS 24
+
+static aslot *slot_at(aexec *ex, uint32_t i)
 {
-	if (i >= nslots) {
-		size_t n = nslots ? nslots : 64;
+	if (i >= (1u << SLOT_BITS))
+		return NULL;
+	if (i >= ex->nslots) {
+		size_t n = ex->nslots ? ex->nslots : 64;
 		while (n <= i)
 			n *= 2;
-		aslot *s = realloc(slots, n * sizeof *s);
+		aslot *s = realloc(ex->slots, n * sizeof *s);
 		if (!s)
 			return NULL;
-		memset(s + nslots, 0, (n - nslots) * sizeof *s);
-		slots = s;
-		nslots = n;
+		memset(s + ex->nslots, 0, (n - ex->nslots) * sizeof *s);
+		for (size_t j = ex->nslots; j < n; j++) {
+			s[j].ex = ex;
+			s[j].idx = (uint32_t)j;
+		}
+		ex->slots = s;
+		ex->nslots = n;
 	}
-	return &slots[i];
+	return &ex->slots[i];
 }
 
-static PyObject *handle(uint32_t slot, uint32_t gen)
+static PyObject *handle(aslot *s)
 {
-	return py.PyLong_FromUnsignedLongLong(((unsigned long long)gen << 32) | slot);
+	return py.PyLong_FromUnsignedLongLong(((unsigned long long)s->gen << 32) |
+					      ((unsigned long long)s->ex->id << SLOT_BITS) | s->idx);
+}
+
+/* by_handle returns the live request a handle names, or NULL. */
+static aslot *by_handle(PyObject *h)
+{
+	unsigned long long v = py.PyLong_AsUnsignedLongLong(h);
+	if (v == (unsigned long long)-1 && py.PyErr_Occurred()) {
+		py.PyErr_Clear();
+		return NULL;
+	}
+	uint32_t gen = (uint32_t)(v >> 32), lo = (uint32_t)v;
+	uint32_t i = lo & ((1u << SLOT_BITS) - 1);
+	aexec *ex = exec_of((int)(lo >> SLOT_BITS));
+	if (ex && i < ex->nslots && ex->slots[i].live && ex->slots[i].gen == gen)
+		return &ex->slots[i];
+	return NULL;
 }
 
 /* lookup returns the live request a bound function's handle names, or NULL
  * with RuntimeError set. */
-static aslot *lookup(PyObject *self, uint32_t *slot)
+static aslot *lookup(PyObject *self)
 {
-	unsigned long long h = py.PyLong_AsUnsignedLongLong(self);
-	uint32_t i = (uint32_t)h, gen = (uint32_t)(h >> 32);
-	if (i < nslots && slots[i].live && slots[i].gen == gen) {
-		*slot = i;
-		return &slots[i];
-	}
-	py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: receive or send used after the request ended");
-	return NULL;
+	aslot *s = by_handle(self);
+	if (!s)
+		py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: receive or send used after the request ended");
+	return s;
 }
 
 static void inbox_push(inbox *b, m0_amsg m)
@@ -282,15 +384,19 @@ static void slot_clear(aslot *s)
 		free(m.data);
 	}
 	free(s->in.v);
-	if (s->recv_fut)
-		py.Py_DecRef(s->recv_fut);
+	for (size_t i = 0; i < s->recv.n; i++)
+		py.Py_DecRef(s->recv.v[i]);
+	free(s->recv.v);
 	if (s->send_fut)
 		py.Py_DecRef(s->send_fut);
 	if (s->dreason)
 		py.Py_DecRef(s->dreason);
 	PyObject *task = s->task;
-	uint32_t gen = s->gen;
+	aexec *ex = s->ex;
+	uint32_t idx = s->idx, gen = s->gen;
 	memset(s, 0, sizeof *s);
+	s->ex = ex;
+	s->idx = idx;
 	s->gen = gen;
 	if (task)
 		py.Py_DecRef(task); /* last: it may run a finalizer */
@@ -298,17 +404,17 @@ static void slot_clear(aslot *s)
 
 /* ---- futures --------------------------------------------------------------------- */
 
-static PyObject *new_future(void)
+static PyObject *new_future(aexec *ex)
 {
-	return py.PyObject_CallFunctionObjArgs(a_create_future, NULL);
+	return py.PyObject_CallFunctionObjArgs(ex->create_future, NULL);
 }
 
-/* ready returns a finished future holding msg (stolen). */
-static PyObject *ready(PyObject *msg)
+/* ready returns a finished future of s's loop holding msg (stolen). */
+static PyObject *ready(aslot *s, PyObject *msg)
 {
 	if (!msg)
 		return NULL;
-	PyObject *f = new_future();
+	PyObject *f = new_future(s->ex);
 	PyObject *r = f ? py.PyObject_CallMethodObjArgs(f, k.set_result, msg, NULL) : NULL;
 	py.Py_DecRef(msg);
 	if (!r) {
@@ -440,7 +546,7 @@ static PyObject *disconnect_msg(aslot *s)
 
 /* next_msg returns the message receive() yields now, or NULL (no error set)
  * when it has to wait. */
-static PyObject *next_msg(aslot *s, uint32_t slot, int *err)
+static PyObject *next_msg(aslot *s, int *err)
 {
 	*err = 0;
 	PyObject *m = NULL;
@@ -451,7 +557,7 @@ static PyObject *next_msg(aslot *s, uint32_t slot, int *err)
 		m0_amsg a = inbox_pop(&s->in);
 		if (s->ws) {
 			m = ws_msg(&a);
-			emit(M0_C_WANT, slot, s->gen, 0, NULL, 0); /* one more frame may come */
+			emit(s, M0_C_WANT, 0, NULL, 0); /* one more frame may come */
 		} else {
 			m = body_msg(a.data, a.len, (a.flags & M0_A_MORE) != 0);
 		}
@@ -463,7 +569,12 @@ static PyObject *next_msg(aslot *s, uint32_t slot, int *err)
 	} else {
 		if (!s->ws && s->body_more && !s->want_sent) {
 			s->want_sent = 1;
-			emit(M0_C_WANT, slot, s->gen, 0, NULL, 0);
+			emit(s, M0_C_WANT, 0, NULL, 0);
+		} else if (!s->ws && !s->body_more && !s->idle_sent) {
+			/* The body is in and the application waits on the client: only
+			 * its leaving can come now, which Go then watches for. */
+			s->idle_sent = 1;
+			emit(s, M0_C_IDLE, 0, NULL, 0);
 		}
 		return NULL;
 	}
@@ -476,35 +587,44 @@ static PyMethodDef receive_def;
 
 static PyObject *asgi_receive(PyObject *self, PyObject *unused)
 {
-	uint32_t slot;
-	aslot *s = lookup(self, &slot);
+	aslot *s = lookup(self);
 	if (!s)
 		return NULL;
 	int err;
-	PyObject *m = next_msg(s, slot, &err);
+	PyObject *m = next_msg(s, &err);
 	if (m)
-		return ready(m);
+		return ready(s, m);
 	if (err)
 		return NULL;
-	if (s->recv_fut) {
-		PyObject *d = py.PyObject_CallMethodObjArgs(s->recv_fut, k.done, NULL);
-		int finished = d ? py.PyObject_IsTrue(d) : -1;
+	/* Drop the waiters whose receive() was cancelled (wait_for's timeouts);
+	 * several receive() calls may wait at once, as under uvicorn. */
+	size_t kept = 0;
+	for (size_t i = 0; i < s->recv.n; i++) {
+		PyObject *d = py.PyObject_CallMethodObjArgs(s->recv.v[i], k.done, NULL);
+		int finished = d ? py.PyObject_IsTrue(d) : 1;
 		if (d)
 			py.Py_DecRef(d);
-		if (finished < 0)
-			return NULL;
-		if (!finished) {
-			py.PyErr_SetString(EXC(PyExc_RuntimeError),
-					   "asgi: receive() called while another receive() is waiting");
+		py.PyErr_Clear();
+		if (finished)
+			py.Py_DecRef(s->recv.v[i]);
+		else
+			s->recv.v[kept++] = s->recv.v[i];
+	}
+	s->recv.n = kept;
+	if (s->recv.n == s->recv.cap) {
+		size_t cap = s->recv.cap ? s->recv.cap * 2 : 2;
+		PyObject **v = realloc(s->recv.v, cap * sizeof *v);
+		if (!v) {
+			py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: out of memory");
 			return NULL;
 		}
-		py.Py_DecRef(s->recv_fut);
-		s->recv_fut = NULL;
+		s->recv.v = v;
+		s->recv.cap = cap;
 	}
 	/* Nothing yet: wait for a wake-up, then take the message on resuming
 	 * (_receive_later). A waiter cancelled in between (wait_for's timeout
 	 * firing as the message came) leaves the message for the next call. */
-	PyObject *f = new_future();
+	PyObject *f = new_future(s->ex);
 	if (!f)
 		return NULL;
 	PyObject *again = py.PyCFunction_NewEx(&receive_def, self, m0_module);
@@ -515,22 +635,26 @@ static PyObject *asgi_receive(PyObject *self, PyObject *unused)
 		py.Py_DecRef(f);
 		return NULL;
 	}
-	s->recv_fut = f; /* the slot's reference */
+	s->recv.v[s->recv.n++] = f; /* the slot's reference */
 	return coro;
 }
 
-/* feed wakes a waiting receive() when a message is there for it: the
- * message stays in the inbox until the receive resumes and takes it. */
-static void feed(aslot *s, uint32_t slot)
+/* feed wakes the waiting receive() calls when a message is there: the
+ * message stays in the inbox until a receive resumes and takes it; one that
+ * finds none waits again, and a disconnect reaches every one. */
+static void feed(aslot *s)
 {
-	(void)slot;
-	if (!s->recv_fut)
+	if (!s->recv.n)
 		return;
 	if (!s->in.n && !s->disconnected && !(s->draining && !s->body_more) && !(!s->ws && s->complete) &&
 	    !(s->ws && !s->connected))
-		return; /* nothing for it yet */
-	py.Py_IncRef(Py_None);
-	settle(&s->recv_fut, Py_None);
+		return; /* nothing for them yet */
+	size_t n = s->recv.n;
+	s->recv.n = 0;
+	for (size_t i = 0; i < n; i++) {
+		py.Py_IncRef(Py_None);
+		settle(&s->recv.v[i], Py_None);
+	}
 }
 
 /* ---- messages from the application --------------------------------------------------- */
@@ -642,17 +766,17 @@ static int body_of(PyObject *msg, PyObject *key, char **p, Py_ssize_t *n, PyObje
 	return 0;
 }
 
-static PyObject *done_future(void)
+static PyObject *done_future(aslot *s)
 {
-	py.Py_IncRef(a_done);
-	return a_done;
+	py.Py_IncRef(s->ex->done);
+	return s->ex->done;
 }
 
 /* send_waits returns the future a send past the high-water mark waits on,
  * until Go catches up (M0_A_RESUME) or the client leaves. */
 static PyObject *send_waits(aslot *s)
 {
-	PyObject *f = new_future();
+	PyObject *f = new_future(s->ex);
 	if (f) {
 		py.Py_IncRef(Py_None);
 		settle(&s->send_fut, Py_None); /* one whose waiter was cancelled */
@@ -662,40 +786,47 @@ static PyObject *send_waits(aslot *s)
 	return f;
 }
 
-static PyObject *http_send(aslot *s, uint32_t slot, PyObject *msg, const char *type)
+/* send_start hands Go a response head: http.response.start, or a
+ * WebSocket's websocket.http.response.start (type names it for errors). */
+static int send_start(aslot *s, PyObject *msg, const char *type)
+{
+	PyObject *st = get(msg, k.status);
+	long status = st ? py.PyLong_AsLong(st) : -1;
+	if (st)
+		py.Py_DecRef(st);
+	if (status < 200 || status > 599) {
+		py.PyErr_Clear();
+		py.PyErr_Format(EXC(PyExc_RuntimeError), "asgi: %s needs an int 'status' from 200 to 599", type);
+		return -1;
+	}
+	m0_buf b = {0};
+	PyObject *h = get(msg, k.headers);
+	int rc = pack_headers(h, &b);
+	if (h)
+		py.Py_DecRef(h);
+	if (rc < 0) {
+		free(b.p);
+		return -1;
+	}
+	m0_amsg m = {.kind = M0_C_START, .slot = s->idx, .gen = s->gen, .flags = (int)status, .data = b.p, .len = b.len};
+	push(&s->ex->out, m);
+	return 0;
+}
+
+static PyObject *http_send(aslot *s, PyObject *msg, const char *type)
 {
 	if (s->disconnected)
-		return done_future(); /* as uvicorn: a send after the client left is dropped */
+		return done_future(s); /* as uvicorn: a send after the client left is dropped */
 	if (!s->started) {
 		if (strcmp(type, "http.response.start") != 0) {
 			py.PyErr_Format(EXC(PyExc_RuntimeError),
 					"Expected ASGI message 'http.response.start', but got '%s'.", type);
 			return NULL;
 		}
-		PyObject *st = get(msg, k.status);
-		long status = st ? py.PyLong_AsLong(st) : -1;
-		if (st)
-			py.Py_DecRef(st);
-		if (status < 200 || status > 599) {
-			py.PyErr_Clear();
-			py.PyErr_Format(EXC(PyExc_RuntimeError),
-					"asgi: http.response.start needs an int 'status' from 200 to 599");
+		if (send_start(s, msg, type) < 0)
 			return NULL;
-		}
-		m0_buf b = {0};
-		PyObject *h = get(msg, k.headers);
-		int rc = pack_headers(h, &b);
-		if (h)
-			py.Py_DecRef(h);
-		if (rc < 0) {
-			free(b.p);
-			return NULL;
-		}
-		m0_amsg m = {.kind = M0_C_START, .slot = slot, .gen = s->gen, .flags = (int)status,
-			     .data = b.p, .len = b.len};
-		push(&outq, m);
 		s->started = 1;
-		return done_future();
+		return done_future(s);
 	}
 	if (s->complete) {
 		py.PyErr_Format(EXC(PyExc_RuntimeError),
@@ -717,14 +848,14 @@ static PyObject *http_send(aslot *s, uint32_t slot, PyObject *msg, const char *t
 			s->inflight += (size_t)n;
 			wait = s->inflight > HIGH_WATER;
 		}
-		emit(M0_C_BODY, slot, s->gen, (more ? M0_A_MORE : 0) | (wait ? M0_A_WAIT : 0), p, (size_t)n);
+		emit(s, M0_C_BODY, (more ? M0_A_MORE : 0) | (wait ? M0_A_WAIT : 0), p, (size_t)n);
 		if (keep)
 			py.Py_DecRef(keep);
 		if (!more) {
 			s->complete = 1;
-			feed(s, slot); /* a receive() waiting for the end now gets http.disconnect */
+			feed(s); /* a receive() waiting for the end now gets http.disconnect */
 		}
-		return wait ? send_waits(s) : done_future();
+		return wait ? send_waits(s) : done_future(s);
 	}
 	if (strcmp(type, "http.response.pathsend") == 0) {
 		PyObject *path = get(msg, k.path);
@@ -734,20 +865,20 @@ static PyObject *http_send(aslot *s, uint32_t slot, PyObject *msg, const char *t
 			py.PyErr_Clear();
 			py.PyErr_SetString(EXC(PyExc_TypeError), "asgi: http.response.pathsend needs a str 'path'");
 		} else {
-			emit(M0_C_PATHSEND, slot, s->gen, 0, u, (size_t)n);
+			emit(s, M0_C_PATHSEND, 0, u, (size_t)n);
 			s->complete = 1;
-			feed(s, slot);
+			feed(s);
 		}
 		if (path)
 			py.Py_DecRef(path);
-		return u ? done_future() : NULL;
+		return u ? done_future(s) : NULL;
 	}
 	py.PyErr_Format(EXC(PyExc_RuntimeError), "Expected ASGI message 'http.response.body', but got '%s'.",
 			type);
 	return NULL;
 }
 
-static PyObject *ws_close(aslot *s, uint32_t slot, PyObject *msg)
+static PyObject *ws_close(aslot *s, PyObject *msg)
 {
 	PyObject *c = get(msg, k.code);
 	long code = c ? py.PyLong_AsLong(c) : 1000;
@@ -765,16 +896,53 @@ static PyObject *ws_close(aslot *s, uint32_t slot, PyObject *msg)
 		u = "";
 		n = 0;
 	}
-	emit(M0_C_WS_CLOSE, slot, s->gen, (int)code, u, (size_t)n);
+	emit(s, M0_C_WS_CLOSE, (int)code, u, (size_t)n);
 	if (r)
 		py.Py_DecRef(r);
 	s->complete = 1;
-	return done_future();
+	return done_future(s);
 }
 
-static PyObject *ws_send(aslot *s, uint32_t slot, PyObject *msg, const char *type)
+/* ws_deny handles what the application sends once it answers the
+ * handshake with an HTTP response (the WebSocket Denial Response
+ * extension): the body, in parts; Go sends the whole response at its end. */
+static PyObject *ws_deny(aslot *s, PyObject *msg, const char *type)
 {
+	if (strcmp(type, "websocket.http.response.body") != 0) {
+		py.PyErr_Format(EXC(PyExc_RuntimeError),
+				"Expected ASGI message 'websocket.http.response.body', but got '%s'.", type);
+		return NULL;
+	}
+	char *p;
+	Py_ssize_t n;
+	PyObject *keep;
+	if (body_of(msg, k.body, &p, &n, &keep) < 0) {
+		if (keep)
+			py.Py_DecRef(keep);
+		return NULL;
+	}
+	int more = truthy(msg, k.more_body);
+	emit(s, M0_C_BODY, more ? M0_A_MORE : 0, p, (size_t)n);
+	if (keep)
+		py.Py_DecRef(keep);
+	if (!more) {
+		s->complete = 1;
+		s->denying = 0;
+	}
+	return done_future(s);
+}
+
+static PyObject *ws_send(aslot *s, PyObject *msg, const char *type)
+{
+	if (s->denying)
+		return ws_deny(s, msg, type);
 	if (!s->started && !s->complete) {
+		if (strcmp(type, "websocket.http.response.start") == 0) {
+			if (send_start(s, msg, type) < 0)
+				return NULL;
+			s->denying = 1;
+			return done_future(s);
+		}
 		if (strcmp(type, "websocket.accept") == 0) {
 			m0_buf b = {0};
 			PyObject *sp = get(msg, k.subprotocol);
@@ -799,21 +967,22 @@ static PyObject *ws_send(aslot *s, uint32_t slot, PyObject *msg, const char *typ
 				free(b.p);
 				return NULL;
 			}
-			m0_amsg m = {.kind = M0_C_WS_ACCEPT, .slot = slot, .gen = s->gen, .data = b.p, .len = b.len};
-			push(&outq, m);
+			m0_amsg m = {.kind = M0_C_WS_ACCEPT, .slot = s->idx, .gen = s->gen, .data = b.p, .len = b.len};
+			push(&s->ex->out, m);
 			s->started = 1;
-			return done_future();
+			return done_future(s);
 		}
 		if (strcmp(type, "websocket.close") == 0)
-			return ws_close(s, slot, msg); /* before the handshake: Go answers 403 */
+			return ws_close(s, msg); /* before the handshake: Go answers 403 */
 		py.PyErr_Format(EXC(PyExc_RuntimeError),
-				"Expected ASGI message 'websocket.accept' or 'websocket.close', but got '%s'.",
+				"Expected ASGI message 'websocket.accept', 'websocket.close' or "
+				"'websocket.http.response.start', but got '%s'.",
 				type);
 		return NULL;
 	}
 	if (s->complete) {
 		py.PyErr_Format(EXC(PyExc_RuntimeError),
-				"Unexpected ASGI message '%s', after sending 'websocket.close'.", type);
+				"Unexpected ASGI message '%s', after sending 'websocket.close' or a response.", type);
 		return NULL;
 	}
 	if (s->disconnected) {
@@ -852,13 +1021,13 @@ static PyObject *ws_send(aslot *s, uint32_t slot, PyObject *msg, const char *typ
 		s->inflight += (size_t)n;
 		if (s->inflight > HIGH_WATER)
 			flags |= M0_A_WAIT;
-		emit(M0_C_WS_SEND, slot, s->gen, flags, p, (size_t)n);
+		emit(s, M0_C_WS_SEND, flags, p, (size_t)n);
 		if (keep)
 			py.Py_DecRef(keep);
-		return (flags & M0_A_WAIT) ? send_waits(s) : done_future();
+		return (flags & M0_A_WAIT) ? send_waits(s) : done_future(s);
 	}
 	if (strcmp(type, "websocket.close") == 0)
-		return ws_close(s, slot, msg);
+		return ws_close(s, msg);
 	py.PyErr_Format(EXC(PyExc_RuntimeError),
 			"Expected ASGI message 'websocket.send' or 'websocket.close', but got '%s'.", type);
 	return NULL;
@@ -866,15 +1035,14 @@ static PyObject *ws_send(aslot *s, uint32_t slot, PyObject *msg, const char *typ
 
 static PyObject *asgi_send(PyObject *self, PyObject *msg)
 {
-	uint32_t slot;
-	aslot *s = lookup(self, &slot);
+	aslot *s = lookup(self);
 	if (!s)
 		return NULL;
 	PyObject *owned;
 	const char *type = type_of(msg, &owned);
 	PyObject *r = NULL;
 	if (type)
-		r = s->ws ? ws_send(s, slot, msg, type) : http_send(s, slot, msg, type);
+		r = s->ws ? ws_send(s, msg, type) : http_send(s, msg, type);
 	if (owned)
 		py.Py_DecRef(owned);
 	return r;
@@ -978,7 +1146,7 @@ static int add_subprotocols(PyObject *list, const char *v, size_t n)
  * method, path (decoded), raw path, query, client host, server host, root
  * path, the headers as name/value pairs (names lowercased by Go), and the
  * first body chunk, which *body points into. */
-static PyObject *build_scope(int ws, const char *p, size_t len, const char **body, size_t *bodylen,
+static PyObject *build_scope(aexec *ex, int ws, const char *p, size_t len, const char **body, size_t *bodylen,
 			     int *head)
 {
 	reader r = {.p = p, .len = len};
@@ -1062,9 +1230,9 @@ static PyObject *build_scope(int ws, const char *p, size_t len, const char **bod
 	if (rc == 0 && ws)
 		rc = py.PyDict_SetItem(d, k.subprotocols, subs);
 	if (rc == 0)
-		rc = set_steal(d, k.state, py.PyDict_Copy(a_state));
-	if (rc == 0 && !ws)
-		rc = py.PyDict_SetItem(d, k.extensions, a_extensions);
+		rc = set_steal(d, k.state, py.PyDict_Copy(ex->state));
+	if (rc == 0)
+		rc = py.PyDict_SetItem(d, k.extensions, ws ? a_extensions_ws : a_extensions);
 	if (hl)
 		py.Py_DecRef(hl);
 	if (subs)
@@ -1097,7 +1265,7 @@ static void error_text(m0_buf *b, const char *msg)
 
 /* finish ends a request whose task is over: Go hears whether the response
  * was whole, with the error if not, and the slot is freed. */
-static void finish(aslot *s, uint32_t slot, m0_buf *err)
+static void finish(aslot *s, m0_buf *err)
 {
 	int failed = err->len > 0;
 	if (!failed && !s->ws && !s->started)
@@ -1109,13 +1277,13 @@ static void finish(aslot *s, uint32_t slot, m0_buf *err)
 	int flags = failed ? M0_DONE_FAILED : 0;
 	if (s->disconnected || s->draining)
 		flags |= M0_DONE_QUIET; /* the client left, or the server drains: not the application's fault */
-	emit(M0_C_DONE, slot, s->gen, flags, err->p, err->len);
+	emit(s, M0_C_DONE, flags, err->p, err->len);
 	slot_clear(s);
 	free(err->p);
 }
 
 /* task_over reads how the task ended and finishes the request. */
-static void task_over(aslot *s, uint32_t slot, PyObject *task)
+static void task_over(aslot *s, PyObject *task)
 {
 	m0_buf err = {0};
 	PyObject *c = py.PyObject_CallMethodObjArgs(task, k.cancelled, NULL);
@@ -1152,15 +1320,14 @@ static void task_over(aslot *s, uint32_t slot, PyObject *task)
 		if (exc)
 			py.Py_DecRef(exc);
 	}
-	finish(s, slot, &err);
+	finish(s, &err);
 }
 
 static PyObject *asgi_task_done(PyObject *self, PyObject *task)
 {
-	unsigned long long h = py.PyLong_AsUnsignedLongLong(self);
-	uint32_t i = (uint32_t)h, gen = (uint32_t)(h >> 32);
-	if (i < nslots && slots[i].live && slots[i].gen == gen)
-		task_over(&slots[i], i, task);
+	aslot *s = by_handle(self);
+	if (s)
+		task_over(s, task);
 	py.Py_IncRef(Py_None);
 	return Py_None;
 }
@@ -1169,11 +1336,12 @@ static PyMethodDef task_done_def = {"_task_done", asgi_task_done, METH_O, NULL};
 
 /* start runs a new request: its scope, its receive and send, and the
  * application's coroutine as a task. */
-static void start(m0_amsg *m)
+static void start(aexec *ex, m0_amsg *m)
 {
-	aslot *s = slot_at(m->slot);
+	aslot *s = slot_at(ex, m->slot);
 	if (!s) {
-		emit(M0_C_DONE, m->slot, m->gen, 1, "asgi: out of memory", 19);
+		m0_amsg d = {.kind = M0_C_DONE, .slot = m->slot, .gen = m->gen, .flags = M0_DONE_FAILED};
+		push(&ex->out, d);
 		return;
 	}
 	if (s->live) /* Go reuses a slot only after its task is over */
@@ -1185,7 +1353,7 @@ static void start(m0_amsg *m)
 	const char *body = NULL;
 	size_t bodylen = 0;
 	PyObject *h = NULL, *recv = NULL, *send = NULL, *coro = NULL, *task = NULL;
-	PyObject *scope = build_scope(s->ws, m->data, m->len, &body, &bodylen, &s->head);
+	PyObject *scope = build_scope(ex, s->ws, m->data, m->len, &body, &bodylen, &s->head);
 	if (!scope)
 		goto fail;
 	if (!s->ws) {
@@ -1202,22 +1370,22 @@ static void start(m0_amsg *m)
 			inbox_push(&s->in, b);
 		}
 	}
-	h = handle(m->slot, m->gen);
+	h = handle(s);
 	recv = h ? py.PyCFunction_NewEx(&receive_def, h, m0_module) : NULL;
 	send = recv ? py.PyCFunction_NewEx(&send_def, h, m0_module) : NULL;
-	coro = send ? py.PyObject_CallFunctionObjArgs(a_app, scope, recv, send, NULL) : NULL;
+	coro = send ? py.PyObject_CallFunctionObjArgs(ex->app, scope, recv, send, NULL) : NULL;
 	if (!coro)
 		goto fail;
-	if (a_task_kw) {
+	if (ex->task_kw) {
 		PyObject *args = py.PyTuple_New(1);
 		if (!args)
 			goto fail;
 		py.Py_IncRef(coro);
 		py.PyTuple_SetItem(args, 0, coro);
-		task = py.PyObject_Call(a_create_task, args, a_task_kw);
+		task = py.PyObject_Call(ex->create_task, args, ex->task_kw);
 		py.Py_DecRef(args);
 	} else {
-		task = py.PyObject_CallFunctionObjArgs(a_create_task, coro, NULL);
+		task = py.PyObject_CallFunctionObjArgs(ex->create_task, coro, NULL);
 	}
 	if (!task)
 		goto fail;
@@ -1230,7 +1398,7 @@ static void start(m0_amsg *m)
 	if (over < 0)
 		goto fail;
 	if (over) {
-		task_over(s, m->slot, task);
+		task_over(s, task);
 	} else {
 		py.Py_IncRef(task);
 		s->task = task;
@@ -1245,7 +1413,7 @@ static void start(m0_amsg *m)
 	goto out;
 fail:
 	error_text(&err, "asgi: the request could not start");
-	finish(s, m->slot, &err);
+	finish(s, &err);
 out:
 	py.PyErr_Clear();
 	if (task)
@@ -1263,14 +1431,14 @@ out:
 }
 
 /* live_slot returns the request an event names, or NULL if it is over. */
-static aslot *live_slot(m0_amsg *m)
+static aslot *live_slot(aexec *ex, m0_amsg *m)
 {
-	if (m->slot < nslots && slots[m->slot].live && slots[m->slot].gen == m->gen)
-		return &slots[m->slot];
+	if (m->slot < ex->nslots && ex->slots[m->slot].live && ex->slots[m->slot].gen == m->gen)
+		return &ex->slots[m->slot];
 	return NULL;
 }
 
-static void disconnect(aslot *s, uint32_t slot, int code, const char *reason, size_t n)
+static void disconnect(aslot *s, int code, const char *reason, size_t n)
 {
 	if (s->disconnected)
 		return;
@@ -1280,15 +1448,15 @@ static void disconnect(aslot *s, uint32_t slot, int code, const char *reason, si
 		s->dreason = py.PyUnicode_DecodeUTF8(reason, (Py_ssize_t)n, "replace");
 		py.PyErr_Clear();
 	}
-	feed(s, slot);
+	feed(s);
 	py.Py_IncRef(Py_None);
 	settle(&s->send_fut, Py_None); /* a waiting send returns; later ones are dropped */
 }
 
-static void rare_event(int kind, int flags)
+static void rare_event(aexec *ex, int kind, int flags)
 {
 	PyObject *a = py.PyLong_FromLong(kind), *b = py.PyLong_FromLong(flags);
-	PyObject *r = a && b ? py.PyObject_CallFunctionObjArgs(a_event, a, b, NULL) : NULL;
+	PyObject *r = a && b ? py.PyObject_CallFunctionObjArgs(ex->event, a, b, NULL) : NULL;
 	if (r)
 		py.Py_DecRef(r);
 	py.PyErr_Clear(); /* _asgi_event reports its own failures */
@@ -1299,35 +1467,41 @@ static void rare_event(int kind, int flags)
 }
 
 /* asgi_drain is the loop's reader callback on Go's eventfd: it handles every
- * event Go posted since the last wake-up. */
-static PyObject *asgi_drain(PyObject *self, PyObject *unused)
+ * event Go posted to executor self (its id) since the last wake-up. */
+static PyObject *asgi_drain(PyObject *self, PyObject *id)
 {
+	aexec *ex = exec_of((int)py.PyLong_AsLong(id));
+	if (!ex) {
+		py.PyErr_Clear();
+		py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: no such executor");
+		return NULL;
+	}
 	m0_amsg *v;
-	size_t n = take(&inq, &v);
+	size_t n = take(&ex->in, &v);
 	for (size_t i = 0; i < n; i++) {
 		m0_amsg *m = &v[i];
 		aslot *s;
 		switch (m->kind) {
 		case M0_A_HTTP:
 		case M0_A_WS:
-			start(m);
+			start(ex, m);
 			break;
 		case M0_A_BODY:
 		case M0_A_WSMSG:
-			if ((s = live_slot(m))) {
+			if ((s = live_slot(ex, m))) {
 				s->want_sent = 0;
 				s->body_more = (m->flags & M0_A_MORE) != 0;
 				inbox_push(&s->in, *m);
 				m->data = NULL; /* the inbox owns it */
-				feed(s, m->slot);
+				feed(s);
 			}
 			break;
 		case M0_A_DISCONNECT:
-			if ((s = live_slot(m)))
-				disconnect(s, m->slot, m->flags, m->data, m->len);
+			if ((s = live_slot(ex, m)))
+				disconnect(s, m->flags, m->data, m->len);
 			break;
 		case M0_A_RESUME:
-			if ((s = live_slot(m))) {
+			if ((s = live_slot(ex, m))) {
 				s->inflight = 0;
 				py.Py_IncRef(Py_None);
 				settle(&s->send_fut, Py_None);
@@ -1336,19 +1510,20 @@ static PyObject *asgi_drain(PyObject *self, PyObject *unused)
 		case M0_A_DRAIN:
 			/* receive() says the client left, so a stream that listens for
 			 * it ends; what requests send still goes out. */
-			for (size_t j = 0; j < nslots; j++) {
-				if (!slots[j].live)
+			for (size_t j = 0; j < ex->nslots; j++) {
+				aslot *d = &ex->slots[j];
+				if (!d->live)
 					continue;
-				if (slots[j].ws) {
-					disconnect(&slots[j], (uint32_t)j, 1001, NULL, 0);
+				if (d->ws) {
+					disconnect(d, 1001, NULL, 0);
 				} else {
-					slots[j].draining = 1;
-					feed(&slots[j], (uint32_t)j);
+					d->draining = 1;
+					feed(d);
 				}
 			}
 			break;
 		default:
-			rare_event(m->kind, m->flags);
+			rare_event(ex, m->kind, m->flags);
 		}
 	}
 	m0_asgi_free(v, n);
@@ -1359,105 +1534,139 @@ static PyObject *asgi_drain(PyObject *self, PyObject *unused)
 
 /* ---- set-up --------------------------------------------------------------------- */
 
-/* _m0.asgi_setup(loop, app, state, eager, event) */
-static PyObject *asgi_setup(PyObject *self, PyObject *args)
+/* intern makes the interned keys and values and the shared scope dicts,
+ * once: they are the same for every executor. The GIL is held. */
+static int intern(void)
 {
-	PyObject *loop, *app, *state, *event;
-	int eager;
-	if (!py.PyArg_ParseTuple(args, "OOOpO", &loop, &app, &state, &eager, &event))
-		return NULL;
-	if (!k.type) {
+	if (k.type)
+		return 0;
 #define X(n) k.n = py.PyUnicode_InternFromString(#n);
-		K(X)
+	K(X)
 #undef X
-		v_http = py.PyUnicode_InternFromString("http");
-		v_websocket = py.PyUnicode_InternFromString("websocket");
-		v_ws = py.PyUnicode_InternFromString("ws");
-		v_11 = py.PyUnicode_InternFromString("1.1");
-		v_10 = py.PyUnicode_InternFromString("1.0");
-		v_request = py.PyUnicode_InternFromString("http.request");
-		v_disconnect = py.PyUnicode_InternFromString("http.disconnect");
-		v_connect = py.PyUnicode_InternFromString("websocket.connect");
-		v_wsreceive = py.PyUnicode_InternFromString("websocket.receive");
-		v_wsdisconnect = py.PyUnicode_InternFromString("websocket.disconnect");
-		for (int i = 0; i < 7; i++)
-			methods[i] = py.PyUnicode_InternFromString(method_names[i]);
-		if (py.PyErr_Occurred())
-			return NULL;
-	}
+	v_http = py.PyUnicode_InternFromString("http");
+	v_websocket = py.PyUnicode_InternFromString("websocket");
+	v_ws = py.PyUnicode_InternFromString("ws");
+	v_11 = py.PyUnicode_InternFromString("1.1");
+	v_10 = py.PyUnicode_InternFromString("1.0");
+	v_request = py.PyUnicode_InternFromString("http.request");
+	v_disconnect = py.PyUnicode_InternFromString("http.disconnect");
+	v_connect = py.PyUnicode_InternFromString("websocket.connect");
+	v_wsreceive = py.PyUnicode_InternFromString("websocket.receive");
+	v_wsdisconnect = py.PyUnicode_InternFromString("websocket.disconnect");
+	for (int i = 0; i < 7; i++)
+		methods[i] = py.PyUnicode_InternFromString(method_names[i]);
+	if (py.PyErr_Occurred())
+		return -1;
 	a_receive_later = py.PyDict_GetItemString(m0_dict, "_receive_later");
 	if (!a_receive_later) {
 		py.PyErr_SetString(EXC(PyExc_RuntimeError), "bootstrap did not define _receive_later");
-		return NULL;
+		return -1;
 	}
 	py.Py_IncRef(a_receive_later);
-	a_loop = loop, a_app = app, a_state = state, a_event = event;
-	py.Py_IncRef(loop), py.Py_IncRef(app), py.Py_IncRef(state), py.Py_IncRef(event);
-	a_create_future = py.PyObject_GetAttrString(loop, "create_future");
-	if (!a_create_future)
-		return NULL;
-	if (eager) {
-		PyObject *asyncio = py.PyImport_ImportModule("asyncio");
-		a_create_task = asyncio ? py.PyObject_GetAttrString(asyncio, "Task") : NULL;
-		if (asyncio)
-			py.Py_DecRef(asyncio);
-		a_task_kw = py.PyDict_New();
-		if (!a_create_task || !a_task_kw || py.PyDict_SetItemString(a_task_kw, "loop", loop) < 0 ||
-		    py.PyDict_SetItemString(a_task_kw, "eager_start", py.PyBool_FromLong(1)) < 0)
-			return NULL;
-	} else {
-		a_create_task = py.PyObject_GetAttrString(loop, "create_task");
-		if (!a_create_task)
-			return NULL;
-	}
-	a_done = new_future();
-	PyObject *r = a_done ? py.PyObject_CallMethodObjArgs(a_done, k.set_result, Py_None, NULL) : NULL;
-	if (!r)
-		return NULL;
-	py.Py_DecRef(r);
+	/* The spec versions each scope implements: HTTP 2.3 (a send after the
+	 * client left is dropped, as uvicorn drops it, where 2.4 raises);
+	 * WebSocket 2.5 (headers on accept, the reason on close and on
+	 * disconnect, and a send after a disconnect raises). */
 	a_asgi = py.PyDict_New();
 	a_asgi_ws = py.PyDict_New();
 	a_extensions = py.PyDict_New();
-	PyObject *ps = a_extensions ? py.PyDict_New() : NULL;
-	if (!a_asgi || !a_asgi_ws || !ps ||
-	    set_steal(a_asgi, k.version, py.PyUnicode_FromString("3.0")) < 0 ||
-	    set_steal(a_asgi, k.spec_version, py.PyUnicode_FromString("2.3")) < 0 ||
-	    set_steal(a_asgi_ws, k.version, py.PyUnicode_FromString("3.0")) < 0 ||
-	    set_steal(a_asgi_ws, k.spec_version, py.PyUnicode_FromString("2.4")) < 0 ||
-	    py.PyDict_SetItemString(a_extensions, "http.response.pathsend", ps) < 0) {
-		if (ps)
-			py.Py_DecRef(ps);
+	a_extensions_ws = py.PyDict_New();
+	PyObject *ps = py.PyDict_New(), *deny = py.PyDict_New();
+	int rc = a_asgi && a_asgi_ws && a_extensions && a_extensions_ws && ps && deny &&
+			 set_steal(a_asgi, k.version, py.PyUnicode_FromString("3.0")) == 0 &&
+			 set_steal(a_asgi, k.spec_version, py.PyUnicode_FromString("2.3")) == 0 &&
+			 set_steal(a_asgi_ws, k.version, py.PyUnicode_FromString("3.0")) == 0 &&
+			 set_steal(a_asgi_ws, k.spec_version, py.PyUnicode_FromString("2.5")) == 0 &&
+			 py.PyDict_SetItemString(a_extensions, "http.response.pathsend", ps) == 0 &&
+			 py.PyDict_SetItemString(a_extensions_ws, "websocket.http.response", deny) == 0
+		     ? 0
+		     : -1;
+	if (ps)
+		py.Py_DecRef(ps);
+	if (deny)
+		py.Py_DecRef(deny);
+	return rc;
+}
+
+/* _m0.asgi_setup(id, loop, app, state, eager, event) readies executor id
+ * to run app on loop; event(kind, flags) handles the rare events. */
+static PyObject *asgi_setup(PyObject *self, PyObject *args)
+{
+	PyObject *loop, *app, *state, *event;
+	int id, eager;
+	if (!py.PyArg_ParseTuple(args, "iOOOpO", &id, &loop, &app, &state, &eager, &event))
+		return NULL;
+	aexec *ex = exec_of(id);
+	if (!ex) {
+		py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: no such executor");
 		return NULL;
 	}
-	py.Py_DecRef(ps);
+	if (intern() < 0)
+		return NULL;
+	ex->loop = loop, ex->app = app, ex->state = state, ex->event = event;
+	py.Py_IncRef(loop), py.Py_IncRef(app), py.Py_IncRef(state), py.Py_IncRef(event);
+	ex->create_future = py.PyObject_GetAttrString(loop, "create_future");
+	if (!ex->create_future)
+		return NULL;
+	if (eager) {
+		PyObject *asyncio = py.PyImport_ImportModule("asyncio");
+		ex->create_task = asyncio ? py.PyObject_GetAttrString(asyncio, "Task") : NULL;
+		if (asyncio)
+			py.Py_DecRef(asyncio);
+		ex->task_kw = py.PyDict_New();
+		if (!ex->create_task || !ex->task_kw || py.PyDict_SetItemString(ex->task_kw, "loop", loop) < 0 ||
+		    set_steal(ex->task_kw, k.eager_start, py.PyBool_FromLong(1)) < 0)
+			return NULL;
+	} else {
+		ex->create_task = py.PyObject_GetAttrString(loop, "create_task");
+		if (!ex->create_task)
+			return NULL;
+	}
+	ex->done = new_future(ex);
+	PyObject *r = ex->done ? py.PyObject_CallMethodObjArgs(ex->done, k.set_result, Py_None, NULL) : NULL;
+	if (!r)
+		return NULL;
+	py.Py_DecRef(r);
 	py.Py_IncRef(Py_None);
 	return Py_None;
 }
 
-/* _m0.asgi_notify(kind, flags, text): a message to Go that no request owns. */
+/* _m0.asgi_notify(id, kind, flags, text): a message to Go from executor id
+ * that no request owns. */
 static PyObject *asgi_notify(PyObject *self, PyObject *args)
 {
-	int kind, flags;
+	int id, kind, flags;
 	PyObject *s;
 	Py_ssize_t n;
-	if (!py.PyArg_ParseTuple(args, "iiO", &kind, &flags, &s))
+	if (!py.PyArg_ParseTuple(args, "iiiO", &id, &kind, &flags, &s))
 		return NULL;
-	const char *text = py.PyUnicode_AsUTF8AndSize(s, &n);
-	if (!text)
+	aexec *ex = exec_of(id);
+	const char *text = ex ? py.PyUnicode_AsUTF8AndSize(s, &n) : NULL;
+	if (!text) {
+		if (!py.PyErr_Occurred())
+			py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: no such executor");
 		return NULL;
-	emit(kind, UINT32_MAX, 0, flags, text, (size_t)n);
+	}
+	notify(ex, kind, flags, text, (size_t)n);
 	py.Py_IncRef(Py_None);
 	return Py_None;
 }
 
-/* _m0.asgi_teardown(): lets go of the loop's references once it has stopped. */
-static PyObject *asgi_teardown(PyObject *self, PyObject *unused)
+/* _m0.asgi_teardown(id): executor id lets go of its loop's references once
+ * the loop has stopped. */
+static PyObject *asgi_teardown(PyObject *self, PyObject *id)
 {
-	for (size_t j = 0; j < nslots; j++)
-		if (slots[j].live)
-			slot_clear(&slots[j]);
-	PyObject **refs[] = {&a_loop, &a_app, &a_state, &a_event, &a_receive_later, &a_create_future, &a_create_task,
-			     &a_task_kw, &a_done, &a_asgi, &a_asgi_ws, &a_extensions};
+	aexec *ex = exec_of((int)py.PyLong_AsLong(id));
+	if (!ex) {
+		py.PyErr_Clear();
+		py.Py_IncRef(Py_None);
+		return Py_None;
+	}
+	for (size_t j = 0; j < ex->nslots; j++)
+		if (ex->slots[j].live)
+			slot_clear(&ex->slots[j]);
+	PyObject **refs[] = {&ex->loop, &ex->app, &ex->state, &ex->event, &ex->create_future, &ex->create_task,
+			     &ex->task_kw, &ex->done};
 	for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++)
 		if (*refs[i]) {
 			py.Py_DecRef(*refs[i]);
@@ -1468,29 +1677,33 @@ static PyObject *asgi_teardown(PyObject *self, PyObject *unused)
 }
 
 PyMethodDef m0_asgi_methods[] = {
-	{"asgi_drain", asgi_drain, 0x0004 /* METH_NOARGS */, "asgi_drain(): handle Go's pending events."},
+	{"asgi_drain", asgi_drain, METH_O, "asgi_drain(id): handle Go's pending events for executor id."},
 	{"asgi_setup", asgi_setup, METH_VARARGS, NULL},
 	{"asgi_notify", asgi_notify, METH_VARARGS, NULL},
-	{"asgi_teardown", asgi_teardown, 0x0004, NULL},
+	{"asgi_teardown", asgi_teardown, METH_O, NULL},
 	{NULL, NULL, 0, NULL},
 };
 
-/* m0_asgi_run runs _m0._asgi_run(app, in_fd, opts) on the calling thread:
- * the loop, until Go stops it. */
-int m0_asgi_run(m0_thread *t, uintptr_t app, const char *opts)
+int m0_asgi_run(m0_thread *t, int id, uintptr_t app, const char *opts)
 {
+	aexec *ex = exec_of(id);
+	if (!ex)
+		return -1;
 	py.PyEval_RestoreThread(t->ts);
 	int rc = 0;
 	PyObject *fn = py.PyDict_GetItemString(m0_dict, "_asgi_run");
-	PyObject *fd = py.PyLong_FromLong(inq.fd);
+	PyObject *i = py.PyLong_FromLong(id);
+	PyObject *fd = py.PyLong_FromLong(ex->in.fd);
 	PyObject *o = py.PyUnicode_FromString(opts);
-	PyObject *r = fn && fd && o ? py.PyObject_CallFunctionObjArgs(fn, (PyObject *)app, fd, o, NULL) : NULL;
+	PyObject *r = fn && i && fd && o ? py.PyObject_CallFunctionObjArgs(fn, i, (PyObject *)app, fd, o, NULL) : NULL;
 	if (!r) {
 		capture_error(t);
 		rc = -1;
 	} else {
 		py.Py_DecRef(r);
 	}
+	if (i)
+		py.Py_DecRef(i);
 	if (fd)
 		py.Py_DecRef(fd);
 	if (o)

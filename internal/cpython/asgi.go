@@ -42,6 +42,7 @@ const (
 	CFrame    = C.M0_C_WS_SEND
 	CClose    = C.M0_C_WS_CLOSE
 	CPathSend = C.M0_C_PATHSEND
+	CIdle     = C.M0_C_IDLE
 	cLoop     = C.M0_C_LOOP
 	cLifespan = C.M0_C_LIFESPAN
 )
@@ -88,13 +89,14 @@ type LoopOptions struct {
 }
 
 // Executor runs an ASGI application on one asyncio loop, on a Python
-// thread of its own. One per process.
+// thread of its own. A process may run several, each with its own loop.
 type Executor struct {
 	// Loop is the loop that resolved: "uvloop" or "asyncio".
 	Loop string
 	// Eager reports whether requests start as eager tasks (3.12+).
 	Eager bool
 
+	id       C.int
 	out      *os.File
 	mu       sync.Mutex
 	reqs     []*Request
@@ -103,6 +105,8 @@ type Executor struct {
 	lifespan chan Outcome
 	ended    chan struct{}
 	endErr   error
+	live     int           // requests whose task has not ended; under mu
+	idle     chan struct{} // closed when live falls to 0, for Wait
 }
 
 // Outcome is how a lifespan phase ended.
@@ -111,20 +115,16 @@ type Outcome struct {
 	Msg  string
 }
 
-var executorStarted atomic.Bool
-
-// StartASGI starts the loop on its own thread with app, and returns once the
-// loop runs. The lifespan startup, if asked for, runs from there: Startup
-// waits for it.
+// StartASGI starts a loop on a thread of its own with app, and returns once
+// the loop runs. The lifespan startup, if asked for, runs from there:
+// Startup waits for it.
 func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
-	if !executorStarted.CompareAndSwap(false, true) {
-		return nil, errors.New("cpython: one ASGI executor per process")
-	}
-	var in, out C.int
-	if C.m0_asgi_init(&in, &out) != 0 {
-		return nil, errors.New("cpython: cannot create the executor's eventfds")
+	var id, in, out C.int
+	if C.m0_asgi_init(&id, &in, &out) != 0 {
+		return nil, errors.New("cpython: cannot create an executor (its eventfds, or more than 256)")
 	}
 	e := &Executor{
+		id:       id,
 		out:      os.NewFile(uintptr(out), "m0-asgi"),
 		lifespan: make(chan Outcome, 4),
 		ended:    make(chan struct{}),
@@ -140,7 +140,7 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 		defer t.Release()
 		o := C.CString(string(b))
 		defer C.free(unsafe.Pointer(o))
-		if C.m0_asgi_run(t.c, C.uintptr_t(app.Obj), o) != 0 {
+		if C.m0_asgi_run(t.c, e.id, C.uintptr_t(app.obj), o) != 0 {
 			e.endErr = t.err()
 		}
 		close(e.ended)
@@ -167,7 +167,31 @@ func (e *Executor) Startup(ctx context.Context) (Outcome, error) {
 
 // Drain tells every request in flight that its client is gone: a
 // streaming response ends.
-func (e *Executor) Drain() { post(aDrain, math.MaxUint32, 0, 0, nil) }
+func (e *Executor) Drain() { e.post(aDrain, math.MaxUint32, 0, 0, nil) }
+
+// Wait waits until the task of every request started has ended (a
+// WebSocket's, after its disconnect, included), or ctx ends.
+func (e *Executor) Wait(ctx context.Context) error {
+	e.mu.Lock()
+	if e.live == 0 {
+		e.mu.Unlock()
+		return nil
+	}
+	if e.idle == nil {
+		e.idle = make(chan struct{})
+	}
+	idle := e.idle
+	n := e.live
+	e.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-e.ended:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%d requests of the application still running", n)
+	}
+}
 
 // Stop runs the lifespan shutdown (if startup completed) and stops the
 // loop, within ctx. The outcome is the shutdown's.
@@ -175,7 +199,7 @@ func (e *Executor) Stop(ctx context.Context, lifespan bool) (Outcome, error) {
 	var o Outcome
 	var err error
 	if lifespan {
-		post(aShutdown, math.MaxUint32, 0, 0, nil)
+		e.post(aShutdown, math.MaxUint32, 0, 0, nil)
 		select {
 		case o = <-e.lifespan:
 		case <-ctx.Done():
@@ -183,7 +207,7 @@ func (e *Executor) Stop(ctx context.Context, lifespan bool) (Outcome, error) {
 		case <-e.ended:
 		}
 	}
-	post(aStop, math.MaxUint32, 0, 0, nil)
+	e.post(aStop, math.MaxUint32, 0, 0, nil)
 	select {
 	case <-e.ended:
 	case <-ctx.Done():
@@ -197,12 +221,12 @@ func (e *Executor) Stop(ctx context.Context, lifespan bool) (Outcome, error) {
 // Ended is closed when the loop has stopped.
 func (e *Executor) Ended() <-chan struct{} { return e.ended }
 
-func post(kind int, slot, gen uint32, flags int, data []byte) {
+func (e *Executor) post(kind int, slot, gen uint32, flags int, data []byte) {
 	var p *C.char
 	if len(data) > 0 {
 		p = (*C.char)(unsafe.Pointer(&data[0]))
 	}
-	C.m0_asgi_post(C.int(kind), C.uint32_t(slot), C.uint32_t(gen), C.int(flags), p, C.size_t(len(data)))
+	C.m0_asgi_post(e.id, C.int(kind), C.uint32_t(slot), C.uint32_t(gen), C.int(flags), p, C.size_t(len(data)))
 }
 
 // collect reads what the loop sends, in batches, and hands each message to
@@ -214,7 +238,7 @@ func (e *Executor) collect(ready chan<- struct{}) {
 			return
 		}
 		var v *C.m0_amsg
-		n := int(C.m0_asgi_take(&v))
+		n := int(C.m0_asgi_take(e.id, &v))
 		if n == 0 {
 			continue
 		}
@@ -248,8 +272,19 @@ func (e *Executor) deliver(slot, gen uint32, m Msg) {
 		r = e.reqs[slot]
 	}
 	e.mu.Unlock()
-	if r == nil || r.gen != gen || m.Kind != CDone && r.closed.Load() {
-		return // a message for a request the handler is done with
+	if r == nil || r.gen != gen {
+		return // a message for a request that is over
+	}
+	if m.Kind == CDone {
+		e.mu.Lock()
+		e.live--
+		if e.live == 0 && e.idle != nil {
+			close(e.idle)
+			e.idle = nil
+		}
+		e.mu.Unlock()
+	} else if r.closed.Load() {
+		return // the handler is done with it
 	}
 	r.mu.Lock()
 	r.q = append(r.q, m)
@@ -291,12 +326,13 @@ func (e *Executor) Start(kind int, scope []byte, more bool) *Request {
 	r := &Request{e: e, slot: slot, gen: e.gens[slot], wake: make(chan struct{}, 1)}
 	r.refs.Store(2)
 	e.reqs[slot] = r
+	e.live++
 	e.mu.Unlock()
 	flags := 0
 	if more {
 		flags = FlagMore
 	}
-	post(kind, slot, r.gen, flags, scope)
+	e.post(kind, slot, r.gen, flags, scope)
 	return r
 }
 
@@ -331,7 +367,7 @@ func (r *Request) Next(ctx context.Context) (Msg, error) {
 
 // Post sends the application a message: ABody, ADisconnect, AResume or
 // AFrame.
-func (r *Request) Post(kind, flags int, data []byte) { post(kind, r.slot, r.gen, flags, data) }
+func (r *Request) Post(kind, flags int, data []byte) { r.e.post(kind, r.slot, r.gen, flags, data) }
 
 // Done lets go of the request on the handler's side; its slot is reused
 // once its task is over too.
@@ -351,31 +387,43 @@ func (r *Request) release() {
 	e.mu.Unlock()
 }
 
-// BufferedASGI wraps the ASGI application app as a WSGI callable for the
+// Buffered is an ASGI application wrapped as a WSGI callable for the
 // buffered path (--blocking-threads N > 0): each request runs to its end on
 // the pool thread that took it, on that thread's own event loop, with its
-// body buffered both ways and its scope built from the WSGI environ. The
-// result is served by the WSGI bridge.
-func (rt *Runtime) BufferedASGI(app *App) (*App, error) {
-	var out *App
+// body buffered both ways and its scope built from the WSGI environ. App is
+// the wrapper, which the WSGI bridge serves.
+type Buffered struct {
+	App *App
+	rt  *Runtime
+	id  string // the wrapper's key in the bootstrap's registry
+}
+
+// BufferedASGI wraps the ASGI application app for the buffered path.
+func (rt *Runtime) BufferedASGI(app *App) (*Buffered, error) {
+	var out *Buffered
 	err := rt.Main(func(t Thread) error {
 		obj, err := t.callHelper("_asgi_buffered", app.Spec)
 		if err != nil {
 			return err
 		}
-		out = &App{Spec: app.Spec, Protocol: "wsgi", Obj: obj}
+		id, err := t.AttrStr(obj, "id")
+		if err != nil {
+			t.DecRef(obj)
+			return err
+		}
+		out = &Buffered{App: &App{Spec: app.Spec, Protocol: "wsgi", obj: obj}, rt: rt, id: id}
 		return nil
 	})
 	return out, err
 }
 
-// BufferedLifespan runs a lifespan phase ("startup" or "shutdown") of the
-// application BufferedASGI wrapped, on a loop of its own thread, and waits
-// for its outcome.
-func (rt *Runtime) BufferedLifespan(phase string) (Outcome, error) {
+// Lifespan runs a lifespan phase ("startup" or "shutdown") of the wrapped
+// application, on a loop of its own thread, and waits for its outcome.
+func (b *Buffered) Lifespan(phase string) (Outcome, error) {
 	var o Outcome
-	err := rt.Main(func(t Thread) error {
-		s, err := t.CallHelperStr("_asgi_buffered_lifespan", phase)
+	arg, _ := json.Marshal(map[string]string{"id": b.id, "phase": phase})
+	err := b.rt.Main(func(t Thread) error {
+		s, err := t.CallHelperStr("_asgi_buffered_lifespan", string(arg))
 		if err != nil {
 			return err
 		}

@@ -165,10 +165,10 @@ class _Lifespan:
     """The lifespan protocol, as uvicorn's "auto": an application that does
     not take it is served anyway."""
 
-    def __init__(self, loop, app, state, answer=None):
+    def __init__(self, loop, app, state, answer):
         import asyncio
 
-        self.answer = answer or (lambda code, text: asgi_notify(_C_LIFESPAN, code, text))
+        self.answer = answer
         self.app = app
         self.state = state
         self.inbox = asyncio.Queue()
@@ -227,9 +227,6 @@ class _Lifespan:
         self.inbox.put_nowait({"type": "lifespan.shutdown"})
 
 
-_asgi = {}
-
-
 async def _receive_later(waiter, receive):
     """What receive() returns when no message is there yet: it waits to be
     woken, then takes the message. A cancellation before it resumes leaves
@@ -238,19 +235,23 @@ async def _receive_later(waiter, receive):
     return await receive()
 
 
-def _asgi_event(kind, flags):
-    if kind == _A_SHUTDOWN:
-        lifespan = _asgi.get("lifespan")
-        if lifespan is None:
-            asgi_notify(_C_LIFESPAN, _L_STOPPED, "")
-        else:
-            lifespan.shutdown()
-    elif kind == _A_STOP:
-        _asgi["loop"].stop()
-
-
-def _asgi_run(app, in_fd, opts):
+def _asgi_run(exec_id, app, in_fd, opts):
+    """Runs executor exec_id's loop for app until Go stops it."""
     import asyncio
+
+    def answer(code, text):
+        asgi_notify(exec_id, _C_LIFESPAN, code, text)
+
+    lifespan = None
+
+    def event(kind, flags):
+        if kind == _A_SHUTDOWN:
+            if lifespan is None:
+                answer(_L_STOPPED, "")
+            else:
+                lifespan.shutdown()
+        elif kind == _A_STOP:
+            loop.stop()
 
     o = json.loads(opts)
     want = o.get("loop", "auto")
@@ -270,15 +271,14 @@ def _asgi_run(app, in_fd, opts):
     asyncio.set_event_loop(loop)
     eager = sys.version_info >= (3, 12)
     state = {}
-    asgi_setup(loop, app, state, eager, _asgi_event)
-    _asgi["loop"] = loop
+    asgi_setup(exec_id, loop, app, state, eager, event)
     try:
-        loop.add_reader(in_fd, asgi_drain)
-        asgi_notify(_C_LOOP, 1 if eager else 0, name)
+        loop.add_reader(in_fd, asgi_drain, exec_id)
+        asgi_notify(exec_id, _C_LOOP, 1 if eager else 0, name)
         if o.get("lifespan", True):
-            _asgi["lifespan"] = _Lifespan(loop, app, state)
+            lifespan = _Lifespan(loop, app, state, answer)
         else:
-            asgi_notify(_C_LIFESPAN, _L_UNSUPPORTED, "")
+            answer(_L_UNSUPPORTED, "")
         loop.run_forever()
         loop.remove_reader(in_fd)
         tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
@@ -288,11 +288,10 @@ def _asgi_run(app, in_fd, opts):
             loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
     finally:
-        asgi_teardown()
+        asgi_teardown(exec_id)
         asyncio.set_event_loop(None)
         if not loop.is_running():
             loop.close()
-        _asgi.clear()
 
 
 class _BufferedASGI:
@@ -444,13 +443,18 @@ class _BufferedASGI:
         return [b"".join(response["body"])]
 
 
+_buffered = {}
+
+
 def _asgi_buffered(spec):
-    app = _loaded_apps[spec]
-    _asgi["buffered"] = _BufferedASGI(app)
-    return _asgi["buffered"]
+    b = _BufferedASGI(_loaded_apps[spec])
+    b.id = str(len(_buffered) + 1)
+    _buffered[b.id] = b
+    return b
 
 
-def _asgi_buffered_lifespan(phase):
-    b = _asgi["buffered"]
-    code, text = b.startup() if phase == "startup" else b.shutdown()
+def _asgi_buffered_lifespan(arg):
+    req = json.loads(arg)
+    b = _buffered[req["id"]]
+    code, text = b.startup() if req["phase"] == "startup" else b.shutdown()
     return json.dumps({"code": code, "msg": text})

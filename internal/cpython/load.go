@@ -6,7 +6,7 @@ import "encoding/json"
 type App struct {
 	Spec     string // the MODULE:ATTR that was found, after discovery
 	Protocol string // "wsgi" or "asgi"
-	Obj      Object // the callable, held for the life of the process
+	obj      Object // the callable, held for the life of the process
 }
 
 // Load imports the application a spec names. MODULE:ATTR names it outright;
@@ -36,7 +36,7 @@ func (rt *Runtime) Load(spec, appDir, protocol string, accept ...string) (*App, 
 		if a.Protocol, err = t.AttrStr(loaded, "protocol"); err != nil {
 			return err
 		}
-		if a.Obj, err = t.Attr(loaded, "app"); err != nil {
+		if a.obj, err = t.Attr(loaded, "app"); err != nil {
 			return err
 		}
 		app = a

@@ -117,14 +117,15 @@ enum {
 
 /* loop -> Go. */
 enum {
-	M0_C_START = 1,    /* flags: the status; data: packed headers */
-	M0_C_BODY = 2,     /* data: a chunk; flags: M0_A_MORE, M0_A_WAIT */
+	M0_C_START = 1,    /* flags: the status; data: packed headers (http, or a ws denial) */
+	M0_C_BODY = 2,     /* data: a chunk; flags: M0_A_MORE, M0_A_WAIT (http, or a ws denial) */
 	M0_C_WANT = 3,     /* http: send the next body chunk; ws: one more frame may come */
 	M0_C_DONE = 4,     /* the task is over; flags: M0_DONE_*; data: why */
 	M0_C_WS_ACCEPT = 5, /* data: [u32 len][subprotocol] + packed headers */
 	M0_C_WS_SEND = 6,  /* data: a frame; flags: M0_A_TEXT */
 	M0_C_WS_CLOSE = 7, /* flags: the code; data: the reason */
 	M0_C_PATHSEND = 8, /* data: the file's path */
+	M0_C_IDLE = 9,     /* http: the body is in and the application waits in receive() */
 	M0_C_LOOP = 20,    /* data: the loop's name */
 	M0_C_LIFESPAN = 21, /* flags: M0_L_*; data: the message */
 };
@@ -142,10 +143,10 @@ enum {
 	M0_L_STOP_FAILED = 4,
 };
 
-int m0_asgi_init(int *in_fd, int *out_fd);
-int m0_asgi_post(int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len);
-size_t m0_asgi_take(m0_amsg **out);
+int m0_asgi_init(int *id, int *in_fd, int *out_fd);
+int m0_asgi_post(int id, int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len);
+size_t m0_asgi_take(int id, m0_amsg **out);
 void m0_asgi_free(m0_amsg *v, size_t n);
-int m0_asgi_run(m0_thread *t, uintptr_t app, const char *opts);
+int m0_asgi_run(m0_thread *t, int id, uintptr_t app, const char *opts);
 
 #endif

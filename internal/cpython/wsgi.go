@@ -119,7 +119,7 @@ type WSGI struct {
 // NewWSGI prepares app for WSGI calls: the environ template holds the
 // wsgi.* keys that never change.
 func (rt *Runtime) NewWSGI(app *App, multithread, multiprocess bool) (*WSGI, error) {
-	w := &WSGI{app: app.Obj}
+	w := &WSGI{app: app.obj}
 	err := rt.Main(func(t Thread) error {
 		var err error
 		keysOnce.Do(func() {

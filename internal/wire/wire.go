@@ -134,3 +134,30 @@ func WriteHead(w *bufio.Writer, http11 bool, status int, each func(fn func(name,
 	}
 	w.WriteString("Connection: close\r\n\r\n")
 }
+
+// Unescape appends the percent-decoded path to dst. A malformed escape
+// makes it return false, unless lenient, where it is kept as it is (as
+// uvicorn keeps it in an ASGI scope's path).
+func Unescape(dst, path []byte, lenient bool) ([]byte, bool) {
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		if c != '%' {
+			dst = append(dst, c)
+			continue
+		}
+		if i+2 < len(path) {
+			hi, ok1 := Unhex(path[i+1])
+			lo, ok2 := Unhex(path[i+2])
+			if ok1 && ok2 {
+				dst = append(dst, hi<<4|lo)
+				i += 2
+				continue
+			}
+		}
+		if !lenient {
+			return dst, false
+		}
+		dst = append(dst, c)
+	}
+	return dst, true
+}

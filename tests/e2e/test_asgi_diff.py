@@ -853,9 +853,7 @@ def test_websocket_echo(servers):
             scope = json.loads(ws.recv(timeout=HTTP_TIMEOUT))
             scope["headers"] = [h for h in scope["headers"] if h[0] not in ("sec-websocket-key", "host")]
             scope["client"][1] = scope["server"][1] = "PORT"
-            # See test_documented_websocket_denial_response_extension_not_offered.
-            scope.pop("extensions")
-            scope["keys"] = [k for k in scope["keys"] if k != "extensions"]
+            scope["asgi"].pop("spec_version")  # test_documented_websocket_scope_spec_version
             seen.append(scope)
             ws.send("close")
             with pytest.raises(ConnectionClosed) as closed:
@@ -872,17 +870,19 @@ def ws_scope(server):
         return json.loads(ws.recv(timeout=HTTP_TIMEOUT))
 
 
-def test_websocket_scope_spec_version(servers):
-    """A WebSocket scope says spec_version 2.4 (websocket.disconnect carries
-    the peer's reason) from both, as an HTTP scope says 2.3 from both
+def test_documented_websocket_scope_spec_version(servers):
+    """docs/asgi.md, Coming from uvicorn: a WebSocket scope says spec_version
+    2.5 (websocket.disconnect carries the peer's reason); uvicorn, which
+    sends the reason too, says 2.4. An HTTP scope says 2.3 from both
     (test_http_scope)."""
     got = {name: ws_scope(s)["asgi"] for name, s in servers.items()}
-    assert got["m0serve"] == got["uvicorn"] == {"version": "3.0", "spec_version": "2.4"}
+    assert got["uvicorn"] == {"version": "3.0", "spec_version": "2.4"}
+    assert got["m0serve"] == {"version": "3.0", "spec_version": "2.5"}
 
 
-def ws_denial(server):
+def ws_denial(server, path="/raw/deny"):
     with pytest.raises(InvalidStatus) as denied:
-        ws_connect(ws_url(server, "/raw/deny"), open_timeout=HTTP_TIMEOUT)
+        ws_connect(ws_url(server, path), open_timeout=HTTP_TIMEOUT)
     r = denied.value.response
     return {"status": r.status_code, "headers": norm_headers(r.headers.raw_items()), "body": bytes(r.body)}
 
@@ -892,15 +892,17 @@ def test_websocket_close_before_accept_is_403(servers):
     assert got["uvicorn"]["status"] == got["m0serve"]["status"] == 403
 
 
-def test_documented_websocket_denial_response(servers):
-    """docs/asgi.md, Coming from uvicorn: "A refused WebSocket's 403 has a
-    body (Forbidden) and the connection is kept; uvicorn's is empty, with
-    connection: close" (and uvicorn closes the connection)."""
+def test_documented_websocket_close_before_accept(servers):
+    """docs/asgi.md, Coming from uvicorn: "A WebSocket closed before it is
+    accepted gets a 403 with a body (Forbidden), and the connection is
+    kept; uvicorn's is empty, with connection: close" (and uvicorn closes
+    the connection)."""
     got = {name: ws_denial(s) for name, s in servers.items()}
     assert got["uvicorn"] == {"status": 403, "body": b"", "headers": [
         ("connection", "close"), ("content-length", "0"), ("content-type", "text/plain; charset=utf-8")]}
-    assert got["m0serve"] == {"status": 403, "body": b"Forbidden", "headers": [
-        ("content-length", "9"), ("content-type", "text/plain; charset=utf-8")]}
+    assert got["m0serve"] == {"status": 403, "body": b"Forbidden\n", "headers": [
+        ("content-length", "10"), ("content-type", "text/plain; charset=utf-8"),
+        ("x-content-type-options", "nosniff")]}
     upgrade = http_request("GET", "/raw/deny", 0, [
         ("Host", VHOST), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
         ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13")])
@@ -1001,12 +1003,16 @@ def test_documented_http_1_0_stream_is_not_chunked(servers):
     assert m.body == body and m.eof and m.complete, m
 
 
-def test_documented_websocket_denial_response_extension_not_offered(servers):
-    """docs/asgi.md, not supported: the WebSocket denial response
-    extension. uvicorn offers it in the scope; m0serve offers none."""
-    got = {name: ws_scope(s) for name, s in servers.items()}
-    assert got["uvicorn"]["extensions"] == {"websocket.http.response": {}}
-    assert got["m0serve"]["extensions"] is None and "extensions" not in got["m0serve"]["keys"]
+def test_websocket_denial_response_extension(servers):
+    """The WebSocket Denial Response extension: both offer it in the scope,
+    and both send the application's own response to a handshake it
+    refuses with one, its body sent in parts."""
+    scopes = {name: ws_scope(s) for name, s in servers.items()}
+    assert scopes["uvicorn"]["extensions"] == scopes["m0serve"]["extensions"] == {"websocket.http.response": {}}
+    got = {name: ws_denial(s, "/raw/deny-response") for name, s in servers.items()}
+    for name, r in got.items():
+        assert r["status"] == 401 and r["body"] == b"log in first\n", (name, r)
+        assert ("x-why", "no token") in r["headers"] and ("content-type", "text/plain") in r["headers"], (name, r)
 
 
 def test_documented_websocket_compression_not_negotiated(servers):

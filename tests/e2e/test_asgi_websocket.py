@@ -86,7 +86,7 @@ def test_websocket_scope(server):
         scope = json.loads(conn.recv(timeout=HTTP_TIMEOUT))
         assert conn.subprotocol is None  # offered, and the app chose none
     assert scope["type"] == "websocket"
-    assert scope["asgi"] == {"version": "3.0", "spec_version": "2.4"}
+    assert scope["asgi"] == {"version": "3.0", "spec_version": "2.5"}
     assert scope["http_version"] == "1.1"
     assert scope["scheme"] == "ws"
     assert scope["path"] == "/ws/scope"

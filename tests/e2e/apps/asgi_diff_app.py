@@ -300,6 +300,13 @@ async def websocket_echo(scope, receive, send):
     if scope["path"].endswith("/deny"):
         await send({"type": "websocket.close", "code": 1000})
         return
+    if scope["path"].endswith("/deny-response"):  # the WebSocket Denial Response extension
+        assert "websocket.http.response" in scope["extensions"]
+        await send({"type": "websocket.http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"text/plain"), (b"x-why", b"no token")]})
+        await send({"type": "websocket.http.response.body", "body": b"log in ", "more_body": True})
+        await send({"type": "websocket.http.response.body", "body": b"first\n"})
+        return
     subprotocols = scope.get("subprotocols") or []
     await send({"type": "websocket.accept", "subprotocol": subprotocols[0] if subprotocols else None})
     while True:

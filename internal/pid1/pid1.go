@@ -1,4 +1,6 @@
-package m0
+// Package pid1 makes the server a correct first process of a container:
+// signals passed on, orphans reaped, the exit code kept.
+package pid1
 
 import (
 	"os"
@@ -6,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/m0serve/m0/internal/boot"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,14 +43,14 @@ func RunAsInit() (code int, ok bool) {
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return Report(os.Stderr, &StartupError{Msg: "as PID 1, cannot find the executable: " + err.Error()}), true
+		return boot.Report(os.Stderr, &boot.StartupError{Msg: "as PID 1, cannot find the executable: " + err.Error()}), true
 	}
 	sigs := early
 	cmd := exec.Command(exe, os.Args[1:]...)
 	cmd.Env = append(os.Environ(), initChildEnv+"=1")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
-		return Report(os.Stderr, &StartupError{Msg: "as PID 1, cannot start the server: " + err.Error()}), true
+		return boot.Report(os.Stderr, &boot.StartupError{Msg: "as PID 1, cannot start the server: " + err.Error()}), true
 	}
 	child := cmd.Process.Pid
 	// A signal that came before the child: it gets it now.
@@ -72,5 +75,5 @@ func RunAsInit() (code int, ok bool) {
 			}
 		}
 	}
-	return ExitStartup, true
+	return boot.ExitStartup, true
 }

@@ -1,4 +1,4 @@
-package m0
+package metrics
 
 import (
 	"bytes"
@@ -7,6 +7,9 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/m0serve/m0"
+	"github.com/m0serve/m0/internal/observe/observetest"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -70,32 +73,32 @@ func TestMetrics(t *testing.T) {
 		bytes  float64
 	}
 	wants := []want{
-		{map[string]string{"method": "GET", "code": "200"}, 5, 3*float64(len(bufBody)) + 2*streamN*float64(len(streamPart))},
+		{map[string]string{"method": "GET", "code": "200"}, 5, 3*float64(len(observetest.BufBody)) + 2*observetest.StreamN*float64(len(observetest.StreamPart))},
 		{map[string]string{"method": "HEAD", "code": "200"}, 1, 0},
-		{map[string]string{"method": "OTHER", "code": "200"}, 1, float64(len(bufBody))},
+		{map[string]string{"method": "OTHER", "code": "200"}, 1, float64(len(observetest.BufBody))},
 		{map[string]string{"method": "GET", "code": "204"}, 1, 0},
 	}
-	modes(t, func(h http.Handler) http.Handler { return Metrics("", h) }, func(t *testing.T, base string, d *double) {
+	observetest.Modes(t, func(h http.Handler) http.Handler { return Middleware("")(h) }, func(t *testing.T, base string, d *observetest.Double) {
 		for _, r := range requests {
-			get(t, r.method, base+r.path)
+			observetest.Get(t, r.method, base+r.path)
 		}
 		var text []byte
 		var fams map[string]*dto.MetricFamily
 		// A streamed response is measured when its body ends, which the
 		// server may finish after the client has read it.
 		for deadline := time.Now().Add(5 * time.Second); ; {
-			text, fams = scrape(t, base+MetricsPath)
+			text, fams = scrape(t, base+Path)
 			if g := fams["m0_http_requests_in_flight"]; g != nil && g.Metric[0].GetGauge().GetValue() == 0 || time.Now().After(deadline) {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 		select {
-		case p := <-d.calls:
-			for len(d.calls) > 0 {
-				p = <-d.calls
+		case p := <-d.Calls:
+			for len(d.Calls) > 0 {
+				p = <-d.Calls
 			}
-			if p == MetricsPath {
+			if p == Path {
 				t.Errorf("the scrape reached the application")
 			}
 		default:
@@ -165,18 +168,18 @@ func TestMetrics(t *testing.T) {
 // TestObserversTogether runs the access log and the metrics over one
 // handler: under fasthttp they share one record of each request.
 func TestObserversTogether(t *testing.T) {
-	out := make(lines, 10)
-	h := AccessLog(out, Metrics("", Health("/health", newDouble()))).(FastHandler)
-	base := serveFast(t, h)
-	for _, path := range []string{"/stream", "/health", MetricsPath} {
-		get(t, "GET", base+path)
-		line := out.next(t)
-		want := map[string]string{"/stream": `"bytes":15,`, "/health": `"status":200,`, MetricsPath: `"status":200,`}[path]
+	out := make(observetest.Lines, 10)
+	h := m0.AccessLog(out)(Middleware("")(m0.Health("/health")(observetest.NewDouble()))).(m0.FastHandler)
+	base := observetest.ServeFast(t, h)
+	for _, path := range []string{"/stream", "/health", Path} {
+		observetest.Get(t, "GET", base+path)
+		line := out.Next(t)
+		want := map[string]string{"/stream": `"bytes":15,`, "/health": `"status":200,`, Path: `"status":200,`}[path]
 		if !bytes.Contains([]byte(line), []byte(want)) {
 			t.Errorf("%s: line %s, want %s", path, line, want)
 		}
 	}
-	_, fams := scrape(t, base+MetricsPath)
+	_, fams := scrape(t, base+Path)
 	m := sample(fams["m0_http_request_duration_seconds"], map[string]string{"method": "GET", "code": "200"})
 	if m.GetHistogram().GetSampleCount() != 2 {
 		t.Errorf("%d observations, want 2 (/stream and /health)", m.GetHistogram().GetSampleCount())

@@ -1,4 +1,4 @@
-package m0
+package host
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/m0serve/m0/internal/observe"
 	"github.com/valyala/fasthttp"
 )
 
-// FastHandler is a handler that can also serve requests fasthttp parsed,
-// as the WSGI bridge can. A worker whose handler is one serves with
-// fasthttp, which costs a third of net/http per request; any other handler
-// is served by net/http.
+// FastHandler is a handler that can also serve requests fasthttp parsed
+// (m0.FastHandler). A worker whose handler is one serves with fasthttp,
+// which costs a third of net/http per request; any other handler is served
+// by net/http.
 type FastHandler interface {
 	http.Handler
 	ServeFastHTTP(ctx *fasthttp.RequestCtx)
@@ -56,7 +57,7 @@ func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
 		ReadBufferSize: 16 << 10,
 		Logger:         log.New(io.Discard, "", 0),
 	}
-	obs, _ := h.(refusalObserver)
+	obs, _ := h.(observe.Refuser)
 	fastLimits(s, lim, obs)
 	return s
 }

@@ -1,4 +1,4 @@
-package m0
+package host
 
 import (
 	"errors"
@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/m0serve/m0/internal/boot"
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/observe"
 )
 
 // Check is one condition serving needs. Serving stops at the first that
@@ -103,7 +105,7 @@ func ConfigChecks(c *Config) []Check {
 			fmt.Sprintf("--static %s=%s: %s is not a directory this process can open", m.Prefix, m.Dir, m.Dir),
 			"name a directory that exists, relative to the working directory or absolute")
 	}
-	add("health-path", !(c.Metrics && c.HealthPath == MetricsPath),
+	add("health-path", !(c.Metrics && c.HealthPath == observe.MetricsPath),
 		fmt.Sprintf("--health-path %s is the path --metrics answers", c.HealthPath),
 		"pass another --health-path")
 	add("qos", c.QoS == "" || qosPermitted(c.QoS),
@@ -125,7 +127,7 @@ type Plan struct {
 	Config *Config
 	Checks []Check
 	Python *cpython.Interpreter // nil when none could be used
-	App    *App                 // nil without an application, or when it failed
+	App    *cpython.App         // nil without an application, or when it failed
 	AppDir string               // the absolute --app-dir
 	// EventLoop is the loop the ASGI executor runs ("uvloop" or
 	// "asyncio"), or "" when no executor serves the application.
@@ -138,7 +140,7 @@ type Plan struct {
 func NewPlan(c *Config) *Plan {
 	p := &Plan{Config: c, Checks: ConfigChecks(c)}
 	p.AppDir, _ = filepath.Abs(c.AppDir)
-	rt, err := startPython()
+	rt, err := boot.Python()
 	if err != nil {
 		p.fail("python", err)
 	} else {
@@ -149,7 +151,7 @@ func NewPlan(c *Config) *Plan {
 	if c.App == "" || p.Err() != nil {
 		return p
 	}
-	app, err := LoadApp(c.App, c.AppDir, c.Protocol)
+	app, err := boot.Load(c.App, c.AppDir, c.Protocol)
 	if err != nil {
 		p.fail("app", err)
 		return p

@@ -1,9 +1,10 @@
-package m0
+package host
 
 import (
 	"fmt"
 	"runtime"
 
+	"github.com/m0serve/m0/internal/boot"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,7 +49,7 @@ func ApplyQoS(c *Config) error {
 		return nil
 	}
 	q := qosLinux[c.QoS]
-	rt, err := startPython()
+	rt, err := boot.Python()
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package m0
+package host
 
 import (
 	"flag"
@@ -8,10 +8,11 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/m0serve/m0/internal/wire"
 )
 
 // Source says where a configuration value came from.
@@ -34,14 +35,15 @@ type Config struct {
 	Port    int
 	Workers int // processes
 	Threads int // accept loops in one process (free-threaded CPython)
-	// BlockingThreads is the Python thread pool: -1 means min(cores, 8), 0 no pool.
+	// BlockingThreads is the Python thread pool: -1 means min(cores, 8)
+	// (wire.AutoThreads), 0 no pool, as the bridges' Options.Threads.
 	BlockingThreads      int
 	Protocol             string // "", "wsgi" or "asgi"
 	Loop                 string // the ASGI event loop: "auto", "uvloop" or "asyncio"
 	AccessLog            bool
 	QoS                  string // the scheduling class of the Python threads
 	SpawnWorkers         bool
-	MaxBody              int64         // bytes
+	MaxBody              int64         // bytes; 0 none
 	BodyTimeout          time.Duration // 0: never
 	IdleTimeout          time.Duration // 0: never
 	MaxKeepaliveRequests int           // 0: never
@@ -82,34 +84,17 @@ var flaglessEnv = []struct{ name, def, feature string }{
 // PoolSize returns the number of Python threads the configuration resolves
 // to, and whether it was chosen automatically.
 func (c *Config) PoolSize() (n int, auto bool) {
-	if c.BlockingThreads < 0 {
-		return min(runtime.NumCPU(), 8), true
-	}
-	return c.BlockingThreads, false
+	return wire.PoolSize(c.BlockingThreads), c.BlockingThreads < 0
 }
 
-// Limits returns the request limits of the configuration. --max-body 0
-// means no cap.
+// Limits returns the request limits of the configuration.
 func (c *Config) Limits() Limits {
-	maxBody := c.MaxBody
-	if maxBody == 0 {
-		maxBody = -1
-	}
 	return Limits{
-		MaxBody:              maxBody,
+		MaxBody:              c.MaxBody,
 		BodyTimeout:          c.BodyTimeout,
 		IdleTimeout:          c.IdleTimeout,
 		MaxKeepaliveRequests: c.MaxKeepaliveRequests,
 	}
-}
-
-// BridgeThreads is the pool size as the bridges' Options.Threads take it:
-// the resolved count, or -1 for no pool (--blocking-threads 0).
-func (c *Config) BridgeThreads() int {
-	if n, _ := c.PoolSize(); n > 0 {
-		return n
-	}
-	return -1
 }
 
 // StaticDir is one --static PREFIX=DIR.
@@ -204,7 +189,7 @@ var settings = []setting{
 		}
 		return fmt.Errorf("want one of %s, not %q", strings.Join(qosClasses, ", "), v)
 	}},
-	{name: "max-body", env: "M0_MAX_BODY", def: "4m", arg: "SIZE", usage: "request body cap (512k, 4m, 64m, 1g; 0: none); over it 413", set: func(c *Config, v string) error {
+	{name: "max-body", env: "M0_MAX_BODY", def: formatSize(wire.DefaultMaxBody), arg: "SIZE", usage: "request body cap (512k, 4m, 64m, 1g; 0: none); over it 413", set: func(c *Config, v string) error {
 		n, err := ParseSize(v)
 		c.MaxBody = n
 		return err

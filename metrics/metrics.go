@@ -1,9 +1,14 @@
-package m0
+// Package metrics is middleware that measures every response of the
+// handler it wraps and serves the Prometheus text exposition, as m0serve
+// --metrics does.
+package metrics
 
 import (
 	"net/http"
 	"strconv"
 
+	"github.com/m0serve/m0"
+	"github.com/m0serve/m0/internal/observe"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -11,8 +16,8 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 )
 
-// MetricsPath is where m0serve --metrics serves the exposition.
-const MetricsPath = "/__metrics"
+// Path is where m0serve --metrics serves the exposition.
+const Path = observe.MetricsPath
 
 // LatencyBuckets are the upper bounds, in seconds, of the request latency
 // histogram: 100µs to 10s.
@@ -24,9 +29,9 @@ var LatencyBuckets = []float64{
 	1, 2.5, 5, 10,
 }
 
-// Metrics returns a handler that serves with next and measures every
-// response, and answers GET and HEAD on path (MetricsPath when empty) in
-// Go with the Prometheus text exposition of:
+// Middleware returns middleware that serves with the handler it wraps and
+// measures every response, and answers GET and HEAD on path (Path when
+// empty) in Go with the Prometheus text exposition of:
 //
 //   - m0_http_request_duration_seconds, a histogram with labels method and
 //     code over LatencyBuckets: from the request's headers to its response's
@@ -39,17 +44,16 @@ var LatencyBuckets = []float64{
 //
 // method is the request's method when it is one of RFC 9110's and PATCH,
 // and OTHER for any other. Requests for path are not measured. Each call
-// has its own registry.
+// has its own registry, which every handler it wraps shares.
 //
-// If next is a [FastHandler], so is the handler returned.
-func Metrics(path string, next http.Handler) http.Handler {
+// Around an [m0.FastHandler], the handler returned is one too.
+func Middleware(path string) func(http.Handler) http.Handler {
 	if path == "" {
-		path = MetricsPath
+		path = Path
 	}
 	reg := prometheus.NewRegistry()
-	m := &metrics{
+	m := metrics{
 		path: path,
-		next: next,
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "m0_http_request_duration_seconds",
 			Help:    "Time from a request's headers to its response's head, in seconds.",
@@ -70,14 +74,15 @@ func Metrics(path string, next http.Handler) http.Handler {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	m.exposition = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	if fh, ok := next.(FastHandler); ok {
-		return &fastMetrics{
-			metrics:    m,
-			fast:       fh,
-			exposition: fasthttpadaptor.NewFastHTTPHandler(m.exposition),
+	fastExposition := fasthttpadaptor.NewFastHTTPHandler(m.exposition)
+	return func(next http.Handler) http.Handler {
+		h := m
+		h.next = next
+		if fh, ok := next.(m0.FastHandler); ok {
+			return &fastMetrics{metrics: &h, fast: fh, exposition: fastExposition}
 		}
+		return &h
 	}
-	return m
 }
 
 type metrics struct {
@@ -96,29 +101,27 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	m.inFlight.Inc()
 	defer m.inFlight.Dec()
-	rec := observe(w, r, m.next)
-	m.record(r.Method, rec.outcome(r))
+	rec := observe.Observe(w, r, m.next)
+	m.record(r.Method, rec.Outcome(r))
 }
 
-func (m *metrics) record(method string, o outcome) {
-	method, code := methodLabel(method), codeLabel(o.status)
-	m.duration.WithLabelValues(method, code).Observe(o.dur.Seconds())
-	if o.bytes > 0 {
-		m.sent.WithLabelValues(method, code).Add(float64(o.bytes))
+func (m *metrics) record(method string, o observe.Outcome) {
+	method, code := methodLabel(method), codeLabel(o.Status)
+	m.duration.WithLabelValues(method, code).Observe(o.Dur.Seconds())
+	if o.Bytes > 0 {
+		m.sent.WithLabelValues(method, code).Add(float64(o.Bytes))
 	}
 }
 
-// refused counts a response the server gave before next was reached.
-func (m *metrics) refused(method, path string, o outcome) {
+// Refused counts a response the server gave before the handler was reached.
+func (m *metrics) Refused(method, path string, o observe.Outcome) {
 	m.record(method, o)
-	if obs, ok := m.next.(refusalObserver); ok {
-		obs.refused(method, path, o)
-	}
+	observe.PassRefused(m.next, method, path, o)
 }
 
 type fastMetrics struct {
 	*metrics
-	fast       FastHandler
+	fast       m0.FastHandler
 	exposition fasthttp.RequestHandler
 }
 
@@ -128,7 +131,7 @@ func (m *fastMetrics) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	m.inFlight.Inc()
-	observeFast(ctx, m.fast, func(ctx *fasthttp.RequestCtx, o outcome) {
+	observe.ObserveFast(ctx, m.fast.ServeFastHTTP, func(ctx *fasthttp.RequestCtx, o observe.Outcome) {
 		m.inFlight.Dec()
 		m.record(string(ctx.Method()), o)
 	})

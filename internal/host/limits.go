@@ -1,4 +1,4 @@
-package m0
+package host
 
 import (
 	"bytes"
@@ -15,13 +15,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/m0serve/m0/internal/observe"
 	"github.com/valyala/fasthttp"
 )
-
-// DefaultMaxBody is the request body cap when Limits.MaxBody is zero.
-const DefaultMaxBody = 4 << 20
 
 // DefaultBodyTimeout is m0serve's --body-timeout when none is named; a zero
 // Limits.BodyTimeout is no timeout.
@@ -35,7 +34,7 @@ const Linger = 5 * time.Second
 
 // Limits bound what one connection and one request may cost.
 type Limits struct {
-	MaxBody              int64                            // request body cap in bytes; 0 means DefaultMaxBody (4 MiB); <0 none
+	MaxBody              int64                            // request body cap in bytes; 0 none (m0serve's default is wire.DefaultMaxBody)
 	BodyTimeout          time.Duration                    // a body still arriving this long after its headers: 408; 0 never
 	IdleTimeout          time.Duration                    // idle keep-alive close, and no-send-progress bound; 0 never
 	MaxKeepaliveRequests int                              // close a connection after N requests; 0 never
@@ -57,10 +56,7 @@ func (l Limits) Listener(ln net.Listener) net.Listener {
 
 // maxBody is the cap in bytes, or -1 for none.
 func (l Limits) maxBody() int64 {
-	switch {
-	case l.MaxBody == 0:
-		return DefaultMaxBody
-	case l.MaxBody < 0:
+	if l.MaxBody <= 0 {
 		return -1
 	}
 	return l.MaxBody
@@ -129,7 +125,7 @@ func formatSize(n int64) string {
 }
 
 // fastLimits are the fasthttp.Server settings that carry lim.
-func fastLimits(s *fasthttp.Server, lim Limits, obs refusalObserver) {
+func fastLimits(s *fasthttp.Server, lim Limits, obs observe.Refuser) {
 	rf := &refusals{lim: lim}
 	capBytes := lim.maxBody()
 	s.MaxRequestBodySize = math.MaxInt
@@ -169,12 +165,12 @@ func fastLimits(s *fasthttp.Server, lim Limits, obs refusalObserver) {
 		answered := true
 		defer func() {
 			if answered && obs != nil {
-				o := outcome{status: ctx.Response.StatusCode(), dur: time.Since(ctx.Time()),
-					bytes: int64(len(ctx.Response.Body()))}
+				o := observe.Outcome{Status: ctx.Response.StatusCode(), Dur: time.Since(ctx.Time()),
+					Bytes: int64(len(ctx.Response.Body()))}
 				if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-					o.remote = a.AddrPort().Addr().Unmap()
+					o.Remote = a.AddrPort().Addr().Unmap()
 				}
-				obs.refused(string(ctx.Method()), string(ctx.Path()), o)
+				obs.Refused(string(ctx.Method()), string(ctx.Path()), o)
 			}
 		}()
 		switch {
@@ -234,14 +230,6 @@ type limitHandler struct {
 	rf  *refusals
 }
 
-// connState is what net/http's handler knows of its connection.
-type connState struct {
-	conn     net.Conn
-	requests int // served so far; one request at a time on HTTP/1
-}
-
-type connKey struct{}
-
 // netLimits returns the net/http server that serves h within lim.
 func netLimits(h http.Handler, lim Limits) *http.Server {
 	lh := &limitHandler{h: h, lim: lim, rf: &refusals{lim: lim}}
@@ -252,7 +240,7 @@ func netLimits(h http.Handler, lim Limits) *http.Server {
 		ReadHeaderTimeout: lim.IdleTimeout,
 		IdleTimeout:       lim.IdleTimeout,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return context.WithValue(ctx, connKey{}, &connState{conn: c})
+			return context.WithValue(ctx, observe.ConnKey{}, &observe.Conn{Conn: c})
 		},
 	}
 }
@@ -260,12 +248,12 @@ func netLimits(h http.Handler, lim Limits) *http.Server {
 var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	cs, _ := r.Context().Value(connKey{}).(*connState)
+	cs, _ := r.Context().Value(observe.ConnKey{}).(*observe.Conn)
 	if cs == nil {
-		cs = &connState{}
+		cs = &observe.Conn{}
 	}
-	cs.requests++
-	if n := lh.lim.MaxKeepaliveRequests; n > 0 && cs.requests >= n {
+	cs.Requests++
+	if n := lh.lim.MaxKeepaliveRequests; n > 0 && cs.Requests >= n {
 		w.Header().Set("Connection", "close")
 	}
 	capBytes := lh.lim.maxBody()
@@ -277,8 +265,8 @@ func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		lh.h.ServeHTTP(w, r)
 		return
 	}
-	if cs.conn != nil && lh.lim.BodyTimeout > 0 {
-		cs.conn.SetReadDeadline(time.Now().Add(lh.lim.BodyTimeout))
+	if cs.Conn != nil && lh.lim.BodyTimeout > 0 {
+		cs.Conn.SetReadDeadline(time.Now().Add(lh.lim.BodyTimeout))
 	}
 	buf := bodyBuffers.Get().(*bytes.Buffer)
 	defer func() {
@@ -292,9 +280,9 @@ func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rd = io.LimitReader(r.Body, capBytes+1)
 	}
 	_, err := buf.ReadFrom(rd)
-	if cs.conn != nil && lh.lim.BodyTimeout > 0 {
+	if cs.Conn != nil && lh.lim.BodyTimeout > 0 {
 		// net/http's own read after the body must not inherit the deadline.
-		cs.conn.SetReadDeadline(time.Time{})
+		cs.Conn.SetReadDeadline(time.Time{})
 	}
 	switch {
 	case err != nil && isTimeout(err):
@@ -312,13 +300,6 @@ func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
 	r.ContentLength = int64(buf.Len())
 	lh.h.ServeHTTP(w, r)
-}
-
-// refusalObserver is a handler that learns of the requests the server
-// refused before they reached it (413, 408, 400, 431): the access log and
-// the metrics, which count every response.
-type refusalObserver interface {
-	refused(method, path string, o outcome)
 }
 
 // refuse answers 413 or 408 on the connection itself and closes it: a 413
@@ -340,12 +321,12 @@ func (lh *limitHandler) refuse(w http.ResponseWriter, r *http.Request, status in
 	}
 	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\nDate: %s\r\n\r\n%s",
 		status, http.StatusText(status), len(msg), time.Now().UTC().Format(http.TimeFormat), msg)
-	if obs, ok := lh.h.(refusalObserver); ok {
-		o := outcome{status: status, dur: time.Since(start), bytes: int64(len(msg))}
+	if obs, ok := lh.h.(observe.Refuser); ok {
+		o := observe.Outcome{Status: status, Dur: time.Since(start), Bytes: int64(len(msg))}
 		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-			o.remote = ap.Addr().Unmap()
+			o.Remote = ap.Addr().Unmap()
 		}
-		obs.refused(r.Method, r.URL.Path, o)
+		obs.Refused(r.Method, r.URL.Path, o)
 	}
 	if status == http.StatusRequestEntityTooLarge {
 		lingerOnClose(c, lh.lim.linger())
@@ -425,13 +406,11 @@ func (c *limitConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// requestStart returns when the request being served began to arrive, or
-// the zero time when the connection has no such mark.
-func requestStart(c net.Conn) time.Time {
-	if lc, ok := c.(*limitConn); ok {
-		if ns := lc.started.Load(); ns != 0 {
-			return time.Unix(0, ns)
-		}
+// RequestStart returns when the request being served began to arrive, or
+// the zero time before any did.
+func (c *limitConn) RequestStart() time.Time {
+	if ns := c.started.Load(); ns != 0 {
+		return time.Unix(0, ns)
 	}
 	return time.Time{}
 }
@@ -506,6 +485,14 @@ func (c *limitConn) SetWriteDeadline(t time.Time) error {
 func (c *limitConn) SetDeadline(t time.Time) error {
 	c.deadline.Store(0)
 	return c.Conn.SetDeadline(t)
+}
+
+// SyscallConn gives the connection's descriptor (wire.WatchClose).
+func (c *limitConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.New("m0: the connection has no descriptor")
 }
 
 // CloseWrite half-closes the connection when the underlying one can.

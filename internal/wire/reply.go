@@ -1,0 +1,86 @@
+package wire
+
+import (
+	"net/http"
+	"runtime"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+)
+
+// DefaultMaxBody is the request body cap m0serve's --max-body defaults to,
+// and the one a handler built with nil options applies: 4 MiB.
+const DefaultMaxBody = 4 << 20
+
+// The request's user values under fasthttp through which a handler that
+// writes its response to the connection itself (a hijack) tells the access
+// log and the metrics what it sent: the body's bytes as an int64, and when
+// the head went out as a time.Time.
+const (
+	KeySent = "m0.sent"
+	KeyHead = "m0.head"
+)
+
+// ErrorBody is the plain-text body of a response the server gives itself:
+// the status's text and a newline. The details of a failure go to the log,
+// never to the client.
+func ErrorBody(status int) string {
+	if t := http.StatusText(status); t != "" {
+		return t + "\n"
+	}
+	return strconv.Itoa(status) + "\n"
+}
+
+// Error answers status with ErrorBody on net/http. close also ends the
+// connection after it (a drain's 503).
+func Error(w http.ResponseWriter, status int, close bool) {
+	body := ErrorBody(status)
+	h := w.Header()
+	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
+	if close {
+		h["Connection"] = []string{"close"}
+	}
+	w.WriteHeader(status)
+	w.Write([]byte(body))
+}
+
+// FastError answers status with ErrorBody on fasthttp, in place of any
+// response begun; see Error.
+func FastError(ctx *fasthttp.RequestCtx, status int, close bool) {
+	resp := &ctx.Response
+	resp.Reset()
+	resp.SetStatusCode(status)
+	resp.Header.SetContentType("text/plain; charset=utf-8")
+	resp.Header.Set("X-Content-Type-Options", "nosniff")
+	resp.SetBodyString(ErrorBody(status))
+	if close {
+		resp.SetConnectionClose()
+	}
+}
+
+// closed is what a second Shutdown of a handler returns.
+type closed struct{ pkg string }
+
+func (e closed) Error() string        { return e.pkg + ": handler already shut down" }
+func (e closed) Is(target error) bool { return target == http.ErrServerClosed }
+
+// Closed returns the error a handler of package pkg returns from a second
+// Shutdown: it names the package, and every handler's is
+// http.ErrServerClosed to errors.Is.
+func Closed(pkg string) error { return closed{pkg} }
+
+// AutoThreads is the thread count that means min(cores, 8): m0serve's
+// --blocking-threads auto, and the bridges' default.
+const AutoThreads = -1
+
+// PoolSize is the number of Python threads a thread count resolves to:
+// AutoThreads (any negative count) is min(cores, 8), counting the CPUs the
+// process may run on; 0 is no pool.
+func PoolSize(n int) int {
+	if n < 0 {
+		return min(runtime.NumCPU(), 8)
+	}
+	return n
+}

@@ -1,0 +1,80 @@
+package wire
+
+import (
+	"net"
+	"testing"
+	"time"
+)
+
+func pair(t *testing.T) (server, client net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close(); client.Close() })
+	return server, client
+}
+
+func TestWatchClose(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		leave func(c net.Conn)
+	}{
+		{"close", func(c net.Conn) { c.Close() }},
+		{"half-close", func(c net.Conn) { c.(*net.TCPConn).CloseWrite() }},
+		{"reset", func(c net.Conn) { c.(*net.TCPConn).SetLinger(0); c.Close() }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			server, client := pair(t)
+			gone := make(chan struct{}, 2)
+			stop := WatchClose(server, func() { gone <- struct{}{} })
+			defer stop()
+			// Data waiting in the socket (a pipelined request) is not leaving.
+			client.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+			select {
+			case <-gone:
+				t.Fatal("gone on data")
+			case <-time.After(100 * time.Millisecond):
+			}
+			tt.leave(client)
+			select {
+			case <-gone:
+			case <-time.After(time.Second):
+				t.Fatal("not told within a second")
+			}
+			select {
+			case <-gone:
+				t.Fatal("told twice")
+			case <-time.After(100 * time.Millisecond):
+			}
+		})
+	}
+}
+
+func TestWatchStopped(t *testing.T) {
+	server, client := pair(t)
+	gone := make(chan struct{}, 1)
+	stop := WatchClose(server, func() { gone <- struct{}{} })
+	stop()
+	stop() // harmless
+	client.Close()
+	select {
+	case <-gone:
+		t.Fatal("told after stop")
+	case <-time.After(200 * time.Millisecond):
+	}
+	// A watch of a closed connection is a no-op, not a watch of whatever
+	// reuses its descriptor.
+	server.Close()
+	WatchClose(server, func() { t.Error("told of a closed connection") })()
+}
