@@ -1,6 +1,7 @@
 package wsgi
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -142,6 +143,10 @@ func (x *netExchange) stream(t cpython.Thread, status int, s *stream) {
 	if x.r.Method == http.MethodHead || !bodyAllowed(status) {
 		return // no body goes out, so none is produced
 	}
+	s.watch(func(gone func()) func() {
+		stop := context.AfterFunc(x.r.Context(), gone)
+		return func() { stop() }
+	})
 	rc := http.NewResponseController(x.w)
 	for {
 		b, err := s.next()

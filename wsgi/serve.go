@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/wire"
@@ -108,6 +109,32 @@ type stream struct {
 	ended  bool   // the body is complete, or failed
 	failed bool   // it failed after the head went out
 	closed bool
+	stop   func() // ends the watch on the client
+
+	mu   sync.Mutex
+	gone bool // the client left, and the application was interrupted
+	done bool // close has begun: no more interrupts
+}
+
+// watch has s told when the client leaves: the front end calls it with
+// what starts the watch (wire.WatchClose, or the request's context).
+func (s *stream) watch(start func(gone func()) (stop func())) { s.stop = start(s.clientGone) }
+
+// clientGone interrupts the application producing the body: it may be
+// waiting for data and producing nothing, so a write would not tell it the
+// client left for as long as it waits.
+func (s *stream) clientGone() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.done && !s.gone {
+		s.gone = s.t.Interrupt()
+	}
+}
+
+func (s *stream) interrupted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gone
 }
 
 // errFailed ends a body whose application failed after the head.
@@ -138,7 +165,9 @@ func (s *stream) next() ([]byte, error) {
 		}
 		res, err := s.t.Next()
 		if err != nil {
-			s.h.logError(s.x, "wsgi: application error after the response started", err)
+			if !s.interrupted() { // the client left: the GeneratorExit is ours
+				s.h.logError(s.x, "wsgi: application error after the response started", err)
+			}
 			s.ended, s.failed = true, true
 			continue
 		}
@@ -159,6 +188,12 @@ func (s *stream) close() {
 		return
 	}
 	s.closed = true
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+	if s.stop != nil {
+		s.stop()
+	}
 	if !s.ended && s.t.Current() {
 		if err := s.t.Close(); err != nil {
 			s.h.logError(s.x, "wsgi: close() failed", err)

@@ -358,6 +358,48 @@ func TestHeadOnEndlessStreamFreesItsThread(t *testing.T) {
 	})
 }
 
+// TestClientLeavesWaitingStream: a client that leaves a stream whose
+// generator waits for data, producing nothing, has the body closed (its
+// finally runs, close() is called) and the thread back in the pool within a
+// second, on both front ends.
+func TestClientLeavesWaitingStream(t *testing.T) {
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "waiting", &wsgi.Options{Threads: 1})
+		var before struct{ Finally, Closed int }
+		_, body := get(t, s.URL+"/state")
+		json.Unmarshal([]byte(body), &before)
+		c, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line, _ := bufio.NewReader(resp.Body).ReadString('\n'); line != "first\n" {
+			t.Fatalf("first line %q", line)
+		}
+		time.Sleep(50 * time.Millisecond) // the generator waits
+		c.Close()
+		// One thread: the state is answered only once the stream gave it back.
+		client := &http.Client{Timeout: time.Second}
+		r, err := client.Get(s.URL + "/state")
+		if err != nil {
+			t.Fatalf("the thread was not back in the pool within a second: %v", err)
+		}
+		var after struct{ Finally, Closed int }
+		json.NewDecoder(r.Body).Decode(&after)
+		r.Body.Close()
+		if after.Finally != before.Finally+1 || after.Closed != before.Closed+1 {
+			t.Errorf("the body was not closed: %+v, then %+v", before, after)
+		}
+		if strings.Contains(s.log.String(), "GeneratorExit") {
+			t.Errorf("the interrupt was logged as an application error:\n%s", s.log)
+		}
+	})
+}
+
 // noFlush is a logging middleware's ResponseWriter: it hides Flush.
 type noFlush struct{ http.ResponseWriter }
 

@@ -219,6 +219,7 @@ int m0_initialize(const char *program, const char *bootstrap, char *errbuf, size
 	m0_empty_bytes = py.PyBytes_FromStringAndSize("", 0);
 
 	m0_interp = py.PyInterpreterState_Get();
+	m0_main.ident = py.PyThread_get_thread_ident();
 	if (bind_wsgi(&m0_main) < 0)
 		goto fail;
 	m0_here = &m0_main;
@@ -335,6 +336,7 @@ m0_thread *m0_thread_here(void)
 		return NULL;
 	}
 	py.PyEval_RestoreThread(t->ts);
+	t->ident = py.PyThread_get_thread_ident();
 	if (bind_wsgi(t) < 0)
 		capture_error(t);
 	t->ts = py.PyEval_SaveThread();
@@ -836,8 +838,19 @@ static void close_result(m0_thread *t)
 	py.Py_DecRef(r);
 }
 
+/* clear_interrupt takes back an exception m0_wsgi_interrupt set to be
+ * raised in t that has not been raised yet. The GIL is held. */
+static void clear_interrupt(m0_thread *t)
+{
+	if (t->interrupted) {
+		py.PyThreadState_SetAsyncExc(t->ident, NULL);
+		t->interrupted = 0;
+	}
+}
+
 static void reset_request(m0_thread *t)
 {
+	clear_interrupt(t); /* one that came too late */
 	if (t->result || t->iter)
 		close_result(t);
 	t->status_set = 0;
@@ -971,9 +984,20 @@ out:
 void m0_wsgi_close(m0_thread *t)
 {
 	py.PyEval_RestoreThread(t->ts);
+	/* An interrupt that has not fired would fire in close(). */
+	clear_interrupt(t);
 	t->err.len = 0;
 	close_result(t);
 	t->ts = py.PyEval_SaveThread();
+}
+
+int m0_wsgi_interrupt(m0_thread *self, m0_thread *target)
+{
+	py.PyEval_RestoreThread(self->ts);
+	int n = py.PyThreadState_SetAsyncExc(target->ident, EXC(PyExc_GeneratorExit));
+	target->interrupted = n > 0;
+	self->ts = py.PyEval_SaveThread();
+	return n;
 }
 
 /* m0_signal_handler returns the address of the handler installed for sig. */

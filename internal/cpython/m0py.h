@@ -37,6 +37,8 @@ typedef struct {
  * write are created once per thread and bound to it. */
 typedef struct {
 	PyThreadState *ts;
+	unsigned long ident; /* the thread's id as Python knows it (threading.get_ident) */
+	int interrupted;     /* an exception was set to be raised in it; under the GIL */
 	PyObject *start_response;
 	PyObject *write;
 
@@ -91,6 +93,7 @@ int m0_wsgi_call(m0_thread **t, uintptr_t app, uintptr_t tmpl, const char *req, 
 		 const char *body, size_t bodylen, int allow_stream);
 int m0_wsgi_next(m0_thread *t);
 void m0_wsgi_close(m0_thread *t);
+int m0_wsgi_interrupt(m0_thread *self, m0_thread *target);
 
 /* ASGI: messages between Go and the loop. */
 typedef struct {

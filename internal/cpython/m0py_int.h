@@ -32,6 +32,8 @@
 	X(PyObject *, PyObject_Call, (PyObject *, PyObject *, PyObject *))                 \
 	X(PyObject *, PyObject_CallFunctionObjArgs, (PyObject *, ...))                     \
 	X(PyObject *, PyObject_GetIter, (PyObject *))                                      \
+	X(int, PyThreadState_SetAsyncExc, (unsigned long, PyObject *))                     \
+	X(unsigned long, PyThread_get_thread_ident, (void))                                \
 	X(PyObject *, PyIter_Next, (PyObject *))                                           \
 	X(int, PyObject_IsTrue, (PyObject *))                                              \
 	X(PyObject *, PyErr_Occurred, (void))                                              \
@@ -99,6 +101,7 @@
 	X(PyExc_RuntimeError)      \
 	X(PyExc_AssertionError)     \
 	X(PyExc_OSError)           \
+	X(PyExc_GeneratorExit)     \
 	X(PyDict_Type)             \
 	X(PyBytes_Type)            \
 	X(PyUnicode_Type)

@@ -248,3 +248,16 @@ func EachPacked(h []byte, fn func(name, value []byte)) {
 		h = h[4+v:]
 	}
 }
+
+// Interrupt raises GeneratorExit in the Python code t runs, at its next
+// bytecode: the application producing a streamed body hears that the
+// client left, even while it waits for data and produces nothing. It is
+// called from another goroutine than t's, with t's request still in
+// progress; Close, or t's next call, takes back an exception not yet
+// raised. A thread blocked inside one C call (a lock with no timeout)
+// hears of it when the call returns.
+func (t Thread) Interrupt() bool {
+	me := Here()
+	defer me.Release()
+	return C.m0_wsgi_interrupt(me.c, t.c) > 0
+}

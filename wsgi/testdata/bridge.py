@@ -183,3 +183,48 @@ def _raw_body(environ, start_response):
 
 
 raw_body = validator(_raw_body)
+
+
+_waiting = {"finally": 0, "closed": 0}
+
+
+class _Waiting:
+    """A stream that sends its first part, then waits for data that never
+    comes, producing nothing (an SSE generator on a quiet channel)."""
+
+    def __iter__(self):
+        try:
+            yield b"first\n"
+            deadline = time.monotonic() + 5  # a server that never tells it ends in time
+            while time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            with _lock:
+                _waiting["finally"] += 1
+
+    def close(self):
+        with _lock:
+            _waiting["closed"] += 1
+
+
+def _waiting_app(environ, start_response):
+    if environ["PATH_INFO"] == "/state":
+        data = json.dumps(_waiting).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+        return [data]
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    it = _Waiting()
+    gen = iter(it)
+
+    class Body:  # the iterator and its close(), as a framework's response is
+        def __iter__(self):
+            return gen
+
+        def close(self):
+            gen.close()
+            it.close()
+
+    return Body()
+
+
+waiting = _waiting_app
