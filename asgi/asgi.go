@@ -193,11 +193,7 @@ func (h *Handler) Startup(ctx context.Context) error {
 		return &LifespanError{Msg: o.Msg}
 	case cpython.LifespanUnsupported:
 		if !h.noLife {
-			attrs := []any{}
-			if o.Msg != "" {
-				attrs = append(attrs, "detail", o.Msg)
-			}
-			h.log.Info("asgi: the application does not support lifespan; serving it without", attrs...)
+			noLifespan(h.log, o.Msg)
 		}
 	}
 	return nil
@@ -259,20 +255,19 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-func (h *Handler) logError(method, path string, msg string) {
-	h.log.Error("asgi: application error", "method", method, "path", path, "error", firstLine(msg), "traceback", msg)
+// logError logs an application's failure: text is its traceback, or what
+// the server found wrong.
+func (h *Handler) logError(method, path string, text string) {
+	h.log.Error("asgi: application error", append([]any{"method", method, "path", path}, cpython.LogAttrs(text)...)...)
 }
 
-// firstLine is the last line of a traceback (the exception), or msg.
-func firstLine(msg string) string {
-	end := len(msg)
-	for end > 0 && (msg[end-1] == '\n' || msg[end-1] == ' ') {
-		end--
+// noLifespan says, in one line, that the application does not take the
+// lifespan protocol (Django's ASGI handler raises for it); text is what it
+// raised, of which the exception is enough.
+func noLifespan(log *slog.Logger, text string) {
+	var attrs []any
+	if e := (&cpython.Error{Traceback: text}).Exception(); e != "" {
+		attrs = append(attrs, "detail", e)
 	}
-	for i := end - 1; i >= 0; i-- {
-		if msg[i] == '\n' {
-			return msg[i+1 : end]
-		}
-	}
-	return msg[:end]
+	log.Info("asgi: the application does not support lifespan; serving it without", attrs...)
 }

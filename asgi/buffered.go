@@ -52,6 +52,7 @@ func DefaultBufferedOptions() *BufferedOptions {
 type Buffered struct {
 	app      *cpython.Buffered
 	h        *wsgi.Handler // the WSGI bridge serving it
+	log      *slog.Logger
 	lifespan bool
 	closed   atomic.Bool
 }
@@ -78,7 +79,11 @@ func NewBuffered(app *cpython.App, opts *BufferedOptions) *Buffered {
 		panic("asgi: " + err.Error())
 	}
 	h := wsgi.New(wrapped.App, &wsgi.Options{Threads: opts.Threads, MaxBody: opts.MaxBody, Logger: opts.Logger, LogPrefix: "asgi"})
-	return &Buffered{app: wrapped, h: h}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Buffered{app: wrapped, h: h, log: log}
 }
 
 // Startup runs the application's lifespan startup on a loop of its own,
@@ -93,6 +98,8 @@ func (b *Buffered) Startup(ctx context.Context) error {
 		b.lifespan = true
 	case cpython.LifespanFailed:
 		return &LifespanError{Msg: o.Msg}
+	case cpython.LifespanUnsupported:
+		noLifespan(b.log, o.Msg)
 	}
 	return nil
 }

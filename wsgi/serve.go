@@ -205,10 +205,12 @@ func (s *stream) close() {
 
 func (h *Handler) logError(x exchange, msg string, err error) {
 	method, path := x.describe()
-	attrs := []any{"method", method, "path", path, "error", err.Error()}
+	attrs := []any{"method", method, "path", path}
 	var pe *cpython.Error
 	if errors.As(err, &pe) {
-		attrs = append(attrs, "traceback", pe.Traceback)
+		attrs = append(attrs, cpython.LogAttrs(pe.Traceback)...)
+	} else {
+		attrs = append(attrs, "error", err.Error())
 	}
 	if h.prefix != "" {
 		msg = h.prefix + strings.TrimPrefix(msg, "wsgi")

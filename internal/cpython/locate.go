@@ -12,7 +12,12 @@ import (
 )
 
 // LibraryEnv names the variable that points at a libpython outright.
-const LibraryEnv = "M0_PYTHON_LIBRARY"
+// MojoLibraryEnv, the seed's name for it, is read too; LibraryEnv wins
+// when both are set.
+const (
+	LibraryEnv     = "M0_PYTHON_LIBRARY"
+	MojoLibraryEnv = "MOJO_PYTHON_LIBRARY"
+)
 
 // Interpreter describes the CPython the server loads, as its own python3
 // reports it.
@@ -25,6 +30,10 @@ type Interpreter struct {
 	SitePackage []string `json:"site_packages"` // site-packages directories to put on sys.path
 	Shared      bool     `json:"shared"`        // Py_ENABLE_SHARED
 	GILDisabled bool     `json:"gil_disabled"`  // a free-threaded build
+	// LibraryFrom says how Library was chosen: "M0_PYTHON_LIBRARY" or
+	// "MOJO_PYTHON_LIBRARY" when a variable named it, else "python3" (the
+	// one the python3 on PATH reports).
+	LibraryFrom string `json:"library_from"`
 }
 
 // Virtualenv returns the virtualenv's directory, or "" when none is active.
@@ -98,7 +107,19 @@ func ask(python string) (probed, error) {
 // Locate finds the interpreter to load: the library M0_PYTHON_LIBRARY names,
 // or the one the python3 on PATH reports.
 func Locate() (Interpreter, error) {
-	explicit := os.Getenv(LibraryEnv)
+	from, explicit := LibraryEnv, os.Getenv(LibraryEnv)
+	if explicit == "" {
+		from, explicit = MojoLibraryEnv, os.Getenv(MojoLibraryEnv)
+	}
+	if explicit == "" {
+		from = "python3"
+	}
+	in, err := locate(explicit, from)
+	in.LibraryFrom = from
+	return in, err
+}
+
+func locate(explicit, from string) (Interpreter, error) {
 	python, lookErr := exec.LookPath("python3")
 	if errors.Is(lookErr, exec.ErrDot) {
 		// A relative PATH entry ("venv/bin"): the shell would run it too.
@@ -107,7 +128,7 @@ func Locate() (Interpreter, error) {
 	if explicit != "" {
 		if _, err := os.Stat(explicit); err != nil {
 			return Interpreter{}, &LibraryError{
-				Found: fmt.Sprintf("%s=%s does not exist", LibraryEnv, explicit),
+				Found: fmt.Sprintf("%s=%s does not exist", from, explicit),
 				Fix:   fixLibrary,
 			}
 		}
@@ -153,7 +174,7 @@ func Locate() (Interpreter, error) {
 	if explicit != "" {
 		if v := libraryVersion(explicit); v != "" && !strings.HasPrefix(p.Version+".", v+".") {
 			return in, &LibraryError{
-				Found: fmt.Sprintf("%s=%s is Python %s, but the python3 that describes its paths (%s) is %s", LibraryEnv, explicit, v, p.Executable, p.Version),
+				Found: fmt.Sprintf("%s=%s is Python %s, but the python3 that describes its paths (%s) is %s", from, explicit, v, p.Executable, p.Version),
 				Fix:   "put a python3 of the same version first on PATH, or point " + LibraryEnv + " at its libpython",
 			}
 		}

@@ -15,7 +15,7 @@ import (
 var secretEnv = []string{"M0_GRANT_KEY", "M0_GRANT_KEY_PREV"}
 
 // plainEnv are variables without a flag that the doctor reports as they are.
-var plainEnv = []string{"M0_PYTHON_LIBRARY", "M0_SSE_HEARTBEAT_MS", "M0_APP_TICK_MS",
+var plainEnv = []string{"M0_PYTHON_LIBRARY", "MOJO_PYTHON_LIBRARY", "M0_SSE_HEARTBEAT_MS", "M0_APP_TICK_MS",
 	"M0_STREAM_KEEPALIVE_S", "M0_GRANT_COOKIE", "M0_INVERTED"}
 
 // DoctorReport is what the doctor prints, as one JSON object.
@@ -46,6 +46,7 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 		in := p.Python
 		r.Python = map[string]any{
 			"version": in.Version, "executable": in.Executable, "library": in.Library,
+			"library_from": in.LibraryFrom,
 			"prefix": in.Prefix, "base_prefix": in.BasePrefix, "virtualenv": nilIfEmpty(in.Virtualenv()),
 			"site_packages": in.SitePackage, "shared": in.Shared, "gil_disabled": in.GILDisabled,
 		}

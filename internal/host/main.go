@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 )
 
@@ -9,6 +10,7 @@ import (
 // the doctor, or the configuration's checks and then the worker build
 // makes for it, served until a drain. It returns the process's exit code.
 func Main(args []string, getenv func(string) string, build func(*Config, *Plan) (*Worker, error)) int {
+	slog.SetDefault(slog.New(NewLogHandler(os.Stderr, nil)))
 	cfg, err := Parse(args, getenv)
 	switch {
 	case IsHelp(err):

@@ -29,6 +29,7 @@ READY_RE = re.compile(
     r"\(protocol=(?P<protocol>wsgi|asgi) workers=1\) "
     r"(?:blocking-threads=(?P<threads>\d+)(?P<auto> \(auto\))?|loop=pump event-loop=(?P<loop>uvloop|asyncio))$"
 )
+RECORD_START = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d [A-Z]+ ")
 WORKER_RE = re.compile(r"^\[worker 0\] pid=(?P<pid>\d+) armed for a graceful stop$")
 
 READY_TIMEOUT = 20  # seconds for the server to print its ready line
@@ -339,6 +340,29 @@ class Server:
 
     def stderr_since(self, mark):
         return self.stderr_path.read_bytes()[mark:].decode("utf-8", "replace")
+
+    def records(self, since=0):
+        """The log records of stderr (after `since`): each a line as Go's log
+        writes it, with the lines printed below it (a traceback) joined to
+        it."""
+        out = []
+        for line in self.stderr_since(since).splitlines():
+            if RECORD_START.match(line) or not out:
+                out.append(line)
+            else:
+                out[-1] += "\n" + line
+        return out
+
+    def wait_for_record(self, pattern, since=0, timeout=5.0):
+        """Log records (see records()) whose first line matches regex
+        `pattern`; fails if none shows up within timeout."""
+        rx = re.compile(pattern)
+
+        def matching():
+            return [r for r in self.records(since) if rx.search(r.split("\n", 1)[0])]
+
+        return wait_until(matching, timeout, lambda: (
+            f"a log record matching {pattern!r}; stderr since mark:\n{self.stderr_since(since)[-4000:]}"))
 
     def wait_for_stderr(self, pattern, since=0, timeout=5.0):
         """Lines of stderr (after `since`) matching regex `pattern`; fails if

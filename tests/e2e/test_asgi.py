@@ -512,12 +512,13 @@ def test_error_before_the_body_is_500(server, kind, logged):
     assert resp.status == 500 and resp.complete, resp
     assert resp.body == b"Internal Server Error\n", resp
     assert resp.header("X-Injected") is None, resp
-    lines = server.wait_for_stderr(r"asgi: application error", since=mark)
-    assert len(lines) == 1, lines
-    assert f"path=/error/{kind}" in lines[0], lines[0]
-    assert logged in lines[0], lines[0]
+    records = server.wait_for_record(r"asgi: application error", since=mark)
+    assert len(records) == 1, records
+    assert f"path=/error/{kind}" in records[0], records[0]
+    assert logged in records[0], records[0]
     if kind.endswith("start") and kind != "no-response":
-        assert "Traceback" in lines[0] and "asgi_raw.py" in lines[0], lines[0]
+        line, traceback = records[0].split("\n", 1)
+        assert traceback.startswith("Traceback") and "asgi_raw.py" in traceback, records[0]
     assert server.get("/head").text == "hello world"
 
 

@@ -270,8 +270,13 @@ def django_asgi_server(serve_module, tmp_path_factory):
 def test_django_asgi_banner(django_asgi_server):
     m = READY_RE.match(django_asgi_server.ready_line)
     assert m and m["spec"] == "mysite.asgi:application" and m["protocol"] == "asgi", django_asgi_server.ready_line
-    # Django's ASGI handler takes no lifespan; it is served anyway.
-    assert "does not support lifespan" in django_asgi_server.stderr
+    # Django's ASGI handler takes no lifespan; it is served anyway, and the
+    # note is one INFO line naming what it raised, not a traceback.
+    notes = [r for r in django_asgi_server.records() if "does not support lifespan" in r]
+    assert len(notes) == 1 and "\n" not in notes[0], notes
+    assert " INFO asgi: the application does not support lifespan; serving it without" in notes[0], notes[0]
+    assert 'detail="ValueError: Django can only handle ASGI/HTTP connections, not lifespan."' in notes[0], notes[0]
+    assert "Traceback" not in django_asgi_server.stderr
 
 
 def test_django_asgi_index(django_asgi_server):

@@ -296,10 +296,11 @@ def test_raise_before_accept_is_500_and_logged(server):
     with pytest.raises(InvalidStatus) as info:
         ws(server, "/ws/raise-before")
     assert info.value.response.status_code == 500
-    lines = server.wait_for_stderr(r"asgi: application error", since=mark)
-    assert len(lines) == 1, lines
-    assert "RuntimeError: ws boom before accept" in lines[0] and "Traceback" in lines[0], lines[0]
-    assert "path=/ws/raise-before" in lines[0], lines[0]
+    records = server.wait_for_record(r"asgi: application error", since=mark)
+    assert len(records) == 1, records
+    line, traceback = records[0].split("\n", 1)
+    assert 'error="RuntimeError: ws boom before accept"' in line and "path=/ws/raise-before" in line, line
+    assert traceback.startswith("Traceback") and traceback.endswith("RuntimeError: ws boom before accept"), traceback
 
 
 def test_raise_after_accept_closes_1011_and_is_logged(server):
@@ -308,10 +309,11 @@ def test_raise_after_accept_closes_1011_and_is_logged(server):
         messages, frame = closed_by_server(conn)
     assert messages == []
     assert frame is not None and frame.code == 1011
-    lines = server.wait_for_stderr(r"asgi: application error", since=mark)
-    assert len(lines) == 1, lines
-    assert "RuntimeError: ws boom after accept" in lines[0] and "Traceback" in lines[0], lines[0]
-    assert "path=/ws/raise-after" in lines[0], lines[0]
+    records = server.wait_for_record(r"asgi: application error", since=mark)
+    assert len(records) == 1, records
+    line, traceback = records[0].split("\n", 1)
+    assert 'error="RuntimeError: ws boom after accept"' in line and "path=/ws/raise-after" in line, line
+    assert traceback.startswith("Traceback") and traceback.endswith("RuntimeError: ws boom after accept"), traceback
 
 
 def test_http_still_served_after_websocket_errors(server):

@@ -174,3 +174,36 @@ def test_help_names_every_variable():
     for flag in ["--idle-timeout", "--protocol", "--app-dir", "--mount", "--static", "--static-cache-control",
                  "--static-header", "--health-path", "--metrics", "--realtime", "--reload", "--doctor"]:
         assert flag in proc.stdout, flag
+
+
+def real_libpython():
+    import sysconfig
+
+    return str(Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("LDLIBRARY"))
+
+
+@pytest.mark.parametrize("env, want", [
+    ({}, "python3"),
+    ({"MOJO_PYTHON_LIBRARY": "LIB"}, "MOJO_PYTHON_LIBRARY"),
+    ({"M0_PYTHON_LIBRARY": "LIB", "MOJO_PYTHON_LIBRARY": "/nonexistent/libpython3.11.so"}, "M0_PYTHON_LIBRARY"),
+], ids=["neither", "seed's name", "both: ours wins"])
+def test_library_variables(env, want):
+    """MOJO_PYTHON_LIBRARY, the seed's name, names the library as
+    M0_PYTHON_LIBRARY does; when both are set M0_PYTHON_LIBRARY wins, and
+    the doctor says which was used. Serving agrees."""
+    env = {k: real_libpython() if v == "LIB" else v for k, v in env.items()}
+    env = {"M0_PYTHON_LIBRARY": "", "MOJO_PYTHON_LIBRARY": "", **env}
+    report, code = doctor(["--app-dir", str(DISCOVERY), "modapp:app"], env)
+    assert code == 0, report
+    assert report["python"]["library_from"] == want, report["python"]
+    if want != "python3":
+        assert report["python"]["library"] == real_libpython(), report["python"]
+    assert serve_exit(["--app-dir", str(DISCOVERY), "modapp:app"], env) == 0
+
+
+def test_seed_library_variable_refused_by_its_name():
+    proc = run(["--app-dir", str(DISCOVERY), "modapp:app"],
+               {"M0_PYTHON_LIBRARY": "", "MOJO_PYTHON_LIBRARY": "/nonexistent/libpython3.11.so"})
+    assert proc.returncode == 78, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "MOJO_PYTHON_LIBRARY=/nonexistent/libpython3.11.so does not exist" in lines[0], lines
