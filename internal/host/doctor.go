@@ -47,7 +47,7 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 		r.Python = map[string]any{
 			"version": in.Version, "executable": in.Executable, "library": in.Library,
 			"library_from": in.LibraryFrom,
-			"prefix": in.Prefix, "base_prefix": in.BasePrefix, "virtualenv": nilIfEmpty(in.Virtualenv()),
+			"prefix":       in.Prefix, "base_prefix": in.BasePrefix, "virtualenv": nilIfEmpty(in.Virtualenv()),
 			"site_packages": in.SitePackage, "shared": in.Shared, "gil_disabled": in.GILDisabled,
 		}
 	}
