@@ -697,6 +697,22 @@ def test_buffered_body_arrives_whole(buffered_server):
     assert buffered_server.post("/echo", data=body).content == body
 
 
+def test_buffered_pathsend(buffered_server, tmp_path):
+    """http.response.pathsend on the buffered path too: the scope offers it,
+    and the file is the body (read whole, as every body on this path)."""
+    data = pattern(300_000)
+    f = tmp_path / "payload.bin"
+    f.write_bytes(data)
+    r = buffered_server.get(f"/pathsend?path={f}")
+    assert r.status_code == 200 and r.headers["X-Sent-By"] == "pathsend", r.headers
+    assert r.headers["Content-Length"] == str(len(data)) and r.content == data
+    mark = buffered_server.mark()
+    r = buffered_server.get(f"/pathsend?path={tmp_path / 'no-such-file'}")
+    assert r.status_code == 500
+    records = buffered_server.wait_for_record(r"asgi: application error", since=mark)
+    assert len(records) == 1 and "FileNotFoundError" in records[0], records
+
+
 def test_buffered_stream_is_sent_whole(buffered_server):
     resp = buffered_server.raw("GET", "/stream?n=3")
     assert resp.status == 200 and resp.complete, resp

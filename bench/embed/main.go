@@ -1,0 +1,86 @@
+// Command embed is the server of the benchmark's embedding suite: a Go
+// program that mounts a WSGI application, an ASGI application and a Go
+// handler on one http.ServeMux, served by a plain http.Server, as a Go
+// program that embeds m0 writes it.
+//
+//	embed -addr 127.0.0.1:8000 -dir examples/hello -wsgi hello:application -asgi-dir bench/apps -asgi hello_asgi:app
+//
+// /wsgi/ goes to the WSGI application, /asgi/ to the ASGI application and
+// /go to a Go handler that answers "Hello, World!". With -bare it serves
+// only that Go handler, without the mux and without Python: the baseline
+// the bridges must add nothing to.
+package main
+
+import (
+	"context"
+	"flag"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/m0serve/m0"
+	"github.com/m0serve/m0/asgi"
+	"github.com/m0serve/m0/wsgi"
+)
+
+var hello = []byte("Hello, World!\n")
+
+func goHello(w http.ResponseWriter, r *http.Request) {
+	w.Header()["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	w.Write(hello)
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8000", "address to listen on")
+	bare := flag.Bool("bare", false, "serve only the Go handler, on its own")
+	wsgiSpec := flag.String("wsgi", "hello:application", "the WSGI application")
+	wsgiDir := flag.String("dir", "examples/hello", "the WSGI application's directory")
+	asgiSpec := flag.String("asgi", "hello_asgi:app", "the ASGI application")
+	asgiDir := flag.String("asgi-dir", "bench/apps", "the ASGI application's directory")
+	flag.Parse()
+
+	srv := &http.Server{Addr: *addr}
+	var shut []func(context.Context) error
+	if *bare {
+		srv.Handler = http.HandlerFunc(goHello)
+	} else {
+		w, err := m0.LoadApp(*wsgiSpec, &m0.LoadOptions{Dir: *wsgiDir})
+		if err != nil {
+			log.Fatal(err)
+		}
+		a, err := m0.LoadApp(*asgiSpec, &m0.LoadOptions{Dir: *asgiDir})
+		if err != nil {
+			log.Fatal(err)
+		}
+		wh, ah := wsgi.New(w, nil), asgi.New(a, nil)
+		if err := ah.Startup(context.Background()); err != nil {
+			log.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/wsgi/", wh)
+		mux.Handle("/asgi/", ah)
+		mux.HandleFunc("/go", goHello)
+		srv.Handler = mux
+		srv.RegisterOnShutdown(ah.Drain)
+		shut = append(shut, wh.Shutdown, ah.Shutdown)
+	}
+
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-stop
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		for _, s := range shut {
+			s(ctx)
+		}
+	}()
+	log.Printf("embed: serving on http://%s", *addr)
+	if err := srv.ListenAndServe(); err != http.ErrServerClosed {
+		log.Fatal(err)
+	}
+}
