@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import NoReturn
 
@@ -37,6 +38,31 @@ def stream() -> Response:
 
     # A generator has no known length, so the body goes out without Content-Length.
     return Response(generate(), mimetype="text/plain")
+
+
+# Messages for /events, and the streams that heard their client leave.
+MESSAGES: list[str] = []
+LEFT: list[str] = []
+
+
+@app.get("/events")
+def events() -> Response:
+    def generate() -> Iterator[str]:
+        try:
+            yield "event: hello\ndata: connected\n\n"
+            while True:
+                while not MESSAGES:  # waits for data, sending nothing meanwhile
+                    time.sleep(0.1)
+                yield f"data: {MESSAGES.pop(0)}\n\n"
+        finally:
+            LEFT.append("events")
+
+    return Response(generate(), mimetype="text/event-stream")
+
+
+@app.get("/left")
+def left() -> Response:
+    return jsonify(LEFT)
 
 
 @app.route("/form", methods=["GET", "POST"])

@@ -8,6 +8,12 @@ Routes:
   GET  /stream?n=5        n lines, streamed (no Content-Length)
   GET  /events?count=3    Server-Sent Events "tick" with ids 0..count-1;
                           count=0 streams until the client (or the server) goes
+  GET  /sse-polling?count=3  the same events from sse-starlette's documented
+                          loop: the generator polls request.is_disconnected()
+  GET  /stream-polling?n=3   a StreamingResponse whose generator polls it too
+  GET  /quiet             Server-Sent Events: one, then nothing until the
+                          client leaves (a channel with nothing to say)
+  GET  /left              the streams above that heard their client leave
   GET  /file              static/hello.txt (FileResponse: sent by the server
                           itself, via the ASGI pathsend extension)
   POST /signup            JSON {"email": ...}; a background task "sends" the
@@ -72,6 +78,60 @@ async def events(request: Request) -> EventSourceResponse:
     return EventSourceResponse(ticks(), ping=15)
 
 
+# The streams that heard their client leave, for /left.
+LEFT: list[str] = []
+
+
+async def sse_polling(request: Request) -> EventSourceResponse:
+    count = int(request.query_params.get("count", "3"))
+
+    async def ticks() -> AsyncIterator[dict[str, Any]]:
+        i = 0
+        try:
+            while count == 0 or i < count:
+                if await request.is_disconnected():
+                    return
+                yield {"event": "tick", "id": str(i), "data": f"tick {i}"}
+                i += 1
+                await asyncio.sleep(0.05)
+        finally:
+            # Ended early: it saw the disconnect, or the response's own
+            # listener saw it first and cancelled the generator.
+            if count == 0 or i < count:
+                LEFT.append("sse-polling")
+
+    return EventSourceResponse(ticks())
+
+
+async def stream_polling(request: Request) -> StreamingResponse:
+    n = int(request.query_params.get("n", "3"))
+
+    async def lines() -> AsyncIterator[bytes]:
+        for i in range(n):
+            if await request.is_disconnected():
+                LEFT.append("stream-polling")
+                return
+            yield f"line {i}\n".encode()
+            await asyncio.sleep(0.01)
+
+    return StreamingResponse(lines(), media_type="text/plain")
+
+
+async def quiet(request: Request) -> EventSourceResponse:
+    async def once() -> AsyncIterator[dict[str, Any]]:
+        try:
+            yield {"event": "hello", "data": "and then nothing"}
+            await asyncio.Event().wait()  # nothing ever comes
+        finally:
+            LEFT.append("quiet")
+
+    return EventSourceResponse(once(), ping=600)
+
+
+async def left(request: Request) -> JSONResponse:
+    return JSONResponse(LEFT)
+
+
 async def file(request: Request) -> FileResponse:
     return FileResponse(HERE / "static" / "hello.txt", media_type="text/plain")
 
@@ -109,6 +169,10 @@ app = Starlette(
         Route("/", index),
         Route("/stream", stream),
         Route("/events", events),
+        Route("/sse-polling", sse_polling),
+        Route("/stream-polling", stream_polling),
+        Route("/quiet", quiet),
+        Route("/left", left),
         Route("/file", file),
         Route("/signup", signup, methods=["POST"]),
         Route("/outbox", outbox),

@@ -185,6 +185,42 @@ def test_starlette_endless_events_client_leaves(starlette_server):
     assert starlette_server.get("/").status_code == 200
 
 
+def test_starlette_sse_polling_is_disconnected(starlette_server):
+    """sse-starlette's documented loop, `await request.is_disconnected()` in
+    the generator, beside the response's own disconnect listener: two
+    receive() calls at once, which uvicorn allows. The stream is whole."""
+    with httpx.Client(timeout=HTTP_TIMEOUT) as client:
+        with client.stream("GET", starlette_server.url("/sse-polling?count=4")) as r:
+            assert r.status_code == 200
+            body = r.read().decode()
+    assert parse_sse(body) == [{"id": str(i), "event": "tick", "data": f"tick {i}"} for i in range(4)]
+
+
+def test_starlette_streaming_response_polls_is_disconnected(starlette_server):
+    with httpx.Client(timeout=HTTP_TIMEOUT) as client:
+        with client.stream("GET", starlette_server.url("/stream-polling?n=3")) as r:
+            assert r.status_code == 200
+            assert list(r.iter_lines()) == ["line 0", "line 1", "line 2"]
+
+
+@pytest.mark.parametrize("path, first, name", [
+    ("/quiet", "data: and then nothing", "quiet"),
+    ("/sse-polling?count=0", "data: tick 0", "sse-polling"),
+])
+def test_starlette_stream_hears_its_client_leave(starlette_server, path, first, name):
+    """A client that leaves a stream is told to the application within a
+    second, as under uvicorn: a quiet one (it has nothing to send, so no
+    write would tell) and one that polls is_disconnected()."""
+    before = starlette_server.get_json("/left").count(name)
+    with httpx.Client(timeout=HTTP_TIMEOUT) as client:
+        with client.stream("GET", starlette_server.url(path)) as r:
+            for line in r.iter_lines():
+                if line == first:
+                    break
+    wait_until(lambda: starlette_server.get_json("/left").count(name) == before + 1, 1.0,
+               f"{name} to hear its client leave")
+
+
 def test_starlette_file_response(starlette_server):
     """Starlette's FileResponse sends http.response.pathsend when the scope
     offers it: the file goes out from Go."""

@@ -4,6 +4,8 @@ import time
 
 import pytest
 
+from conftest import RawReader, wait_until
+
 STREAM_BODY = b"".join(b"line %d\n" % i for i in range(5))
 
 
@@ -55,6 +57,20 @@ def test_stream_is_close_delimited_on_http10(flask_server):
     assert "chunked" not in resp.header("Transfer-Encoding", "").lower()
     assert resp.eof and not resp.timed_out, f"connection not closed after the body: {resp!r}"
     assert resp.body == STREAM_BODY
+
+
+def test_stream_hears_its_client_leave(flask_server):
+    """A streamed body whose generator waits for data, sending nothing, is
+    closed within a second of its client leaving: GeneratorExit reaches the
+    generator (its finally runs) and the thread is free again."""
+    before = flask_server.get_json("/left").count("events")
+    with flask_server.connect() as sock:
+        sock.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        reader = RawReader(sock)
+        assert reader.read_until(b"data: connected\n\n") is not None, reader.raw
+    wait_until(lambda: flask_server.get_json("/left").count("events") == before + 1, 1.0,
+               "the generator to be closed")
+    assert "application error" not in flask_server.stderr
 
 
 def test_form_get(flask_server):
