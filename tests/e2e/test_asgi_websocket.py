@@ -374,3 +374,22 @@ def test_sigterm_close_frame_is_1001_for_every_websocket(serve):
             conn.close()
     assert s.wait_exit(STOP_WITHIN) == 0, s.describe()
     assert codes == {1001: n}
+
+
+def test_sigterm_lets_a_channels_consumer_finish_its_disconnect(serve, tmp_path):
+    """Django Channels: on SIGTERM the client gets 1001 and the consumer's
+    disconnect() (group_discard, then more after an await) runs to its end
+    before the loop stops, as under uvicorn."""
+    marks = tmp_path / "marks"
+    marks.write_text("")
+    s = serve("channels_chat:application", env={"M0_TEST_MARKS": str(marks)})
+    with ws(s, "/ws/chat/") as a, ws(s, "/ws/chat/") as b:
+        a.send("hello, room")
+        assert b.recv(timeout=HTTP_TIMEOUT) == "hello, room"  # the channel layer works
+        assert a.recv(timeout=HTTP_TIMEOUT) == "hello, room"
+        s.send_signal(signal.SIGTERM)
+        _, fa = closed_by_server(a)
+        _, fb = closed_by_server(b)
+    assert s.wait_exit(STOP_WITHIN) == 0, s.describe()
+    assert fa is not None and fa.code == 1001 and fb is not None and fb.code == 1001, (fa, fb)
+    assert sorted(marks.read_text().splitlines()) == ["disconnect 1001", "disconnect 1001"], s.describe()
