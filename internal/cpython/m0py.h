@@ -3,7 +3,16 @@
  * libpython is loaded with dlopen at run time and every function is resolved
  * with dlsym, so no Python header is needed to build and one binary serves
  * every CPython 3.10+. Only stable-ABI functions are used, never macros that
- * read object layouts. */
+ * read object layouts.
+ *
+ * Each entry point below says which thread may call it, whether the GIL is
+ * held on entry and on return, and what becomes of the references it takes
+ * or hands back. "Any thread, GIL not held" is the rule where none is given
+ * otherwise: the function takes the GIL through the thread state it is
+ * given (t), on t's own OS thread (t is the calling thread's, from
+ * m0_thread_here), and releases it before it returns, on every path.
+ * Objects cross into Go only as integer handles (uintptr_t); a handle Go
+ * holds is a strong reference that Go lets go of with m0_decref. */
 #ifndef M0PY_H
 #define M0PY_H
 
@@ -62,37 +71,106 @@ enum {
 	M0_WSGI_NOTHREAD = -2, /* no thread state could be made for this thread */
 };
 
-/* Loading and starting. */
+/* ---- loading and starting ---------------------------------------------------- */
+
+/* m0_load dlopens the libpython at path and resolves the function table.
+ * Once, before anything else, on the thread that will start Python; no GIL
+ * exists yet. 0, or -1 with the reason in errbuf. */
 int m0_load(const char *path, char *errbuf, size_t errlen);
+
+/* m0_initialize starts the interpreter (Py_InitializeEx(0), no Python signal
+ * handlers), makes the _m0 module and runs the bootstrap in it. Once, after
+ * m0_load, on the OS thread that stays the interpreter's main thread. The
+ * GIL is not held on entry; on return it is released (the main thread's
+ * state is saved in that thread's m0_thread). 0, or -1 with the traceback
+ * in errbuf. */
 int m0_initialize(const char *program, const char *bootstrap, char *errbuf, size_t errlen);
+
+/* m0_save_signals records the process's handlers of the signals Go owns;
+ * m0_restore_signals puts them back (after Python, or an application being
+ * imported, installed its own). Any thread; no GIL needed. */
 void m0_save_signals(void);
 void m0_restore_signals(void);
+
+/* m0_signal_handler is the address of the handler installed for sig, for
+ * tests. Any thread; no GIL needed. */
 uintptr_t m0_signal_handler(int sig);
 
-/* The scheduling class of Python threads: set once, applied to each new one. */
+/* m0_set_qos sets the scheduling class each Python thread takes when it is
+ * made; m0_apply_qos gives it to the calling thread (0, or -1 and errno).
+ * Any thread; no GIL needed. */
 void m0_set_qos(int nice, int batch);
 int m0_apply_qos(void);
 
-/* The calling OS thread's Python thread, created on first use. */
+/* m0_thread_here returns the calling OS thread's Python thread, creating
+ * its thread state on the first call; NULL if none can be made. The caller
+ * keeps the OS thread for as long as it uses the result (Go: locked to its
+ * goroutine). GIL not held on entry or return. m0_thread_peek returns it
+ * without creating it, or NULL. */
 m0_thread *m0_thread_here(void);
-/* The calling OS thread's Python thread, or NULL if it has none yet. */
 m0_thread *m0_thread_peek(void);
 
-/* Generic calls, for start-up, tests and the doctor: not the hot path. */
+/* ---- generic calls: start-up, tests and the doctor, never the hot path -------- */
+
+/* m0_exec runs code in __main__. 0, or -1 with the traceback in t->err. */
 int m0_exec(m0_thread *t, const char *code);
+
+/* m0_eval_str evaluates expr in __main__ and puts str() of the result in
+ * t->body. 0, or -1 with the traceback in t->err. */
 int m0_eval_str(m0_thread *t, const char *expr);
+
+/* m0_call_helper calls _m0.NAME(arg) and hands back in *out a new
+ * reference to its result, which Go owns. 0, or -1 with the traceback. */
 int m0_call_helper(m0_thread *t, const char *name, const char *arg, uintptr_t *out);
+
+/* m0_str puts str(obj) in t->body; obj is borrowed. 0 or -1. */
 int m0_str(m0_thread *t, uintptr_t obj);
+
+/* m0_getattr hands back in *out a new reference to getattr(obj, name); obj
+ * is borrowed. 0 or -1. */
 int m0_getattr(m0_thread *t, uintptr_t obj, const char *name, uintptr_t *out);
+
+/* m0_decref lets go of a reference Go holds (obj is stolen). */
 void m0_decref(m0_thread *t, uintptr_t obj);
 
-/* WSGI. */
+/* ---- WSGI ------------------------------------------------------------------------ */
+
+/* m0_wsgi_set_keys interns the environ keys Go names by number: packed
+ * holds n NUL-terminated names, key 1 first. Once, on the main thread. */
 int m0_wsgi_set_keys(m0_thread *t, const char *packed, size_t len, int n);
+
+/* m0_wsgi_template returns a new reference (which Go owns for the life of
+ * the handler) to the dict every environ is copied from; 0 on failure. */
 uintptr_t m0_wsgi_template(m0_thread *t, int multithread, int multiprocess);
+
+/* m0_wsgi_call is a WSGI request's one crossing: it builds the environ from
+ * the packed request and body (copied: Go's memory is read during the call
+ * only), calls app with it and the thread's start_response, and gathers
+ * the status, the headers and the body (or, when allow_stream and the body
+ * is unsized, its first part) into the thread's buffers, which stay valid
+ * until the thread's next call. Any thread: *t is set to the calling
+ * thread's Python thread, made on first use. app and tmpl are borrowed
+ * (Go holds them). GIL not held on entry or return. One of M0_WSGI_*. */
 int m0_wsgi_call(m0_thread **t, uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen,
 		 const char *body, size_t bodylen, int allow_stream);
+
+/* m0_wsgi_next produces the next part of a streamed body into t->body. On
+ * the thread that called m0_wsgi_call (t), which still holds the stream.
+ * M0_WSGI_STREAM while more follows, M0_WSGI_DONE at the end (close() has
+ * been called), M0_WSGI_ERROR (close() called, the traceback in t->err). */
 int m0_wsgi_next(m0_thread *t);
+
+/* m0_wsgi_close calls close() on a stream the client left, on its thread
+ * (t); an interrupt not yet raised is taken back first. close()'s failure,
+ * if any, is in t->err. */
 void m0_wsgi_close(m0_thread *t);
+
+/* m0_wsgi_interrupt sets GeneratorExit to be raised in target's thread at
+ * its next bytecode (PyThreadState_SetAsyncExc): the application producing
+ * a streamed body learns that its client left. Called on self's thread
+ * (the caller's own, from m0_thread_here), any other than target's; the
+ * GIL is taken through self and released on return. The number of threads
+ * modified (1, or 0 when target has no thread state). */
 int m0_wsgi_interrupt(m0_thread *self, m0_thread *target);
 
 /* ASGI: messages between Go and the loop. */
@@ -146,10 +224,30 @@ enum {
 	M0_L_STOP_FAILED = 4,
 };
 
+/* m0_asgi_init makes an executor: its id and the eventfds of its two
+ * queues (Go -> loop, loop -> Go), which stay open for the life of the
+ * process. Any thread; no GIL needed. 0, or -1 (no eventfd, or 256
+ * executors made already). */
 int m0_asgi_init(int *id, int *in_fd, int *out_fd);
+
+/* m0_asgi_post appends a message to executor id's inbound queue, copying
+ * data, and wakes its loop if the queue was empty since the loop last took
+ * it. Any thread, any number at once; no GIL needed (the queue has its own
+ * lock). 0, or -1 when out of memory. */
 int m0_asgi_post(int id, int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len);
+
+/* m0_asgi_take hands over every message executor id's loop has queued for
+ * Go; the caller frees them with m0_asgi_free. One Go goroutine per
+ * executor (its collector), after its eventfd was readable; no GIL needed. */
 size_t m0_asgi_take(int id, m0_amsg **out);
 void m0_asgi_free(m0_amsg *v, size_t n);
+
+/* m0_asgi_run runs executor id's loop with app (borrowed; Go holds it) on
+ * the calling thread, t's, until Go stops it (M0_A_STOP), then lets go of
+ * every reference the loop held. The thread is the loop's for that long:
+ * it holds the GIL while Python runs and releases it whenever the loop
+ * waits. GIL not held on entry or return. 0, or -1 with the traceback in
+ * t->err (the loop did not start, uvloop missing). */
 int m0_asgi_run(m0_thread *t, int id, uintptr_t app, const char *opts);
 
 #endif
