@@ -113,7 +113,7 @@ func (x *exchange) wait(ctx context.Context) reply {
 // decide makes the reply of a head and the body's first message.
 func (x *exchange) decide(m cpython.Msg) reply {
 	rep := reply{status: x.status, hdr: x.hdr, noBody: x.head || !bodyAllowed(x.status)}
-	named := appLength(x.hdr)
+	named := wire.AppLength(x.hdr)
 	if m.Flags&cpython.FlagMore != 0 {
 		// A stream: the length the application named holds it to that many
 		// bytes; without one, it is chunked (or, for HTTP/1.0, ends with the
@@ -266,17 +266,6 @@ func (x *exchange) done() {
 func (x *exchange) logError(msg string) {
 	method, path := x.fe.describe()
 	x.h.logError(method, path, msg)
-}
-
-// appLength is the Content-Length among packed headers, or -1.
-func appLength(hdr []byte) int64 {
-	n := int64(-1)
-	cpython.EachPacked(hdr, func(name, value []byte) {
-		if equalFold(name, "Content-Length") {
-			n = wire.ParseLength(value)
-		}
-	})
-	return n
 }
 
 var (

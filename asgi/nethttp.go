@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/wire"
@@ -47,14 +46,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	hdr := w.Header()
-	eachHeader(rep.hdr, func(name, value []byte) {
-		k := http.CanonicalHeaderKey(string(name))
-		hdr[k] = append(hdr[k], string(value))
-	})
-	if rep.length >= 0 {
-		hdr["Content-Length"] = []string{strconv.FormatInt(rep.length, 10)}
-	}
+	wire.NetHeader(w.Header(), rep.hdr, rep.length)
 	w.WriteHeader(rep.status)
 	switch {
 	case rep.noBody:

@@ -1,7 +1,6 @@
 package asgi
 
 import (
-	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/wire"
 )
 
@@ -9,7 +8,7 @@ import (
 // server forwards, and returns the Content-Length the application named
 // (-1 for none); see wire.Forward.
 func eachHeader(head []byte, fn func(name, value []byte)) (appLength int64) {
-	return wire.Forward(func(f func(name, value []byte)) { cpython.EachPacked(head, f) }, fn)
+	return wire.Forward(head, fn)
 }
 
 var (

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -103,12 +102,7 @@ func netRefuse(w http.ResponseWriter, a answer) {
 		wire.Error(w, a.status, false)
 		return
 	}
-	hdr := w.Header()
-	eachHeader(a.head, func(name, value []byte) {
-		k := http.CanonicalHeaderKey(string(name))
-		hdr[k] = append(hdr[k], string(value))
-	})
-	hdr["Content-Length"] = []string{strconv.Itoa(len(a.body))}
+	wire.NetHeader(w.Header(), a.head, int64(len(a.body)))
 	w.WriteHeader(a.status)
 	w.Write(a.body)
 }

@@ -51,9 +51,13 @@ func netEnviron(e *cpython.Environ, r *http.Request, bodyLen int) {
 	if r.Host != "" {
 		e.AddID(keyHost, r.Host)
 	}
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		e.AddID(keyRemoteAddr, ap.Addr().Unmap().String())
-		e.AddID(keyRemotePort, strconv.Itoa(int(ap.Port())))
+	if host, port, ok := splitHostPort(r.RemoteAddr); ok {
+		// An IPv4 client of an IPv6 listener, as the application sees it.
+		if len(host) > 7 && host[:7] == "::ffff:" && strings.IndexByte(host, '.') > 0 {
+			host = host[7:]
+		}
+		e.AddID(keyRemoteAddr, host)
+		e.AddID(keyRemotePort, port)
 	}
 
 	for name, values := range r.Header {
@@ -82,7 +86,7 @@ func netEnviron(e *cpython.Environ, r *http.Request, bodyLen int) {
 // gunicorn does, or the address the connection arrived on.
 func serverNamePort(r *http.Request) (string, string) {
 	if r.Host != "" {
-		if h, p, err := net.SplitHostPort(r.Host); err == nil {
+		if h, p, ok := splitHostPort(r.Host); ok {
 			return h, p
 		}
 		return strings.Trim(r.Host, "[]"), "80"
@@ -93,6 +97,27 @@ func serverNamePort(r *http.Request) (string, string) {
 		}
 	}
 	return "localhost", "80"
+}
+
+// splitHostPort splits "host:port" or "[host]:port" without allocating;
+// false when s names no port.
+func splitHostPort(s string) (host, port string, ok bool) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 || i == len(s)-1 {
+		return "", "", false
+	}
+	host, port = s[:i], s[i+1:]
+	if len(host) >= 2 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1]
+	} else if strings.IndexByte(host, ':') >= 0 {
+		return "", "", false // an IPv6 address without brackets: no port
+	}
+	for j := 0; j < len(port); j++ {
+		if port[j] < '0' || port[j] > '9' {
+			return "", "", false
+		}
+	}
+	return host, port, true
 }
 
 // fastEnviron packs the CGI variables of a request fasthttp parsed. It
@@ -120,7 +145,7 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 	host := req.Host()
 	if len(host) > 0 {
 		e.AddID(keyHost, b2s(host))
-		if h, p, err := net.SplitHostPort(b2s(host)); err == nil {
+		if h, p, ok := splitHostPort(b2s(host)); ok {
 			e.AddID(keyServerName, h)
 			e.AddID(keyServerPort, p)
 		} else {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/textproto"
-	"strconv"
 	"sync"
 
 	"github.com/m0serve/m0/internal/cpython"
@@ -114,20 +112,20 @@ func (x *netExchange) fail() { wire.Error(x.w, http.StatusInternalServerError, f
 const smallBody = 2048
 
 func (x *netExchange) respond(t cpython.Thread, status int, body []byte) {
-	hdr := x.w.Header()
-	appLength := x.headers(t, hdr)
+	head := t.Head()
+	appLength := wire.AppLength(head)
+	length := int64(len(body))
 	switch {
 	case !bodyAllowed(status):
-		if status == http.StatusNotModified && appLength >= 0 {
-			hdr["Content-Length"] = []string{strconv.FormatInt(appLength, 10)}
+		length = -1
+		if status == http.StatusNotModified {
+			length = appLength
 		}
 		body = nil
 	case x.r.Method == http.MethodHead && appLength >= 0:
-		// The application's length is that of the GET; no body is sent.
-		hdr["Content-Length"] = []string{strconv.FormatInt(appLength, 10)}
-	default:
-		hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
+		length = appLength // that of the GET; no body is sent
 	}
+	wire.NetHeader(x.w.Header(), head, length)
 	x.w.WriteHeader(status)
 	if len(body) <= smallBody {
 		x.w.Write(body)
@@ -138,7 +136,7 @@ func (x *netExchange) respond(t cpython.Thread, status int, body []byte) {
 
 func (x *netExchange) stream(t cpython.Thread, status int, s *stream) {
 	defer s.close()
-	x.headers(t, x.w.Header())
+	wire.NetHeader(x.w.Header(), t.Head(), -1)
 	x.w.WriteHeader(status)
 	if x.r.Method == http.MethodHead || !bodyAllowed(status) {
 		return // no body goes out, so none is produced
@@ -164,44 +162,3 @@ func (x *netExchange) stream(t cpython.Thread, status int, s *stream) {
 		}
 	}
 }
-
-// headers copies the application's headers into hdr.
-func (x *netExchange) headers(t cpython.Thread, hdr http.Header) int64 {
-	hasType := false
-	n := eachHeader(t, func(name, value []byte) {
-		key, ok := canonical[string(name)]
-		if !ok {
-			key = textproto.CanonicalMIMEHeaderKey(string(name))
-		}
-		hasType = hasType || key == "Content-Type"
-		hdr[key] = append(hdr[key], string(value))
-	})
-	if !hasType {
-		hdr["Content-Type"] = nil // nothing sniffed: send none, as the application did
-	}
-	return n
-}
-
-// canonical maps common spellings of response header names to their
-// canonical form without an allocation.
-var canonical = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{
-		"Content-Type", "Content-Encoding", "Content-Disposition", "Content-Language",
-		"Cache-Control", "Set-Cookie", "Location", "Vary", "ETag", "Last-Modified", "Expires",
-		"X-Frame-Options", "X-Content-Type-Options", "Referrer-Policy",
-		"Cross-Origin-Opener-Policy", "Strict-Transport-Security", "Content-Security-Policy",
-		"Access-Control-Allow-Origin", "Server", "Date", "Connection", "Allow", "Accept-Ranges",
-	} {
-		c := textproto.CanonicalMIMEHeaderKey(k)
-		m[k], m[c] = c, c
-		lower := []byte(k)
-		for i, b := range lower {
-			if 'A' <= b && b <= 'Z' {
-				lower[i] = b + 'a' - 'A'
-			}
-		}
-		m[string(lower)] = c
-	}
-	return m
-}()

@@ -223,7 +223,7 @@ func (h *Handler) logError(x exchange, msg string, err error) {
 // none). The server frames the body itself: Content-Length is measured,
 // Transfer-Encoding chosen, and trailers are not sent.
 func eachHeader(t cpython.Thread, fn func(name, value []byte)) (appLength int64) {
-	return wire.Forward(t.Headers, fn)
+	return wire.Forward(t.Head(), fn)
 }
 
 var (

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/m0serve/m0/internal/wire"
 )
 
 func startT(t *testing.T) *Runtime {
@@ -143,7 +145,7 @@ func TestCallBuffered(t *testing.T) {
 			t.Errorf("body = %q, want %q", got, want)
 		}
 		var names []string
-		th.Headers(func(n, v []byte) { names = append(names, string(n)+": "+string(v)) })
+		wire.EachPacked(th.Head(), func(n, v []byte) { names = append(names, string(n)+": "+string(v)) })
 		if len(names) != 1 || names[0] != "Content-Type: text/plain" {
 			t.Errorf("headers = %q", names)
 		}

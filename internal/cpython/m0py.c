@@ -691,6 +691,9 @@ static PyObject *key_input;
 
 /* m0_wsgi_set_keys interns the environ keys Go names by number: packed holds
  * n NUL-terminated names, key 1 first. */
+static int wsgi_call(m0_thread *t, uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen,
+		     const char *body, size_t bodylen, int allow_stream);
+
 int m0_wsgi_set_keys(m0_thread *t, const char *packed, size_t len, int n)
 {
 	py.PyEval_RestoreThread(t->ts);
@@ -875,12 +878,18 @@ static int drain(m0_thread *t)
 	return py.PyErr_Occurred() ? -1 : 0;
 }
 
-int m0_wsgi_call(m0_thread **here, uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen,
-		 const char *body, size_t bodylen, int allow_stream)
+m0_thread *m0_wsgi_call(uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen, const char *body,
+			size_t bodylen, int allow_stream)
 {
-	m0_thread *t = *here = m0_thread_here();
-	if (!t)
-		return M0_WSGI_NOTHREAD;
+	m0_thread *t = m0_thread_here();
+	if (t)
+		t->rc = wsgi_call(t, app, tmpl, req, reqlen, body, bodylen, allow_stream);
+	return t;
+}
+
+static int wsgi_call(m0_thread *t, uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen,
+		     const char *body, size_t bodylen, int allow_stream)
+{
 	py.PyEval_RestoreThread(t->ts);
 	reset_request(t);
 	int rc = M0_WSGI_ERROR;

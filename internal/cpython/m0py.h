@@ -48,6 +48,7 @@ typedef struct {
 	PyThreadState *ts;
 	unsigned long ident; /* the thread's id as Python knows it (threading.get_ident) */
 	int interrupted;     /* an exception was set to be raised in it; under the GIL */
+	int rc;              /* the outcome of the last m0_wsgi_call */
 	PyObject *start_response;
 	PyObject *write;
 
@@ -68,7 +69,6 @@ enum {
 	M0_WSGI_ERROR = -1,   /* err holds the traceback; close() has been called */
 	M0_WSGI_DONE = 0,     /* the whole body is in body; close() has been called */
 	M0_WSGI_STREAM = 1,   /* head ready, body holds what came first; call next */
-	M0_WSGI_NOTHREAD = -2, /* no thread state could be made for this thread */
 };
 
 /* ---- loading and starting ---------------------------------------------------- */
@@ -148,11 +148,12 @@ uintptr_t m0_wsgi_template(m0_thread *t, int multithread, int multiprocess);
  * only), calls app with it and the thread's start_response, and gathers
  * the status, the headers and the body (or, when allow_stream and the body
  * is unsized, its first part) into the thread's buffers, which stay valid
- * until the thread's next call. Any thread: *t is set to the calling
- * thread's Python thread, made on first use. app and tmpl are borrowed
- * (Go holds them). GIL not held on entry or return. One of M0_WSGI_*. */
-int m0_wsgi_call(m0_thread **t, uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen,
-		 const char *body, size_t bodylen, int allow_stream);
+ * until the thread's next call. Any thread: it returns the calling thread's
+ * Python thread, made on first use, with the outcome (one of M0_WSGI_*) in
+ * its rc; NULL when no thread state could be made. app and tmpl are
+ * borrowed (Go holds them). GIL not held on entry or return. */
+m0_thread *m0_wsgi_call(uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen, const char *body,
+			size_t bodylen, int allow_stream);
 
 /* m0_wsgi_next produces the next part of a streamed body into t->body. On
  * the thread that called m0_wsgi_call (t), which still holds the stream.

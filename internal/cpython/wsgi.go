@@ -172,13 +172,12 @@ func (w *WSGI) Call(env *Environ, body []byte, allowStream bool) (Thread, Result
 		b = (*C.char)(unsafe.Pointer(&body[0]))
 	}
 	runtime.LockOSThread()
-	var t Thread
-	rc := C.m0_wsgi_call(&t.c, C.uintptr_t(w.app), C.uintptr_t(w.tmpl), req, C.size_t(len(env.B)),
-		b, C.size_t(len(body)), cbool(allowStream))
-	if rc == C.M0_WSGI_NOTHREAD {
+	t := Thread{c: C.m0_wsgi_call(C.uintptr_t(w.app), C.uintptr_t(w.tmpl), req, C.size_t(len(env.B)),
+		b, C.size_t(len(body)), cbool(allowStream))}
+	if t.c == nil {
 		return t, Result{}, errors.New("cpython: cannot create a thread state")
 	}
-	res, err := t.result(rc)
+	res, err := t.result(t.c.rc)
 	return t, res, err
 }
 
@@ -220,33 +219,13 @@ func (t Thread) Body() []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(t.c.body.p)), int(t.c.body.len))
 }
 
-// Headers calls fn for each response header of the last call, in order.
-// The slices view C memory and are valid only during fn.
-func (t Thread) Headers(fn func(name, value []byte)) {
+// Head is the response headers of the last call, packed (wire.EachPacked).
+// It views C memory, valid until the thread's next call.
+func (t Thread) Head() []byte {
 	if t.c.head.len == 0 {
-		return
+		return nil
 	}
-	EachPacked(unsafe.Slice((*byte)(unsafe.Pointer(t.c.head.p)), int(t.c.head.len)), fn)
-}
-
-// EachPacked calls fn for each pair of a packed header list,
-// [u32 len][name][u32 len][value]..., as the C side writes them; it stops
-// at a truncated pair.
-func EachPacked(h []byte, fn func(name, value []byte)) {
-	for len(h) >= 4 {
-		n := int(binary.LittleEndian.Uint32(h))
-		if 4+n+4 > len(h) {
-			return
-		}
-		name := h[4 : 4+n]
-		h = h[4+n:]
-		v := int(binary.LittleEndian.Uint32(h))
-		if 4+v > len(h) {
-			return
-		}
-		fn(name, h[4:4+v])
-		h = h[4+v:]
-	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(t.c.head.p)), int(t.c.head.len))
 }
 
 // Interrupt raises GeneratorExit in the Python code t runs, at its next

@@ -6,6 +6,7 @@ package wire
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"strconv"
 	"time"
 
@@ -42,14 +43,19 @@ func ParseLength(b []byte) int64 {
 	return n
 }
 
-// Forward calls fn for each header of an application's response the server
-// forwards, as each gives them, and returns the Content-Length the
-// application named (-1 for none). The server frames the body itself:
-// Content-Length is measured or checked, Transfer-Encoding chosen, and
-// trailers are not sent.
-func Forward(each func(fn func(name, value []byte)), fn func(name, value []byte)) (appLength int64) {
+// Forward calls fn for each header of an application's response that the
+// server forwards, in order, and returns the Content-Length the application
+// named (-1 for none). The server frames the body itself: Content-Length is
+// measured or checked, Transfer-Encoding chosen, and trailers are not sent.
+// head is the response's headers as the bridges pack them (EachPacked).
+func Forward(head []byte, fn func(name, value []byte)) (appLength int64) {
 	appLength = -1
-	each(func(name, value []byte) {
+	for len(head) > 0 {
+		name, value, rest, ok := nextPacked(head)
+		if !ok {
+			break
+		}
+		head = rest
 		switch {
 		case EqualFold(name, "Content-Length"):
 			appLength = ParseLength(value)
@@ -57,8 +63,38 @@ func Forward(each func(fn func(name, value []byte)), fn func(name, value []byte)
 		default:
 			fn(name, value)
 		}
-	})
+	}
 	return appLength
+}
+
+// EachPacked calls fn for each pair of a packed header list,
+// [u32 len][name][u32 len][value]... (little-endian), as the C side of the
+// bridges writes them; it stops at a truncated pair.
+func EachPacked(h []byte, fn func(name, value []byte)) {
+	for len(h) > 0 {
+		name, value, rest, ok := nextPacked(h)
+		if !ok {
+			return
+		}
+		fn(name, value)
+		h = rest
+	}
+}
+
+func nextPacked(h []byte) (name, value, rest []byte, ok bool) {
+	if len(h) < 4 {
+		return nil, nil, nil, false
+	}
+	n := int(binary.LittleEndian.Uint32(h))
+	if 4+n+4 > len(h) {
+		return nil, nil, nil, false
+	}
+	name, h = h[4:4+n], h[4+n:]
+	v := int(binary.LittleEndian.Uint32(h))
+	if 4+v > len(h) {
+		return nil, nil, nil, false
+	}
+	return name, h[4 : 4+v], h[4+v:], true
 }
 
 // BodyAllowed reports whether a response with status may carry a body.

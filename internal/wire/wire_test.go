@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/binary"
 	"strconv"
 	"testing"
 )
@@ -22,12 +23,15 @@ func FuzzParseLength(f *testing.F) {
 func TestForward(t *testing.T) {
 	in := [][2]string{{"Content-Type", "text/plain"}, {"content-length", "12"}, {"Transfer-Encoding", "chunked"},
 		{"Keep-Alive", "timeout=5"}, {"Trailer", "X"}, {"X-A", "1"}}
+	var packed []byte
+	for _, h := range in {
+		packed = binary.LittleEndian.AppendUint32(packed, uint32(len(h[0])))
+		packed = append(packed, h[0]...)
+		packed = binary.LittleEndian.AppendUint32(packed, uint32(len(h[1])))
+		packed = append(packed, h[1]...)
+	}
 	var out []string
-	n := Forward(func(fn func(name, value []byte)) {
-		for _, h := range in {
-			fn([]byte(h[0]), []byte(h[1]))
-		}
-	}, func(name, value []byte) { out = append(out, string(name)+": "+string(value)) })
+	n := Forward(packed, func(name, value []byte) { out = append(out, string(name)+": "+string(value)) })
 	if n != 12 || len(out) != 2 || out[0] != "Content-Type: text/plain" || out[1] != "X-A: 1" {
 		t.Fatalf("Forward: %d %q", n, out)
 	}

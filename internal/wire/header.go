@@ -1,0 +1,95 @@
+package wire
+
+import (
+	"net/http"
+	"net/textproto"
+	"strconv"
+)
+
+// AppLength is the Content-Length a packed response head names, or -1.
+func AppLength(head []byte) int64 {
+	n := int64(-1)
+	EachPacked(head, func(name, value []byte) {
+		if EqualFold(name, "Content-Length") {
+			n = ParseLength(value)
+		}
+	})
+	return n
+}
+
+// NetHeader writes the headers of a packed response head that the server
+// forwards (see Forward) into hdr, a net/http ResponseWriter's, and a
+// Content-Length of length when it is not negative. A head without a
+// Content-Type gets none (net/http would sniff one): the application's
+// response goes out as it wrote it. The values of every header share one
+// allocation; common names and values take none.
+func NetHeader(hdr http.Header, head []byte, length int64) {
+	n := 1 // the Content-Length
+	EachPacked(head, func([]byte, []byte) { n++ })
+	vals := make([]string, 0, n)
+	hasType := false
+	Forward(head, func(name, value []byte) {
+		key, ok := canonical[string(name)]
+		if !ok {
+			key = textproto.CanonicalMIMEHeaderKey(string(name))
+		}
+		hasType = hasType || key == "Content-Type"
+		v, ok := common[string(value)]
+		if !ok {
+			v = string(value)
+		}
+		if old := hdr[key]; len(old) > 0 {
+			hdr[key] = append(old, v) // a repeated name, Set-Cookie say
+			return
+		}
+		vals = append(vals, v)
+		hdr[key] = vals[len(vals)-1 : len(vals) : len(vals)]
+	})
+	if !hasType {
+		hdr["Content-Type"] = nil
+	}
+	if length >= 0 {
+		vals = append(vals, strconv.FormatInt(length, 10))
+		hdr["Content-Length"] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+}
+
+// canonical maps common spellings of response header names to their
+// canonical form without an allocation.
+var canonical = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		"Content-Type", "Content-Encoding", "Content-Disposition", "Content-Language",
+		"Cache-Control", "Set-Cookie", "Location", "Vary", "ETag", "Last-Modified", "Expires",
+		"X-Frame-Options", "X-Content-Type-Options", "Referrer-Policy",
+		"Cross-Origin-Opener-Policy", "Strict-Transport-Security", "Content-Security-Policy",
+		"Access-Control-Allow-Origin", "Server", "Date", "Connection", "Allow", "Accept-Ranges",
+	} {
+		c := textproto.CanonicalMIMEHeaderKey(k)
+		m[k], m[c] = c, c
+		lower := []byte(k)
+		for i, b := range lower {
+			if 'A' <= b && b <= 'Z' {
+				lower[i] = b + 'a' - 'A'
+			}
+		}
+		m[string(lower)] = c
+	}
+	return m
+}()
+
+// common holds values applications send often, so that sending one
+// allocates nothing.
+var common = func() map[string]string {
+	m := map[string]string{}
+	for _, v := range []string{
+		"text/plain", "text/plain; charset=utf-8", "text/html", "text/html; charset=utf-8",
+		"application/json", "text/event-stream", "text/css", "application/javascript",
+		"text/javascript", "application/octet-stream", "text/plain; charset=UTF-8", "text/html; charset=UTF-8",
+		"no-cache", "no-store", "nosniff", "DENY", "SAMEORIGIN", "same-origin", "Accept-Encoding",
+		"Cookie", "Origin", "close", "keep-alive", "bytes", "gzip", "br", "*", "chunked",
+	} {
+		m[v] = v
+	}
+	return m
+}()
