@@ -40,7 +40,7 @@ type logHandler struct {
 	out   *lockedWriter
 	level slog.Leveler
 	with  []func(slog.Handler) slog.Handler // WithAttrs and WithGroup, in order
-	group int                                // groups opened: a traceback inside one is an ordinary value
+	group int                               // groups opened: a traceback inside one is an ordinary value
 }
 
 func (h *logHandler) Enabled(_ context.Context, l slog.Level) bool {
