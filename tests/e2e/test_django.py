@@ -78,7 +78,7 @@ def test_post_entry_redirects_and_shows_up(django_server):
         # The recent-entries page (the benchmark's page) lists it too.
         r = s.get(django_server.url("/recent"), timeout=HTTP_TIMEOUT)
         assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/html")
-        assert "<h1>Recent entries</h1>" in r.text and marker.split()[0] in r.text
+        assert "<h1>Recent entries</h1>" in r.text and marker in r.text
         assert re.search(r"\d+ entr(y|ies) in all", r.text), r.text[:2000]
 
 
