@@ -26,9 +26,38 @@ def trace(pid, out):
     for tid in tids:
         argv += ["-p", tid]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(1)  # attached to every thread
+    # Attached to every thread (a thread started later is a traced one's
+    # clone, which -f follows), or strace gave up.
+    deadline = time.monotonic() + HTTP_TIMEOUT
+    while proc.poll() is None and not traced_by(pid, proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert proc.poll() is None, f"strace could not attach: {proc.stderr.read()}"
     return proc
+
+
+def traced_by(pid, tracer):
+    """Whether every thread of pid is traced by tracer."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                if f"TracerPid:\t{tracer}\n" not in f.read():
+                    return False
+        except FileNotFoundError:
+            pass  # the thread ended
+    return True
+
+
+def wait_traced(out, n):
+    """Waits until the trace accounts for n bytes, by sendfile or write.
+
+    The client can hold a response's last byte before strace has logged the
+    return of the call that sent it: the thread waits at the call's exit for
+    strace, which may still be busy with other threads' stops. A SIGINT then
+    detaches it with the call unfinished ("sendfile(... <detached ...>"), and
+    its count is lost. Gives up after HTTP_TIMEOUT; the assertions judge."""
+    deadline = time.monotonic() + HTTP_TIMEOUT
+    while sum(traced_bytes(out)) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def traced_bytes(out):
@@ -57,6 +86,7 @@ def test_pathsend_uses_sendfile(serve, tmp_path):
     tracer = trace(server.proc.pid, out)
     try:
         r = requests.get(server.url("/pathsend?path=" + urllib.parse.quote(str(path))), timeout=HTTP_TIMEOUT)
+        wait_traced(out, len(r.content))
     finally:
         tracer.send_signal(2)
         tracer.wait(10)

@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from conftest import HTTP_TIMEOUT, wait_until
-from test_asgi_sendfile import trace, traced_bytes
+from test_asgi_sendfile import trace, traced_bytes, wait_traced
 
 SIZE = 4 << 20
 
@@ -76,6 +76,7 @@ def test_sendfile(serve, tmp_path, rng):
     try:
         headers = {"Range": rng} if rng else {}
         r = requests.get(server.url("/static/big.bin"), headers=headers, timeout=HTTP_TIMEOUT)
+        wait_traced(out, len(r.content))
     finally:
         tracer.send_signal(2)
         tracer.wait(10)
