@@ -36,9 +36,9 @@ func goHello(w http.ResponseWriter, r *http.Request) {
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8000", "address to listen on")
 	bare := flag.Bool("bare", false, "serve only the Go handler, on its own")
-	wsgiSpec := flag.String("wsgi", "hello:application", "the WSGI application")
+	wsgiSpec := flag.String("wsgi", "hello:application", "the WSGI application (\"\": none)")
 	wsgiDir := flag.String("dir", "examples/hello", "the WSGI application's directory")
-	asgiSpec := flag.String("asgi", "hello_asgi:app", "the ASGI application")
+	asgiSpec := flag.String("asgi", "hello_asgi:app", "the ASGI application (\"\": none)")
 	asgiDir := flag.String("asgi-dir", "bench/apps", "the ASGI application's directory")
 	flag.Parse()
 
@@ -47,25 +47,31 @@ func main() {
 	if *bare {
 		srv.Handler = http.HandlerFunc(goHello)
 	} else {
-		w, err := m0.LoadApp(*wsgiSpec, &m0.LoadOptions{Dir: *wsgiDir})
-		if err != nil {
-			log.Fatal(err)
-		}
-		a, err := m0.LoadApp(*asgiSpec, &m0.LoadOptions{Dir: *asgiDir})
-		if err != nil {
-			log.Fatal(err)
-		}
-		wh, ah := wsgi.New(w, nil), asgi.New(a, nil)
-		if err := ah.Startup(context.Background()); err != nil {
-			log.Fatal(err)
-		}
 		mux := http.NewServeMux()
-		mux.Handle("/wsgi/", wh)
-		mux.Handle("/asgi/", ah)
 		mux.HandleFunc("/go", goHello)
+		if *wsgiSpec != "" {
+			w, err := m0.LoadApp(*wsgiSpec, &m0.LoadOptions{Dir: *wsgiDir})
+			if err != nil {
+				log.Fatal(err)
+			}
+			wh := wsgi.New(w, nil)
+			mux.Handle("/wsgi/", wh)
+			shut = append(shut, wh.Shutdown)
+		}
+		if *asgiSpec != "" {
+			a, err := m0.LoadApp(*asgiSpec, &m0.LoadOptions{Dir: *asgiDir})
+			if err != nil {
+				log.Fatal(err)
+			}
+			ah := asgi.New(a, nil)
+			if err := ah.Startup(context.Background()); err != nil {
+				log.Fatal(err)
+			}
+			mux.Handle("/asgi/", ah)
+			srv.RegisterOnShutdown(ah.Drain)
+			shut = append(shut, ah.Shutdown)
+		}
 		srv.Handler = mux
-		srv.RegisterOnShutdown(ah.Drain)
-		shut = append(shut, wh.Shutdown, ah.Shutdown)
 	}
 
 	stop := make(chan os.Signal, 1)

@@ -41,9 +41,10 @@ static void wake(int fd)
 		;
 }
 
-/* push appends a message (taking its data) and wakes the reader if it is the
- * first since the reader last took the queue. */
-static int push(msgq *q, m0_amsg m)
+/* enqueue appends a message (taking its data). It returns 1 when the
+ * message is the first since the reader last took the queue, and the
+ * reader must be woken; 0 when it needs no waking; -1 when out of memory. */
+static int enqueue(msgq *q, m0_amsg m)
 {
 	pthread_mutex_lock(&q->mu);
 	if (q->n == q->cap) {
@@ -61,10 +62,9 @@ static int push(msgq *q, m0_amsg m)
 	int first = !q->signaled;
 	q->signaled = 1;
 	pthread_mutex_unlock(&q->mu);
-	if (first)
-		wake(q->fd);
-	return 0;
+	return first;
 }
+
 
 /* take hands over every queued message; the caller frees them. */
 static size_t take(msgq *q, m0_amsg **out)
@@ -107,6 +107,8 @@ typedef struct {
 	PyObject *event;           /* the loop's _asgi_event(kind, flags), for the rare events */
 	aslot *slots;
 	size_t nslots;
+	int draining_in; /* inside asgi_drain: Go is woken once, at its end */
+	int owe_wake;    /* a message went to Go since it was last woken */
 } aexec;
 
 /* Executors by id; an id is never reused, and an executor is never freed
@@ -168,7 +170,14 @@ int m0_asgi_post(int id, int kind, uint32_t slot, uint32_t gen, int flags, const
 		memcpy(m.data, data, len);
 		m.len = len;
 	}
-	return push(&ex->in, m);
+	return enqueue(&ex->in, m);
+}
+
+void m0_asgi_wake(int id)
+{
+	aexec *ex = exec_of(id);
+	if (ex)
+		wake(ex->in.fd);
 }
 
 size_t m0_asgi_take(int id, m0_amsg **out)
@@ -179,6 +188,21 @@ size_t m0_asgi_take(int id, m0_amsg **out)
 		return 0;
 	}
 	return take(&ex->out, out);
+}
+
+/* to_go appends a message for Go and wakes Go's collector when it is the
+ * first since the collector last took the queue; inside asgi_drain the
+ * wake-up waits for the end of the batch, so that one carries all of it. */
+static int to_go(aexec *ex, m0_amsg m)
+{
+	int first = enqueue(&ex->out, m);
+	if (first > 0) {
+		if (ex->draining_in)
+			ex->owe_wake = 1;
+		else
+			wake(ex->out.fd);
+	}
+	return first < 0 ? -1 : 0;
 }
 
 /* notify posts a message to Go that no request owns. */
@@ -192,7 +216,7 @@ static int notify(aexec *ex, int kind, int flags, const char *p, size_t len)
 		memcpy(m.data, p, len);
 		m.len = len;
 	}
-	return push(&ex->out, m);
+	return to_go(ex, m);
 }
 
 /* ---- the loop's references ------------------------------------------------ */
@@ -279,7 +303,7 @@ static int emit2(aslot *s, int kind, int flags, const char *a, size_t alen, cons
 			memcpy(m.data + alen, b, blen);
 		m.len = alen + blen;
 	}
-	return push(&s->ex->out, m);
+	return to_go(s->ex, m);
 }
 
 static int emit(aslot *s, int kind, int flags, const char *p, size_t len)
@@ -809,7 +833,7 @@ static int send_start(aslot *s, PyObject *msg, const char *type)
 		return -1;
 	}
 	m0_amsg m = {.kind = M0_C_START, .slot = s->idx, .gen = s->gen, .flags = (int)status, .data = b.p, .len = b.len};
-	push(&s->ex->out, m);
+	to_go(s->ex, m);
 	return 0;
 }
 
@@ -968,7 +992,7 @@ static PyObject *ws_send(aslot *s, PyObject *msg, const char *type)
 				return NULL;
 			}
 			m0_amsg m = {.kind = M0_C_WS_ACCEPT, .slot = s->idx, .gen = s->gen, .data = b.p, .len = b.len};
-			push(&s->ex->out, m);
+			to_go(s->ex, m);
 			s->started = 1;
 			return done_future(s);
 		}
@@ -1341,7 +1365,7 @@ static void start(aexec *ex, m0_amsg *m)
 	aslot *s = slot_at(ex, m->slot);
 	if (!s) {
 		m0_amsg d = {.kind = M0_C_DONE, .slot = m->slot, .gen = m->gen, .flags = M0_DONE_FAILED};
-		push(&ex->out, d);
+		to_go(ex, d);
 		return;
 	}
 	if (s->live) /* Go reuses a slot only after its task is over */
@@ -1478,6 +1502,7 @@ static PyObject *asgi_drain(PyObject *self, PyObject *id)
 	}
 	m0_amsg *v;
 	size_t n = take(&ex->in, &v);
+	ex->draining_in = 1;
 	for (size_t i = 0; i < n; i++) {
 		m0_amsg *m = &v[i];
 		aslot *s;
@@ -1527,6 +1552,11 @@ static PyObject *asgi_drain(PyObject *self, PyObject *id)
 		}
 	}
 	m0_asgi_free(v, n);
+	ex->draining_in = 0;
+	if (ex->owe_wake) {
+		ex->owe_wake = 0;
+		wake(ex->out.fd);
+	}
 	py.PyErr_Clear();
 	py.Py_IncRef(Py_None);
 	return Py_None;

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 
 	"sync"
 	"sync/atomic"
@@ -97,6 +98,7 @@ type Executor struct {
 	Eager bool
 
 	id       C.int
+	kick     chan struct{} // a wake-up of the loop is owed (see post)
 	out      *os.File
 	mu       sync.Mutex
 	reqs     []*Request
@@ -125,6 +127,7 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 	}
 	e := &Executor{
 		id:       id,
+		kick:     make(chan struct{}, 1),
 		out:      os.NewFile(uintptr(out), "m0-asgi"),
 		lifespan: make(chan Outcome, 4),
 		ended:    make(chan struct{}),
@@ -135,6 +138,7 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 	b, _ := json.Marshal(map[string]any{"loop": opts.Loop, "lifespan": opts.Lifespan})
 	ready := make(chan struct{})
 	go e.collect(ready)
+	go e.kicker()
 	go func() {
 		t := Here() // the loop's thread: its thread state, for life
 		defer t.Release()
@@ -221,12 +225,29 @@ func (e *Executor) Stop(ctx context.Context, lifespan bool) (Outcome, error) {
 // Ended is closed when the loop has stopped.
 func (e *Executor) Ended() <-chan struct{} { return e.ended }
 
+// post hands the loop a message. The first since the loop last took its
+// queue owes it a wake-up, which the kicker gives once the goroutines that
+// are ready to run have had their turn: under load they post too, and one
+// wake-up (two thread switches on a busy core) carries all of it.
 func (e *Executor) post(kind int, slot, gen uint32, flags int, data []byte) {
 	var p *C.char
 	if len(data) > 0 {
 		p = (*C.char)(unsafe.Pointer(&data[0]))
 	}
-	C.m0_asgi_post(e.id, C.int(kind), C.uint32_t(slot), C.uint32_t(gen), C.int(flags), p, C.size_t(len(data)))
+	if C.m0_asgi_post(e.id, C.int(kind), C.uint32_t(slot), C.uint32_t(gen), C.int(flags), p, C.size_t(len(data))) > 0 {
+		select {
+		case e.kick <- struct{}{}:
+		default: // one is owed already
+		}
+	}
+}
+
+// kicker wakes the loop for the messages posted since it last woke it.
+func (e *Executor) kicker() {
+	for range e.kick {
+		runtime.Gosched() // the goroutines ready to run post first
+		C.m0_asgi_wake(e.id)
+	}
 }
 
 // collect reads what the loop sends, in batches, and hands each message to

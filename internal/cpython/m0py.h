@@ -232,10 +232,15 @@ enum {
 int m0_asgi_init(int *id, int *in_fd, int *out_fd);
 
 /* m0_asgi_post appends a message to executor id's inbound queue, copying
- * data, and wakes its loop if the queue was empty since the loop last took
- * it. Any thread, any number at once; no GIL needed (the queue has its own
- * lock). 0, or -1 when out of memory. */
+ * data. Any thread, any number at once; no GIL needed (the queue has its own
+ * lock). It returns 1 when the message is the first since the loop last
+ * took the queue: the caller must then have the loop woken, with
+ * m0_asgi_wake, which it may put off so that one wake-up carries more; 0
+ * when a wake-up is owed already; -1 when out of memory. */
 int m0_asgi_post(int id, int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len);
+
+/* m0_asgi_wake wakes executor id's loop (its eventfd). Any thread. */
+void m0_asgi_wake(int id);
 
 /* m0_asgi_take hands over every message executor id's loop has queued for
  * Go; the caller frees them with m0_asgi_free. One Go goroutine per
