@@ -22,13 +22,14 @@ type exchange struct {
 	head bool // a HEAD request
 
 	status int
-	hdr    []byte       // the application's headers, packed
-	length int64        // a streamed body's Content-Length, as the application named it; -1 none
-	sent   int64        // the bytes of a streamed body handed on
-	resume bool         // the application waits for the last part to be taken
-	first  *cpython.Msg // a stream's first part, which part returns first
-	ended  bool         // the stream is over, whole or not
-	stop   func()       // ends the watch on the client, once one began
+	hdr    []byte      // the application's headers, packed
+	length int64       // a streamed body's Content-Length, as the application named it; -1 none
+	sent   int64       // the bytes of a streamed body handed on
+	resume bool        // the application waits for the last part to be taken
+	first  cpython.Msg // a stream's first part, which part returns first
+	queued bool        // first is there
+	ended  bool        // the stream is over, whole or not
+	stop   func()      // ends the watch on the client, once one began
 }
 
 // frontEnd is what an exchange asks of the server that parsed the request.
@@ -119,7 +120,7 @@ func (x *exchange) decide(m cpython.Msg) reply {
 		// bytes; without one, it is chunked (or, for HTTP/1.0, ends with the
 		// connection).
 		rep.kind, rep.length = stream, named
-		x.length, x.first = named, &m
+		x.length, x.first, x.queued = named, m, true
 		if rep.noBody {
 			rep.length = -1
 			if x.head && named >= 0 {
@@ -178,8 +179,8 @@ func (x *exchange) part(ctx context.Context) ([]byte, error) {
 			x.r.Post(cpython.AResume, 0, nil)
 		}
 		var m cpython.Msg
-		if x.first != nil {
-			m, x.first = *x.first, nil
+		if x.queued {
+			m, x.first, x.queued = x.first, cpython.Msg{}, false
 		} else {
 			var err error
 			if m, err = x.r.Next(ctx); err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/wire"
@@ -26,16 +27,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		wire.Error(w, http.StatusRequestEntityTooLarge, false)
 		return
 	}
-	// The application may answer while the body still arrives.
-	http.NewResponseController(w).EnableFullDuplex()
-	fe := &netExchange{w: w, r: r, body: r.Body}
-	if h.maxBody >= 0 {
-		fe.body = http.MaxBytesReader(w, r.Body, h.maxBody)
+	fe := netExchanges.Get().(*netExchange)
+	defer fe.release()
+	fe.w, fe.r, fe.body = w, r, r.Body
+	if r.ContentLength != 0 {
+		// The application may answer while the body still arrives.
+		http.NewResponseController(w).EnableFullDuplex()
+		if h.maxBody >= 0 {
+			fe.body = http.MaxBytesReader(w, r.Body, h.maxBody)
+		}
 	}
-	var sc scope
-	sc.net(r, h.rootPath)
-	x := &exchange{h: h, fe: fe, head: r.Method == http.MethodHead,
-		r: h.ex.Start(cpython.AHTTP, sc.end(nil), r.ContentLength != 0)}
+	fe.sc.net(r, h.rootPath)
+	x := &fe.x
+	*x = exchange{h: h, fe: fe, head: r.Method == http.MethodHead,
+		r: h.ex.Start(cpython.AHTTP, fe.sc.end(nil), r.ContentLength != 0)}
 	defer x.done()
 
 	ctx := r.Context()
@@ -84,10 +89,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // netExchange is the front end of a request net/http parsed.
 type netExchange struct {
+	x    exchange
 	w    http.ResponseWriter
 	r    *http.Request
 	body io.Reader
-	buf  []byte
+	sc   scope
+	buf  []byte // a body chunk read for the application
+}
+
+var netExchanges = sync.Pool{New: func() any { return &netExchange{} }}
+
+func (fe *netExchange) release() {
+	fe.x = exchange{}
+	fe.w, fe.r, fe.body = nil, nil, nil
+	if cap(fe.sc.b) > 64<<10 {
+		fe.sc.b = nil
+	}
+	netExchanges.Put(fe)
 }
 
 func (x *netExchange) feed(r *cpython.Request) int {

@@ -35,6 +35,11 @@ func (p *pool) acquire(ctx context.Context) (int, bool) {
 	default:
 	}
 	select {
+	case i := <-p.slots: // a free slot: no need to watch ctx (its Done costs net/http a channel)
+		return i, true
+	default:
+	}
+	select {
 	case i := <-p.slots:
 		return i, true
 	case <-ctx.Done():

@@ -368,7 +368,7 @@ func (r *Request) Next(ctx context.Context) (Msg, error) {
 			r.q[0] = Msg{}
 			r.q = r.q[1:]
 			if len(r.q) == 0 {
-				r.q = r.q[:0:0]
+				r.q = r.q[:0:cap(r.q)] // its array again, from the start
 			}
 			r.mu.Unlock()
 			return m, nil

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/textproto"
 	"strconv"
+	"sync/atomic"
+	"time"
 )
 
 // AppLength is the Content-Length a packed response head names, or -1.
@@ -24,7 +26,7 @@ func AppLength(head []byte) int64 {
 // response goes out as it wrote it. The values of every header share one
 // allocation; common names and values take none.
 func NetHeader(hdr http.Header, head []byte, length int64) {
-	n := 1 // the Content-Length
+	n := 2 // the Content-Length and the Date
 	EachPacked(head, func([]byte, []byte) { n++ })
 	vals := make([]string, 0, n)
 	hasType := false
@@ -47,6 +49,11 @@ func NetHeader(hdr http.Header, head []byte, length int64) {
 	})
 	if !hasType {
 		hdr["Content-Type"] = nil
+	}
+	if _, ok := hdr["Date"]; !ok {
+		// net/http formats its own for every response otherwise.
+		vals = append(vals, Date())
+		hdr["Date"] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	if length >= 0 {
 		vals = append(vals, strconv.FormatInt(length, 10))
@@ -93,3 +100,23 @@ var common = func() map[string]string {
 	}
 	return m
 }()
+
+// date is the Date header of responses sent in the current second, made
+// once a second rather than per response.
+var date atomic.Pointer[dateValue]
+
+type dateValue struct {
+	sec int64
+	s   string
+}
+
+// Date returns the Date header for a response sent now.
+func Date() string {
+	now := time.Now()
+	if d := date.Load(); d != nil && d.sec == now.Unix() {
+		return d.s
+	}
+	d := &dateValue{sec: now.Unix(), s: now.UTC().Format(HTTP1Date)}
+	date.Store(d)
+	return d.s
+}

@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"strconv"
-	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -160,7 +159,7 @@ func WriteHead(w *bufio.Writer, http11 bool, status int, each func(fn func(name,
 	})
 	if !dated {
 		w.WriteString("Date: ")
-		w.WriteString(time.Now().UTC().Format(HTTP1Date))
+		w.WriteString(Date())
 		w.WriteString("\r\n")
 	}
 	if length >= 0 {
