@@ -6,9 +6,10 @@
 //	embed -addr 127.0.0.1:8000 -dir examples/hello -wsgi hello:application -asgi-dir bench/apps -asgi hello_asgi:app
 //
 // /wsgi/ goes to the WSGI application, /asgi/ to the ASGI application and
-// /go to a Go handler that answers "Hello, World!". With -bare it serves
-// only that Go handler, without the mux and without Python: the baseline
-// the bridges must add nothing to.
+// /go to a Go handler that answers "Hello, World!". With -bare it is the
+// same program without the bridges: the mux with the Go handler alone, and
+// no Python loaded, the baseline the bridges must add nothing to. -wsgi=
+// or -asgi= leaves one bridge out.
 package main
 
 import (
@@ -35,20 +36,18 @@ func goHello(w http.ResponseWriter, r *http.Request) {
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8000", "address to listen on")
-	bare := flag.Bool("bare", false, "serve only the Go handler, on its own")
+	bare := flag.Bool("bare", false, "serve only the Go handler: no bridge, no Python")
 	wsgiSpec := flag.String("wsgi", "hello:application", "the WSGI application (\"\": none)")
 	wsgiDir := flag.String("dir", "examples/hello", "the WSGI application's directory")
 	asgiSpec := flag.String("asgi", "hello_asgi:app", "the ASGI application (\"\": none)")
 	asgiDir := flag.String("asgi-dir", "bench/apps", "the ASGI application's directory")
 	flag.Parse()
 
-	srv := &http.Server{Addr: *addr}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/go", goHello)
+	srv := &http.Server{Addr: *addr, Handler: mux}
 	var shut []func(context.Context) error
-	if *bare {
-		srv.Handler = http.HandlerFunc(goHello)
-	} else {
-		mux := http.NewServeMux()
-		mux.HandleFunc("/go", goHello)
+	if !*bare {
 		if *wsgiSpec != "" {
 			w, err := m0.LoadApp(*wsgiSpec, &m0.LoadOptions{Dir: *wsgiDir})
 			if err != nil {
@@ -71,7 +70,6 @@ func main() {
 			srv.RegisterOnShutdown(ah.Drain)
 			shut = append(shut, ah.Shutdown)
 		}
-		srv.Handler = mux
 	}
 
 	stop := make(chan os.Signal, 1)
