@@ -1,26 +1,13 @@
 package wsgi_test
 
 import (
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"testing"
 
 	"github.com/m0serve/m0"
+	"github.com/m0serve/m0/internal/testutil"
 	"github.com/m0serve/m0/wsgi"
-	"github.com/valyala/fasthttp"
 )
-
-// discard is a ResponseWriter that keeps nothing, so a benchmark measures
-// the bridge and not a server.
-type discard struct {
-	h      http.Header
-	status int
-}
-
-func (d *discard) Header() http.Header         { return d.h }
-func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
-func (d *discard) WriteHeader(s int)           { d.status = s }
 
 func benchHandler(b *testing.B) *wsgi.Handler {
 	dir, _ := filepath.Abs("testdata")
@@ -33,40 +20,7 @@ func benchHandler(b *testing.B) *wsgi.Handler {
 
 // BenchmarkServeHTTP is the net/http adapter's cost for a hello-world
 // request, the Python call included, net/http's own excluded.
-func BenchmarkServeHTTP(b *testing.B) {
-	h := benchHandler(b)
-	r := httptest.NewRequest("GET", "/hello", nil)
-	r.RemoteAddr = "127.0.0.1:54321"
-	r.Header.Set("User-Agent", "wrk")
-	r.Header.Set("Accept", "*/*")
-	w := &discard{h: http.Header{}}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		clear(w.h)
-		h.ServeHTTP(w, r)
-		if w.status != 200 {
-			b.Fatal(w.status)
-		}
-	}
-}
+func BenchmarkServeHTTP(b *testing.B) { testutil.BenchServeHTTP(b, benchHandler(b)) }
 
 // BenchmarkServeFastHTTP is the same through the fasthttp adapter.
-func BenchmarkServeFastHTTP(b *testing.B) {
-	h := benchHandler(b)
-	var ctx fasthttp.RequestCtx
-	var req fasthttp.Request
-	req.SetRequestURI("/hello")
-	req.Header.SetHost("localhost:8000")
-	req.Header.Set("User-Agent", "wrk")
-	req.Header.Set("Accept", "*/*")
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		ctx.Init(&req, nil, nil)
-		h.ServeFastHTTP(&ctx)
-		if ctx.Response.StatusCode() != 200 {
-			b.Fatal(ctx.Response.StatusCode())
-		}
-	}
-}
+func BenchmarkServeFastHTTP(b *testing.B) { testutil.BenchServeFastHTTP(b, benchHandler(b).ServeFastHTTP) }

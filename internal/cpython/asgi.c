@@ -837,6 +837,32 @@ static int send_start(aslot *s, PyObject *msg, const char *type)
 	return 0;
 }
 
+/* send_body hands Go a body message's part (msg["body"], with
+ * msg["more_body"]): an HTTP response's, or a WebSocket denial's. With
+ * flow, a part that takes what is queued past the high-water mark makes
+ * the send wait (*wait). 0, or -1 with an exception set. */
+static int send_body(aslot *s, PyObject *msg, int flow, int *more, int *wait)
+{
+	char *p;
+	Py_ssize_t n;
+	PyObject *keep;
+	if (body_of(msg, k.body, &p, &n, &keep) < 0) {
+		if (keep)
+			py.Py_DecRef(keep);
+		return -1;
+	}
+	*more = truthy(msg, k.more_body);
+	*wait = 0;
+	if (flow && *more) {
+		s->inflight += (size_t)n;
+		*wait = s->inflight > HIGH_WATER;
+	}
+	emit(s, M0_C_BODY, (*more ? M0_A_MORE : 0) | (*wait ? M0_A_WAIT : 0), p, (size_t)n);
+	if (keep)
+		py.Py_DecRef(keep);
+	return 0;
+}
+
 static PyObject *http_send(aslot *s, PyObject *msg, const char *type)
 {
 	if (s->disconnected)
@@ -858,23 +884,9 @@ static PyObject *http_send(aslot *s, PyObject *msg, const char *type)
 		return NULL;
 	}
 	if (strcmp(type, "http.response.body") == 0) {
-		char *p;
-		Py_ssize_t n;
-		PyObject *keep;
-		if (body_of(msg, k.body, &p, &n, &keep) < 0) {
-			if (keep)
-				py.Py_DecRef(keep);
+		int more, wait;
+		if (send_body(s, msg, 1, &more, &wait) < 0)
 			return NULL;
-		}
-		int more = truthy(msg, k.more_body);
-		int wait = 0;
-		if (more) {
-			s->inflight += (size_t)n;
-			wait = s->inflight > HIGH_WATER;
-		}
-		emit(s, M0_C_BODY, (more ? M0_A_MORE : 0) | (wait ? M0_A_WAIT : 0), p, (size_t)n);
-		if (keep)
-			py.Py_DecRef(keep);
 		if (!more) {
 			s->complete = 1;
 			feed(s); /* a receive() waiting for the end now gets http.disconnect */
@@ -937,18 +949,9 @@ static PyObject *ws_deny(aslot *s, PyObject *msg, const char *type)
 				"Expected ASGI message 'websocket.http.response.body', but got '%s'.", type);
 		return NULL;
 	}
-	char *p;
-	Py_ssize_t n;
-	PyObject *keep;
-	if (body_of(msg, k.body, &p, &n, &keep) < 0) {
-		if (keep)
-			py.Py_DecRef(keep);
+	int more, wait;
+	if (send_body(s, msg, 0, &more, &wait) < 0)
 		return NULL;
-	}
-	int more = truthy(msg, k.more_body);
-	emit(s, M0_C_BODY, more ? M0_A_MORE : 0, p, (size_t)n);
-	if (keep)
-		py.Py_DecRef(keep);
 	if (!more) {
 		s->complete = 1;
 		s->denying = 0;

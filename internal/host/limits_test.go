@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/m0serve/m0/internal/testutil"
 	"github.com/valyala/fasthttp"
 )
 
@@ -427,26 +428,6 @@ func TestFormatSize(t *testing.T) {
 	}
 }
 
-// tcpPair returns both ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (server, client net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err = ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Close(); client.Close() })
-	return server, client
-}
-
 // TestReadFromFile: a file sent through a limited connection goes whole to
 // a client that reads, by the socket's own ReadFrom (sendfile), and a send
 // to a client that stops reading fails after the idle bound.
@@ -457,7 +438,7 @@ func TestReadFromFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("reading client", func(t *testing.T) {
-		s, c := tcpPair(t)
+		s, c := testutil.TCPPair(t)
 		lc := &limitConn{Conn: s, idle: 300 * time.Millisecond}
 		got := make(chan []byte)
 		go func() {
@@ -476,7 +457,7 @@ func TestReadFromFile(t *testing.T) {
 		}
 	})
 	t.Run("stalled client", func(t *testing.T) {
-		s, c := tcpPair(t)
+		s, c := testutil.TCPPair(t)
 		c.(*net.TCPConn).SetReadBuffer(4096)
 		lc := &limitConn{Conn: s, idle: 300 * time.Millisecond}
 		f, _ := os.Open(path)

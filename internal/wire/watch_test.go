@@ -4,26 +4,9 @@ import (
 	"net"
 	"testing"
 	"time"
-)
 
-func pair(t *testing.T) (server, client net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err = ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Close(); client.Close() })
-	return server, client
-}
+	"github.com/m0serve/m0/internal/testutil"
+)
 
 func TestWatchClose(t *testing.T) {
 	for _, tt := range []struct {
@@ -35,7 +18,7 @@ func TestWatchClose(t *testing.T) {
 		{"reset", func(c net.Conn) { c.(*net.TCPConn).SetLinger(0); c.Close() }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			server, client := pair(t)
+			server, client := testutil.TCPPair(t)
 			gone := make(chan struct{}, 2)
 			stop := WatchClose(server, func() { gone <- struct{}{} })
 			defer stop()
@@ -62,7 +45,7 @@ func TestWatchClose(t *testing.T) {
 }
 
 func TestWatchStopped(t *testing.T) {
-	server, client := pair(t)
+	server, client := testutil.TCPPair(t)
 	gone := make(chan struct{}, 1)
 	stop := WatchClose(server, func() { gone <- struct{}{} })
 	stop()
