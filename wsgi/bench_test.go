@@ -23,4 +23,6 @@ func benchHandler(b *testing.B) *wsgi.Handler {
 func BenchmarkServeHTTP(b *testing.B) { testutil.BenchServeHTTP(b, benchHandler(b)) }
 
 // BenchmarkServeFastHTTP is the same through the fasthttp adapter.
-func BenchmarkServeFastHTTP(b *testing.B) { testutil.BenchServeFastHTTP(b, benchHandler(b).ServeFastHTTP) }
+func BenchmarkServeFastHTTP(b *testing.B) {
+	testutil.BenchServeFastHTTP(b, benchHandler(b).ServeFastHTTP)
+}
