@@ -61,7 +61,8 @@ func (s *scope) addr(a netip.AddrPort) {
 func (s *scope) target(raw, query []byte) {
 	at := len(s.b)
 	s.b = append(s.b, 0, 0, 0, 0)
-	s.b = unescape(s.b, raw)
+	// A malformed escape is kept as it is, as uvicorn keeps it.
+	s.b, _ = wire.Unescape(s.b, raw, true)
 	binary.LittleEndian.PutUint32(s.b[at:], uint32(len(s.b)-at-4))
 	s.str(raw)
 	s.str(query)
@@ -84,25 +85,6 @@ func (s *scope) end(body []byte) []byte {
 	binary.LittleEndian.PutUint32(s.b[12:], uint32(s.nh))
 	s.str(body)
 	return s.b
-}
-
-// unescape appends the percent-decoded path to dst. A malformed escape is
-// kept as it is, as uvicorn keeps it.
-func unescape(dst, path []byte) []byte {
-	for i := 0; i < len(path); i++ {
-		c := path[i]
-		if c == '%' && i+2 < len(path) {
-			hi, ok1 := wire.Unhex(path[i+1])
-			lo, ok2 := wire.Unhex(path[i+2])
-			if ok1 && ok2 {
-				dst = append(dst, hi<<4|lo)
-				i += 2
-				continue
-			}
-		}
-		dst = append(dst, c)
-	}
-	return dst
 }
 
 // rawHeaders calls fn for each header line of a raw header block, as sent:

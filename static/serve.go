@@ -137,7 +137,8 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	raw, _ := wire.Target(ctx)
-	decoded, ok := unescape(raw)
+	b, ok := wire.Unescape(make([]byte, 0, len(raw)), raw, false)
+	decoded := string(b)
 	if !ok {
 		h.fastNextOr404(ctx) // not a path it could have: the application's to judge
 		return
@@ -223,29 +224,6 @@ func (h *Handler) fastError(ctx *fasthttp.RequestCtx, status int) {
 	h.common("text/plain; charset=utf-8", ctx.Response.Header.Set, ctx.Response.Header.Add)
 	ctx.SetContentType("text/plain; charset=utf-8")
 	ctx.SetBodyString(http.StatusText(status) + "\n")
-}
-
-// unescape percent-decodes a path; false for a malformed escape.
-func unescape(p []byte) (string, bool) {
-	out := make([]byte, 0, len(p))
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		if c != '%' {
-			out = append(out, c)
-			continue
-		}
-		if i+2 >= len(p) {
-			return "", false
-		}
-		hi, ok1 := wire.Unhex(p[i+1])
-		lo, ok2 := wire.Unhex(p[i+2])
-		if !ok1 || !ok2 {
-			return "", false
-		}
-		out = append(out, hi<<4|lo)
-		i += 2
-	}
-	return string(out), true
 }
 
 // fasthttpadaptorServe serves a fasthttp request with a net/http handler.

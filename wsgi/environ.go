@@ -128,7 +128,7 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 	e.AddID(keyMethod, b2s(req.Method()))
 	uri := req.RequestURI()
 	path, query := wire.Target(ctx)
-	decoded, ok := unescapePath((*scratch)[:0], path)
+	decoded, ok := wire.Unescape((*scratch)[:0], path, false)
 	*scratch = decoded
 	if !ok {
 		return false
@@ -237,31 +237,6 @@ func skipHeader(name string) bool {
 }
 
 func equalFoldBytes(a, b []byte) bool { return equalFold(a, b2s(b)) }
-
-// unescapePath appends the percent-decoded path to dst; false for a
-// malformed escape.
-func unescapePath(dst, path []byte) ([]byte, bool) {
-	for i := 0; i < len(path); i++ {
-		c := path[i]
-		if c != '%' {
-			dst = append(dst, c)
-			continue
-		}
-		if i+2 >= len(path) {
-			return dst, false
-		}
-		hi, ok1 := unhex(path[i+1])
-		lo, ok2 := unhex(path[i+2])
-		if !ok1 || !ok2 {
-			return dst, false
-		}
-		dst = append(dst, hi<<4|lo)
-		i += 2
-	}
-	return dst, true
-}
-
-var unhex = wire.Unhex
 
 // b2s views b as a string without copying; the Environ copies it at once.
 func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/internal/wire"
+	"github.com/m0serve/m0/static"
 )
 
 // Source says where a configuration value came from.
@@ -234,9 +235,8 @@ var settings = []setting{
 		return nil
 	}},
 	{name: "static-header", multi: true, arg: "'NAME: VALUE'", usage: "a header on every static response (repeatable)", set: func(c *Config, v string) error {
-		name, value, ok := strings.Cut(v, ":")
-		if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") || strings.ContainsAny(value, "\r\n") {
-			return fmt.Errorf("want 'Name: value', not %q", v)
+		if _, err := static.ParseHeader(v); err != nil {
+			return err
 		}
 		c.StaticHeaders = append(c.StaticHeaders, v)
 		return nil

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"net/url"
 	"strconv"
 	"testing"
 )
@@ -35,4 +36,24 @@ func TestForward(t *testing.T) {
 	if n != 12 || len(out) != 2 || out[0] != "Content-Type: text/plain" || out[1] != "X-A: 1" {
 		t.Fatalf("Forward: %d %q", n, out)
 	}
+}
+
+func FuzzUnescape(f *testing.F) {
+	for _, s := range []string{"/", "/caf%C3%A9", "/a%2Fb", "/%zz", "/%", "/%4", "/x%00y", "/%%41"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		got, ok := Unescape(nil, []byte(path), false)
+		want, err := url.PathUnescape(path)
+		if ok != (err == nil) {
+			t.Fatalf("Unescape(%q) ok=%v, url.PathUnescape err=%v", path, ok, err)
+		}
+		if ok && string(got) != want {
+			t.Fatalf("Unescape(%q) = %q, want %q", path, got, want)
+		}
+		lenient, lok := Unescape(nil, []byte(path), true)
+		if !lok || ok && string(lenient) != want || len(lenient) > len(path) {
+			t.Fatalf("lenient Unescape(%q) = %q, %v (strict %q, %v)", path, lenient, lok, got, ok)
+		}
+	})
 }
