@@ -84,7 +84,6 @@ type Handler struct {
 	rootPath string
 	closeTO  time.Duration
 	log      *slog.Logger
-	lifespan bool        // the application's lifespan startup completed
 	noLife   bool        // Options.NoLifespan
 	draining atomic.Bool // Drain has begun
 	closed   atomic.Bool // Shutdown has begun: new requests get 503
@@ -187,8 +186,6 @@ func (h *Handler) Startup(ctx context.Context) error {
 		return err
 	}
 	switch o.Code {
-	case cpython.LifespanStarted:
-		h.lifespan = true
 	case cpython.LifespanFailed:
 		return &LifespanError{Msg: o.Msg}
 	case cpython.LifespanUnsupported:
@@ -243,9 +240,17 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	h.Drain()
 	// The application's tasks run to their end first (a Django Channels
 	// consumer's disconnect() and group_discard, say), then the lifespan
-	// shutdown, then the loop stops.
-	werr := h.ex.Wait(ctx)
-	o, err := h.ex.Stop(ctx, h.lifespan)
+	// shutdown, then the loop stops. The tasks get the time up to a reserve
+	// the lifespan shutdown keeps: half of what is left, up to a second.
+	waitCtx := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		reserve := min(time.Until(dl)/2, time.Second)
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithDeadline(ctx, dl.Add(-reserve))
+		defer cancel()
+	}
+	werr := h.ex.Wait(waitCtx)
+	o, err := h.ex.Stop(ctx)
 	if err == nil && o.Code == cpython.LifespanStopFailed {
 		h.log.Error("asgi: lifespan shutdown failed", "error", o.Msg)
 	}

@@ -768,6 +768,30 @@ func TestTruncatedUpload(t *testing.T) {
 	waitCount(t, base, "count-body:disconnect after 1000", before+1)
 }
 
+// TestHeadOfStream: a HEAD of an endless stream gets its head and the
+// application hears that its client is gone, for HTTP/1.1 and for HTTP/1.0
+// (where a GET's stream would be written to the connection as it comes).
+func TestHeadOfStream(t *testing.T) {
+	both(t, func(t *testing.T, base string) {
+		for _, proto := range []string{"HTTP/1.1", "HTTP/1.0"} {
+			before := countEvent(t, base, "forever:http.disconnect")
+			c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			fmt.Fprintf(c, "HEAD /forever %s\r\nHost: x\r\n\r\n", proto)
+			resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "HEAD"})
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%s HEAD of a stream: %v %v", proto, resp, err)
+			}
+			// The client stays: the server ends the request itself.
+			waitCountWithin(t, base, "forever:http.disconnect", before+1, time.Second)
+			c.Close()
+		}
+	})
+}
+
 func TestHeadLength(t *testing.T) {
 	both(t, func(t *testing.T, base string) {
 		resp, err := http.Head(base + "/head-length")

@@ -109,15 +109,17 @@ func (fx *fastExchange) respond() bool {
 	resp.SetStatusCode(rep.status)
 	eachHeader(rep.hdr, resp.Header.AddBytesKV)
 	switch {
-	case rep.kind == stream && (rep.length >= 0 || !fx.ctx.Request.Header.IsHTTP11()):
-		// fasthttp would hold back the parts of a body of known length
-		// until its buffer fills, and cannot frame chunks for HTTP/1.0.
-		fx.streamDirect(rep)
 	case rep.noBody:
+		// A HEAD, or a status without a body: the head alone, and a stream
+		// hears that its client is gone (done) rather than being drained.
 		resp.SkipBody = true
 		if rep.length >= 0 {
 			resp.Header.SetContentLength(int(rep.length))
 		}
+	case rep.kind == stream && (rep.length >= 0 || !fx.ctx.Request.Header.IsHTTP11()):
+		// fasthttp would hold back the parts of a body of known length
+		// until its buffer fills, and cannot frame chunks for HTTP/1.0.
+		fx.streamDirect(rep)
 	case rep.kind == whole:
 		resp.SetBody(rep.body)
 	case rep.kind == file:

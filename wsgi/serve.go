@@ -190,14 +190,20 @@ func (s *stream) close() {
 	s.closed = true
 	s.mu.Lock()
 	s.done = true
+	gone := s.gone
 	s.mu.Unlock()
 	if s.stop != nil {
 		s.stop()
 	}
 	if !s.ended && s.t.Current() {
+		// close() takes back an interrupt not raised yet, first.
 		if err := s.t.Close(); err != nil {
 			s.h.logError(s.x, "wsgi: close() failed", err)
 		}
+	} else if gone {
+		// The client left as the body ended: the interrupt may not have
+		// been raised, and the thread goes on to other requests.
+		s.t.ClearInterrupt()
 	}
 	s.t.Release()
 	s.h.pool.release(s.slot)

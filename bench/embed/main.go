@@ -72,9 +72,14 @@ func main() {
 		}
 	}
 
+	// On SIGTERM or SIGINT: the server stops taking requests and finishes
+	// the ones in flight (streams hear that their client is gone, through
+	// RegisterOnShutdown), then each handler shuts down, within one bound.
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	drained := make(chan struct{})
 	go func() {
+		defer close(drained)
 		<-stop
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -87,4 +92,5 @@ func main() {
 	if err := srv.ListenAndServe(); err != http.ErrServerClosed {
 		log.Fatal(err)
 	}
+	<-drained // ListenAndServe returns as soon as Shutdown begins
 }

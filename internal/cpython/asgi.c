@@ -108,6 +108,7 @@ typedef struct {
 	aslot *slots;
 	size_t nslots;
 	int draining_in; /* inside asgi_drain: Go is woken once, at its end */
+	int drain;       /* the server drains: a request that starts now hears it too */
 	int owe_wake;    /* a message went to Go since it was last woken */
 } aexec;
 
@@ -1281,10 +1282,11 @@ static void buf_puts(m0_buf *b, const char *s)
 /* fail_text formats the pending exception, or msg, for Go's log line. */
 static void error_text(m0_buf *b, const char *msg)
 {
-	static m0_thread scratch; /* the loop thread's; capture_error only uses err */
 	if (py.PyErr_Occurred()) {
+		m0_thread scratch = {0}; /* capture_error uses its err alone */
 		capture_error(&scratch);
 		buf_put(b, scratch.err.p, scratch.err.len);
+		free(scratch.err.p);
 	} else {
 		buf_put(b, msg, strlen(msg));
 	}
@@ -1376,6 +1378,7 @@ static void start(aexec *ex, m0_amsg *m)
 	s->gen = m->gen;
 	s->live = 1;
 	s->ws = m->kind == M0_A_WS;
+	s->draining = ex->drain && !s->ws; /* it came in after the drain began */
 	m0_buf err = {0};
 	const char *body = NULL;
 	size_t bodylen = 0;
@@ -1538,6 +1541,7 @@ static PyObject *asgi_drain(PyObject *self, PyObject *id)
 		case M0_A_DRAIN:
 			/* receive() says the client left, so a stream that listens for
 			 * it ends; what requests send still goes out. */
+			ex->drain = 1;
 			for (size_t j = 0; j < ex->nslots; j++) {
 				aslot *d = &ex->slots[j];
 				if (!d->live)
@@ -1569,9 +1573,11 @@ static PyObject *asgi_drain(PyObject *self, PyObject *id)
 
 /* intern makes the interned keys and values and the shared scope dicts,
  * once: they are the same for every executor. The GIL is held. */
+static int interned; /* set once every key and value below is made */
+
 static int intern(void)
 {
-	if (k.type)
+	if (interned)
 		return 0;
 #define X(n) k.n = py.PyUnicode_InternFromString(#n);
 	K(X)
@@ -1618,6 +1624,7 @@ static int intern(void)
 		py.Py_DecRef(ps);
 	if (deny)
 		py.Py_DecRef(deny);
+	interned = rc == 0;
 	return rc;
 }
 

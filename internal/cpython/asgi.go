@@ -104,7 +104,9 @@ type Executor struct {
 	reqs     []*Request
 	gens     []uint32
 	free     []uint32
-	lifespan chan Outcome
+	lifespan chan Outcome // the shutdown's outcome
+	started  chan struct{} // closed once the startup's outcome is in start
+	start    Outcome
 	ended    chan struct{}
 	endErr   error
 	live     int           // requests whose task has not ended; under mu
@@ -130,6 +132,7 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 		kick:     make(chan struct{}, 1),
 		out:      os.NewFile(uintptr(out), "m0-asgi"),
 		lifespan: make(chan Outcome, 4),
+		started:  make(chan struct{}),
 		ended:    make(chan struct{}),
 	}
 	if opts.Loop == "" {
@@ -160,8 +163,8 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 // Startup waits for the lifespan startup's outcome.
 func (e *Executor) Startup(ctx context.Context) (Outcome, error) {
 	select {
-	case o := <-e.lifespan:
-		return o, nil
+	case <-e.started:
+		return e.start, nil
 	case <-e.ended:
 		return Outcome{}, fmt.Errorf("cpython: the ASGI loop ended: %v", e.endErr)
 	case <-ctx.Done():
@@ -197,11 +200,17 @@ func (e *Executor) Wait(ctx context.Context) error {
 	}
 }
 
-// Stop runs the lifespan shutdown (if startup completed) and stops the
+// Stop runs the lifespan shutdown, if the startup completed, and stops the
 // loop, within ctx. The outcome is the shutdown's.
-func (e *Executor) Stop(ctx context.Context, lifespan bool) (Outcome, error) {
+func (e *Executor) Stop(ctx context.Context) (Outcome, error) {
 	var o Outcome
 	var err error
+	lifespan := false
+	select {
+	case <-e.started:
+		lifespan = e.start.Code == LifespanStarted
+	default: // the startup has not answered: there is nothing to shut down
+	}
 	if lifespan {
 		e.post(aShutdown, math.MaxUint32, 0, 0, nil)
 		select {
@@ -276,7 +285,14 @@ func (e *Executor) collect(ready chan<- struct{}) {
 					e.Loop, e.Eager = string(data), m.flags != 0
 					close(ready)
 				case cLifespan:
-					e.lifespan <- Outcome{Code: int(m.flags), Msg: string(data)}
+					o := Outcome{Code: int(m.flags), Msg: string(data)}
+					select {
+					case <-e.started:
+						e.lifespan <- o
+					default: // the first outcome is the startup's
+						e.start = o
+						close(e.started)
+					}
 				}
 				continue
 			}

@@ -395,3 +395,44 @@ func TestLibraryVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestInterruptTakenBack: an interrupt that comes after a stream ended is
+// never raised in the thread's later work, whether ClearInterrupt takes it
+// back or the thread's next request does; one that comes while the
+// generator runs ends it with GeneratorExit.
+func TestInterruptTakenBack(t *testing.T) {
+	rt := startT(t)
+	w := loadT(t, rt, "stream")
+	interrupt := func(th Thread) {
+		done := make(chan bool)
+		go func() { done <- th.Interrupt() }() // from another thread, as a watcher does
+		if !<-done {
+			t.Fatal("Interrupt found no thread state")
+		}
+	}
+	onThread(rt, func(th Thread) {
+		// After the body ended, then taken back.
+		if _, err := call(th, w, request("GET", "/"), nil, false); err != nil {
+			t.Fatal(err)
+		}
+		interrupt(th)
+		th.ClearInterrupt()
+		if _, err := th.Eval("sum(range(1000))"); err != nil {
+			t.Fatalf("an interrupt taken back was raised: %v", err)
+		}
+		// After the body ended, and the next request takes it back.
+		interrupt(th)
+		if res, err := call(th, w, request("GET", "/"), nil, false); err != nil || res.Status != 200 {
+			t.Fatalf("the next request: %+v, %v", res, err)
+		}
+		// While the body is produced: the generator hears it.
+		res, err := call(th, w, request("GET", "/"), nil, true)
+		if err != nil || !res.Stream {
+			t.Fatalf("stream: %+v, %v", res, err)
+		}
+		interrupt(th)
+		if _, err := th.Next(); err == nil || !strings.Contains(err.Error(), "GeneratorExit") {
+			t.Errorf("Next after an interrupt: %v, want GeneratorExit", err)
+		}
+	})
+}

@@ -816,8 +816,11 @@ fail:
 
 /* close_result calls close() on what the application returned, if it has one,
  * and lets go of it. A failure is kept in t->err unless one is there already. */
+static void clear_interrupt(m0_thread *t);
+
 static void close_result(m0_thread *t)
 {
+	clear_interrupt(t); /* an interrupt not raised yet would be raised in close() */
 	if (t->iter) {
 		py.Py_DecRef(t->iter);
 		t->iter = NULL;
@@ -998,6 +1001,13 @@ void m0_wsgi_close(m0_thread *t)
 	t->err.len = 0;
 	close_result(t);
 	t->ts = py.PyEval_SaveThread();
+}
+
+void m0_wsgi_clear_interrupt(m0_thread *self, m0_thread *target)
+{
+	py.PyEval_RestoreThread(self->ts);
+	clear_interrupt(target);
+	self->ts = py.PyEval_SaveThread();
 }
 
 int m0_wsgi_interrupt(m0_thread *self, m0_thread *target)

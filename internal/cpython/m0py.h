@@ -174,6 +174,11 @@ void m0_wsgi_close(m0_thread *t);
  * modified (1, or 0 when target has no thread state). */
 int m0_wsgi_interrupt(m0_thread *self, m0_thread *target);
 
+/* m0_wsgi_clear_interrupt takes back an interrupt of target's that was
+ * not raised yet (the body ended first). Called on self's thread, target's
+ * or another; the GIL is taken through self and released on return. */
+void m0_wsgi_clear_interrupt(m0_thread *self, m0_thread *target);
+
 /* ASGI: messages between Go and the loop. */
 typedef struct {
 	int kind;

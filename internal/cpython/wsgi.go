@@ -240,3 +240,11 @@ func (t Thread) Interrupt() bool {
 	defer me.Release()
 	return C.m0_wsgi_interrupt(me.c, t.c) > 0
 }
+
+// ClearInterrupt takes back an Interrupt that was not raised yet: the
+// body ended before the application ran again. From any goroutine.
+func (t Thread) ClearInterrupt() {
+	me := Here()
+	defer me.Release()
+	C.m0_wsgi_clear_interrupt(me.c, t.c)
+}
