@@ -104,7 +104,7 @@ type Executor struct {
 	reqs     []*Request
 	gens     []uint32
 	free     []uint32
-	lifespan chan Outcome // the shutdown's outcome
+	lifespan chan Outcome  // the shutdown's outcome
 	started  chan struct{} // closed once the startup's outcome is in start
 	start    Outcome
 	ended    chan struct{}
