@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -516,6 +517,30 @@ func TestWebSocketRejected(t *testing.T) {
 	})
 }
 
+// TestTwoReaders: two receive() loops share a WebSocket's 5000 frames, each
+// frame to one of them, and the one that loses a race waits again without
+// its wait growing deeper (a RecursionError would end it).
+func TestTwoReaders(t *testing.T) {
+	both(t, func(t *testing.T, base string) {
+		conn, _, err := websocket.DefaultDialer.Dial(wsURL(base, "/ws/two-readers"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		for i := 0; i < 4999; i++ {
+			if err := conn.WriteMessage(websocket.TextMessage, []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conn.WriteMessage(websocket.TextMessage, []byte("done"))
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, msg, err := conn.ReadMessage()
+		if err != nil || string(msg) != "5000" {
+			t.Fatalf("the readers counted %q (%v), want 5000", msg, err)
+		}
+	})
+}
+
 // TestShutdownWaitsForWebSockets: the drain closes a WebSocket with 1001,
 // and Shutdown returns only after the application's disconnect handling
 // has run to its end, on a handler of its own.
@@ -850,5 +875,51 @@ func TestDrainEndsStreams(t *testing.T) {
 		if got := <-uploads; got != strconv.Itoa(2<<20) {
 			t.Errorf("an upload in flight at the drain: %q, want it read whole", got)
 		}
+	}
+}
+
+// TestExecutorsReleased: a handler shut down gives back what its loop
+// held (its thread's goroutines, its eventfds, the loop's own descriptors),
+// so a program can start and stop handlers for as long as it runs.
+func TestExecutorsReleased(t *testing.T) {
+	dir, _ := filepath.Abs("testdata")
+	app, err := m0.LoadApp("bridge:app", &m0.LoadOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	cycle := func() {
+		h := asgi.New(app, nil)
+		if err := h.Startup(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/sleep", nil))
+		if rec.Code != 200 {
+			t.Fatalf("GET /sleep: %d", rec.Code)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := h.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle() // what the first one sets up for good (imports, caches)
+	fd0, g0 := fds(), runtime.NumGoroutine()
+	for i := 0; i < 10; i++ {
+		cycle()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for (fds() > fd0 || runtime.NumGoroutine() > g0) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if fd, g := fds(), runtime.NumGoroutine(); fd > fd0 || g > g0 {
+		t.Errorf("after 10 handlers came and went: %d descriptors (was %d), %d goroutines (was %d)", fd, fd0, g, g0)
 	}
 }

@@ -80,6 +80,24 @@ async def websocket(scope, receive, send):
             await send({"type": "websocket.send", "text": "got:" + m["text"]})
     if path == "/ws/raise":
         raise RuntimeError("refused by raising")
+    if path == "/ws/two-readers":
+        # Two receive() loops at once on a long stream of frames: the one
+        # that loses each race waits again (no deeper each time).
+        await send({"type": "websocket.accept"})
+        got = [0, 0]
+
+        async def reader(i):
+            while True:
+                m = await receive()
+                if m["type"] == "websocket.disconnect":
+                    return
+                got[i] += 1
+                if m.get("text") == "done":
+                    await send({"type": "websocket.send", "text": str(sum(got))})
+
+        await asyncio.gather(reader(0), reader(1))
+        events.append("two-readers:%d" % sum(got))
+        return
     if path == "/ws/slow-cleanup":
         # A Django Channels consumer's shape: its disconnect handling awaits
         # (group_discard) before it is done.

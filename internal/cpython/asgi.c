@@ -47,6 +47,11 @@ static void wake(int fd)
 static int enqueue(msgq *q, m0_amsg m)
 {
 	pthread_mutex_lock(&q->mu);
+	if (q->fd < 0) { /* the executor has ended */
+		pthread_mutex_unlock(&q->mu);
+		free(m.data);
+		return -1;
+	}
 	if (q->n == q->cap) {
 		size_t cap = q->cap ? q->cap * 2 : 64;
 		m0_amsg *v = realloc(q->v, cap * sizeof *v);
@@ -177,8 +182,35 @@ int m0_asgi_post(int id, int kind, uint32_t slot, uint32_t gen, int flags, const
 void m0_asgi_wake(int id)
 {
 	aexec *ex = exec_of(id);
-	if (ex)
+	if (!ex)
+		return;
+	pthread_mutex_lock(&ex->in.mu); /* the descriptor stays open while it is written */
+	if (ex->in.fd >= 0)
 		wake(ex->in.fd);
+	pthread_mutex_unlock(&ex->in.mu);
+}
+
+void m0_asgi_close(int id)
+{
+	aexec *ex = exec_of(id);
+	if (!ex)
+		return;
+	pthread_mutex_lock(&ex->in.mu);
+	int fd = ex->in.fd;
+	m0_amsg *v = ex->in.v;
+	size_t n = ex->in.n;
+	ex->in.fd = -1;
+	ex->in.v = NULL;
+	ex->in.n = ex->in.cap = 0;
+	pthread_mutex_unlock(&ex->in.mu);
+	if (fd >= 0)
+		close(fd);
+	m0_asgi_free(v, n);
+	/* The outbound eventfd is Go's to close (its collector polls it): from
+	 * here on no thread writes to it. */
+	pthread_mutex_lock(&ex->out.mu);
+	ex->out.fd = -1;
+	pthread_mutex_unlock(&ex->out.mu);
 }
 
 size_t m0_asgi_take(int id, m0_amsg **out)
@@ -608,19 +640,10 @@ static PyObject *next_msg(aslot *s, int *err)
 	return m;
 }
 
-static PyMethodDef receive_def;
-
-static PyObject *asgi_receive(PyObject *self, PyObject *unused)
+/* add_waiter returns a new reference to a future a receive() waits on,
+ * woken with the others when a message comes (the slot holds one more). */
+static PyObject *add_waiter(aslot *s)
 {
-	aslot *s = lookup(self);
-	if (!s)
-		return NULL;
-	int err;
-	PyObject *m = next_msg(s, &err);
-	if (m)
-		return ready(s, m);
-	if (err)
-		return NULL;
 	/* Drop the waiters whose receive() was cancelled (wait_for's timeouts);
 	 * several receive() calls may wait at once, as under uvicorn. */
 	size_t kept = 0;
@@ -646,21 +669,63 @@ static PyObject *asgi_receive(PyObject *self, PyObject *unused)
 		s->recv.v = v;
 		s->recv.cap = cap;
 	}
-	/* Nothing yet: wait for a wake-up, then take the message on resuming
-	 * (_receive_later). A waiter cancelled in between (wait_for's timeout
-	 * firing as the message came) leaves the message for the next call. */
 	PyObject *f = new_future(s->ex);
 	if (!f)
 		return NULL;
-	PyObject *again = py.PyCFunction_NewEx(&receive_def, self, m0_module);
-	PyObject *coro = again ? py.PyObject_CallFunctionObjArgs(a_receive_later, f, again, NULL) : NULL;
-	if (again)
-		py.Py_DecRef(again);
-	if (!coro) {
-		py.Py_DecRef(f);
+	py.Py_IncRef(f);
+	s->recv.v[s->recv.n++] = f; /* the slot's reference */
+	return f;
+}
+
+/* asgi_take is what a waiting receive() calls once woken: (message, None)
+ * when there is one, else (None, waiter) to wait on again (another
+ * receive() took the message). */
+static PyObject *asgi_take(PyObject *self, PyObject *unused)
+{
+	aslot *s = lookup(self);
+	if (!s)
+		return NULL;
+	int err;
+	PyObject *m = next_msg(s, &err);
+	PyObject *f = NULL;
+	if (!m && (err || !(f = add_waiter(s))))
+		return NULL;
+	PyObject *t = py.PyTuple_New(2);
+	if (!t) {
+		py.Py_DecRef(m ? m : f);
 		return NULL;
 	}
-	s->recv.v[s->recv.n++] = f; /* the slot's reference */
+	py.Py_IncRef(Py_None);
+	py.PyTuple_SetItem(t, m ? 1 : 0, Py_None);
+	py.PyTuple_SetItem(t, m ? 0 : 1, m ? m : f); /* steals */
+	return t;
+}
+
+static PyMethodDef take_def = {"_take", asgi_take, 0x0004 /* METH_NOARGS */, NULL};
+
+static PyObject *asgi_receive(PyObject *self, PyObject *unused)
+{
+	aslot *s = lookup(self);
+	if (!s)
+		return NULL;
+	int err;
+	PyObject *m = next_msg(s, &err);
+	if (m)
+		return ready(s, m);
+	if (err)
+		return NULL;
+	/* Nothing yet: wait for a wake-up, then take the message on resuming
+	 * (_receive_later, which loops while other receive() calls take the
+	 * messages first). A waiter cancelled in between (wait_for's timeout
+	 * firing as the message came) leaves the message for the next call. */
+	PyObject *f = add_waiter(s);
+	if (!f)
+		return NULL;
+	PyObject *take = py.PyCFunction_NewEx(&take_def, self, m0_module);
+	PyObject *coro = take ? py.PyObject_CallFunctionObjArgs(a_receive_later, f, take, NULL) : NULL;
+	if (take)
+		py.Py_DecRef(take);
+	py.Py_DecRef(f);
 	return coro;
 }
 

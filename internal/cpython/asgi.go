@@ -151,6 +151,8 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 			e.endErr = t.err()
 		}
 		close(e.ended)
+		C.m0_asgi_close(e.id)
+		e.out.Close() // the collector's Read returns: it takes what is left
 	}()
 	select {
 	case <-ready:
@@ -251,11 +253,17 @@ func (e *Executor) post(kind int, slot, gen uint32, flags int, data []byte) {
 	}
 }
 
-// kicker wakes the loop for the messages posted since it last woke it.
+// kicker wakes the loop for the messages posted since it last woke it,
+// until the loop ends.
 func (e *Executor) kicker() {
-	for range e.kick {
-		runtime.Gosched() // the goroutines ready to run post first
-		C.m0_asgi_wake(e.id)
+	for {
+		select {
+		case <-e.kick:
+			runtime.Gosched() // the goroutines ready to run post first
+			C.m0_asgi_wake(e.id)
+		case <-e.ended:
+			return
+		}
 	}
 }
 
@@ -264,41 +272,47 @@ func (e *Executor) kicker() {
 func (e *Executor) collect(ready chan<- struct{}) {
 	var buf [8]byte
 	for {
-		if _, err := e.out.Read(buf[:]); err != nil {
+		_, err := e.out.Read(buf[:])
+		e.takeAll(ready)
+		if err != nil { // closed once the loop has ended
 			return
 		}
-		var v *C.m0_amsg
-		n := int(C.m0_asgi_take(e.id, &v))
-		if n == 0 {
+	}
+}
+
+// takeAll hands every message the loop has queued to its request.
+func (e *Executor) takeAll(ready chan<- struct{}) {
+	var v *C.m0_amsg
+	n := int(C.m0_asgi_take(e.id, &v))
+	if n == 0 {
+		return
+	}
+	defer C.m0_asgi_free(v, C.size_t(n))
+	msgs := unsafe.Slice(v, n)
+	for i := range msgs {
+		m := &msgs[i]
+		var data []byte
+		if m.len > 0 {
+			data = C.GoBytes(unsafe.Pointer(m.data), C.int(m.len))
+		}
+		if uint32(m.slot) == math.MaxUint32 {
+			switch int(m.kind) {
+			case cLoop:
+				e.Loop, e.Eager = string(data), m.flags != 0
+				close(ready)
+			case cLifespan:
+				o := Outcome{Code: int(m.flags), Msg: string(data)}
+				select {
+				case <-e.started:
+					e.lifespan <- o
+				default: // the first outcome is the startup's
+					e.start = o
+					close(e.started)
+				}
+			}
 			continue
 		}
-		msgs := unsafe.Slice(v, n)
-		for i := range msgs {
-			m := &msgs[i]
-			var data []byte
-			if m.len > 0 {
-				data = C.GoBytes(unsafe.Pointer(m.data), C.int(m.len))
-			}
-			if uint32(m.slot) == math.MaxUint32 {
-				switch int(m.kind) {
-				case cLoop:
-					e.Loop, e.Eager = string(data), m.flags != 0
-					close(ready)
-				case cLifespan:
-					o := Outcome{Code: int(m.flags), Msg: string(data)}
-					select {
-					case <-e.started:
-						e.lifespan <- o
-					default: // the first outcome is the startup's
-						e.start = o
-						close(e.started)
-					}
-				}
-				continue
-			}
-			e.deliver(uint32(m.slot), uint32(m.gen), Msg{Kind: int(m.kind), Flags: int(m.flags), Data: data})
-		}
-		C.m0_asgi_free(v, C.size_t(n))
+		e.deliver(uint32(m.slot), uint32(m.gen), Msg{Kind: int(m.kind), Flags: int(m.flags), Data: data})
 	}
 }
 

@@ -227,12 +227,16 @@ class _Lifespan:
         self.inbox.put_nowait({"type": "lifespan.shutdown"})
 
 
-async def _receive_later(waiter, receive):
+async def _receive_later(waiter, take):
     """What receive() returns when no message is there yet: it waits to be
-    woken, then takes the message. A cancellation before it resumes leaves
-    the message for the next receive()."""
-    await waiter
-    return await receive()
+    woken, then takes the message, or waits again when another receive()
+    took it first. A cancellation before it resumes leaves the message for
+    the next receive()."""
+    while True:
+        await waiter
+        message, waiter = take()
+        if waiter is None:
+            return message
 
 
 def _asgi_run(exec_id, app, in_fd, opts):

@@ -247,6 +247,13 @@ int m0_asgi_post(int id, int kind, uint32_t slot, uint32_t gen, int flags, const
 /* m0_asgi_wake wakes executor id's loop (its eventfd). Any thread. */
 void m0_asgi_wake(int id);
 
+/* m0_asgi_close lets go of executor id once its loop has ended (after
+ * m0_asgi_run returned): its inbound eventfd is closed and what is queued
+ * there freed; a later post fails. No thread writes to the outbound
+ * eventfd after it: Go closes that one, and takes what is left in its
+ * queue. The id is not reused. Any thread; no GIL needed. */
+void m0_asgi_close(int id);
+
 /* m0_asgi_take hands over every message executor id's loop has queued for
  * Go; the caller frees them with m0_asgi_free. One Go goroutine per
  * executor (its collector), after its eventfd was readable; no GIL needed. */
