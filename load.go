@@ -34,8 +34,9 @@ type StartupError = boot.StartupError
 
 // LoadApp starts the interpreter (once per process) and imports the
 // application spec names: MODULE:ATTR, or a bare MODULE, for which
-// MODULE.asgi:application, MODULE.wsgi:application, MODULE:app and
-// MODULE.main:app are tried in that order. No usable libpython is a
+// MODULE.asgi:application, MODULE.wsgi:application, MODULE:app,
+// MODULE.main:app and MODULE:application are tried in that order
+// (MODULE: with no attribute means MODULE:application). No usable libpython is a
 // *Refusal; an application that fails to import is a *StartupError
 // carrying its traceback.
 func LoadApp(spec string, opts *LoadOptions) (*App, error) {

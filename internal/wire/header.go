@@ -21,24 +21,39 @@ func AppLength(head []byte) int64 {
 
 // NetHeader writes the headers of a packed response head that the server
 // forwards (see Forward) into hdr, a net/http ResponseWriter's, and a
-// Content-Length of length when it is not negative. A head without a
-// Content-Type gets none (net/http would sniff one): the application's
-// response goes out as it wrote it. The values of every header share one
-// allocation; common names and values take none.
+// Content-Length of length when it is not negative. The application's
+// headers replace what a middleware set under the same name before it, as
+// Header().Set would, except Set-Cookie, which is added alongside. A
+// response without a Content-Type from either gets none (net/http would
+// sniff one): it goes out as the application wrote it. The values of every
+// header share one allocation; common names and values take none.
 func NetHeader(hdr http.Header, head []byte, length int64) {
 	n := 2 // the Content-Length and the Date
 	EachPacked(head, func([]byte, []byte) { n++ })
 	vals := make([]string, 0, n)
-	hasType := false
+	// The names a middleware set, which the application's first value of
+	// each replaces; none (and no allocation) without one.
+	var before map[string]bool
+	if len(hdr) > 0 {
+		before = make(map[string]bool, len(hdr))
+		for k := range hdr {
+			before[k] = k != "Set-Cookie"
+		}
+	}
 	Forward(head, func(name, value []byte) {
 		key, ok := canonical[string(name)]
 		if !ok {
 			key = textproto.CanonicalMIMEHeaderKey(string(name))
 		}
-		hasType = hasType || key == "Content-Type"
 		v, ok := common[string(value)]
 		if !ok {
 			v = string(value)
+		}
+		if replace, ok := before[key]; ok {
+			delete(before, key)
+			if replace {
+				hdr[key] = nil
+			}
 		}
 		if old := hdr[key]; len(old) > 0 {
 			hdr[key] = append(old, v) // a repeated name, Set-Cookie say
@@ -47,7 +62,7 @@ func NetHeader(hdr http.Header, head []byte, length int64) {
 		vals = append(vals, v)
 		hdr[key] = vals[len(vals)-1 : len(vals) : len(vals)]
 	})
-	if !hasType {
+	if _, ok := hdr["Content-Type"]; !ok {
 		hdr["Content-Type"] = nil
 	}
 	if _, ok := hdr["Date"]; !ok {

@@ -59,5 +59,14 @@ func TestWatchStopped(t *testing.T) {
 	// A watch of a closed connection is a no-op, not a watch of whatever
 	// reuses its descriptor.
 	server.Close()
-	WatchClose(server, func() { t.Error("told of a closed connection") })()
+	told := make(chan struct{}, 1)
+	stop = WatchClose(server, func() { told <- struct{}{} })
+	defer stop()
+	_, peer := testutil.TCPPair(t) // may take the closed one's number
+	peer.Close()
+	select {
+	case <-told:
+		t.Fatal("told of a closed connection")
+	case <-time.After(200 * time.Millisecond):
+	}
 }

@@ -2,7 +2,9 @@ package wire
 
 import (
 	"encoding/binary"
+	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"testing"
 )
@@ -21,9 +23,8 @@ func FuzzParseLength(f *testing.F) {
 	})
 }
 
-func TestForward(t *testing.T) {
-	in := [][2]string{{"Content-Type", "text/plain"}, {"content-length", "12"}, {"Transfer-Encoding", "chunked"},
-		{"Keep-Alive", "timeout=5"}, {"Trailer", "X"}, {"X-A", "1"}}
+// pack packs headers as the bridges do.
+func pack(in ...[2]string) []byte {
 	var packed []byte
 	for _, h := range in {
 		packed = binary.LittleEndian.AppendUint32(packed, uint32(len(h[0])))
@@ -31,6 +32,12 @@ func TestForward(t *testing.T) {
 		packed = binary.LittleEndian.AppendUint32(packed, uint32(len(h[1])))
 		packed = append(packed, h[1]...)
 	}
+	return packed
+}
+
+func TestForward(t *testing.T) {
+	packed := pack([2]string{"Content-Type", "text/plain"}, [2]string{"content-length", "12"}, [2]string{"Transfer-Encoding", "chunked"},
+		[2]string{"Keep-Alive", "timeout=5"}, [2]string{"Trailer", "X"}, [2]string{"X-A", "1"})
 	var out []string
 	n := Forward(packed, func(name, value []byte) { out = append(out, string(name)+": "+string(value)) })
 	if n != 12 || len(out) != 2 || out[0] != "Content-Type: text/plain" || out[1] != "X-A: 1" {
@@ -54,6 +61,46 @@ func FuzzUnescape(f *testing.F) {
 		lenient, lok := Unescape(nil, []byte(path), true)
 		if !lok || ok && string(lenient) != want || len(lenient) > len(path) {
 			t.Fatalf("lenient Unescape(%q) = %q, %v (strict %q, %v)", path, lenient, lok, got, ok)
+		}
+	})
+}
+
+func TestNetHeader(t *testing.T) {
+	t.Run("alone", func(t *testing.T) {
+		hdr := http.Header{}
+		NetHeader(hdr, pack([2]string{"x-a", "1"}, [2]string{"set-cookie", "a=1"}, [2]string{"Set-Cookie", "b=2"},
+			[2]string{"Content-Length", "99"}), 5)
+		if !reflect.DeepEqual(hdr["X-A"], []string{"1"}) || !reflect.DeepEqual(hdr["Set-Cookie"], []string{"a=1", "b=2"}) {
+			t.Errorf("headers: %v", hdr)
+		}
+		if v, ok := hdr["Content-Type"]; !ok || v != nil {
+			t.Errorf("no Content-Type from the application: %q, %v (want nil, so net/http sniffs none)", v, ok)
+		}
+		if _, err := http.ParseTime(hdr.Get("Date")); err != nil {
+			t.Errorf("Date %q: %v", hdr.Get("Date"), err)
+		}
+		if hdr.Get("Content-Length") != "5" || len(hdr["Content-Length"]) != 1 {
+			t.Errorf("Content-Length: %q (the server's measure, not the application's)", hdr["Content-Length"])
+		}
+	})
+	t.Run("after a middleware", func(t *testing.T) {
+		hdr := http.Header{}
+		hdr.Set("Content-Type", "application/json")
+		hdr.Set("X-Frame-Options", "SAMEORIGIN")
+		hdr.Set("X-Request-Id", "r1")
+		hdr.Add("Set-Cookie", "mw=1")
+		hdr.Set("Date", "Mon, 02 Jan 2006 15:04:05 GMT")
+		NetHeader(hdr, pack([2]string{"X-Frame-Options", "DENY"}, [2]string{"x-frame-options", "X"},
+			[2]string{"Set-Cookie", "app=1"}), -1)
+		want := http.Header{
+			"Content-Type":    {"application/json"}, // the middleware's: the application named none
+			"X-Frame-Options": {"DENY", "X"},        // the application's replace the middleware's
+			"X-Request-Id":    {"r1"},
+			"Set-Cookie":      {"mw=1", "app=1"}, // added alongside
+			"Date":            {"Mon, 02 Jan 2006 15:04:05 GMT"},
+		}
+		if !reflect.DeepEqual(hdr, want) {
+			t.Errorf("got %v\nwant %v", hdr, want)
 		}
 	})
 }
