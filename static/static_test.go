@@ -3,6 +3,7 @@ package static_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -83,6 +84,12 @@ func serve(t *testing.T, dir string, opts static.Options) map[string]server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Shutdown(context.Background()) })
+	return serveHandler(t, h)
+}
+
+// serveHandler serves h on both front ends.
+func serveHandler(t *testing.T, h *static.Handler) map[string]server {
+	t.Helper()
 	ns := httptest.NewServer(h)
 	t.Cleanup(ns.Close)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -416,4 +423,35 @@ func TestPrefixRoot(t *testing.T) {
 			t.Errorf("a miss under / did not reach the app")
 		}
 	})
+}
+
+// TestShutdown: after Shutdown a file is answered 503 (the directory is let
+// go of), what is not a file's still goes to the handler behind, and a
+// second Shutdown says so as every m0 handler's does.
+func TestShutdown(t *testing.T) {
+	h, err := static.New(tree(t), &static.Options{Prefix: "/static/", Next: app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serveHandler(t, h)
+	each(t, srv, func(t *testing.T, s server) {
+		if r, body := s.raw(t, "GET", "/static/hello.txt"); r.StatusCode != 200 || body != "hello, static\n" {
+			t.Fatalf("before Shutdown: %d %q", r.StatusCode, body)
+		}
+	})
+	if err := h.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	each(t, srv, func(t *testing.T, s server) {
+		r, body := s.raw(t, "GET", "/static/hello.txt")
+		if r.StatusCode != 503 || body != "Service Unavailable\n" || !r.Close {
+			t.Errorf("a file after Shutdown: %d %q (close %v)", r.StatusCode, body, r.Close)
+		}
+		if r, body := s.raw(t, "GET", "/elsewhere"); r.StatusCode != 200 || body != "app:/elsewhere" {
+			t.Errorf("the handler behind after Shutdown: %d %q", r.StatusCode, body)
+		}
+	})
+	if err := h.Shutdown(context.Background()); err != static.ErrClosed || !errors.Is(err, http.ErrServerClosed) {
+		t.Errorf("a second Shutdown: %v", err)
+	}
 }

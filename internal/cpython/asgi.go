@@ -338,6 +338,11 @@ func (e *Executor) deliver(slot, gen uint32, m Msg) {
 		return // the handler is done with it
 	}
 	r.mu.Lock()
+	if r.head > 0 && len(r.q) == cap(r.q) { // full: slide the unread down before growing
+		n := copy(r.q, r.q[r.head:])
+		clear(r.q[n:])
+		r.q, r.head = r.q[:n], 0
+	}
 	r.q = append(r.q, m)
 	r.mu.Unlock()
 	select {
@@ -354,7 +359,8 @@ type Request struct {
 	e         *Executor
 	slot, gen uint32
 	mu        sync.Mutex
-	q         []Msg
+	q         []Msg // the messages from the application, read from q[head]
+	head      int
 	wake      chan struct{}
 	refs      atomic.Int32 // the handler's and the task's
 	closed    atomic.Bool  // the handler is done with it
@@ -393,12 +399,12 @@ func (e *Executor) Start(kind int, scope []byte, more bool) *Request {
 func (r *Request) Next(ctx context.Context) (Msg, error) {
 	for {
 		r.mu.Lock()
-		if len(r.q) > 0 {
-			m := r.q[0]
-			r.q[0] = Msg{}
-			r.q = r.q[1:]
-			if len(r.q) == 0 {
-				r.q = r.q[:0:cap(r.q)] // its array again, from the start
+		if r.head < len(r.q) {
+			m := r.q[r.head]
+			r.q[r.head] = Msg{}
+			r.head++
+			if r.head == len(r.q) { // all read: the array again, from its start
+				r.q, r.head = r.q[:0], 0
 			}
 			r.mu.Unlock()
 			return m, nil

@@ -126,6 +126,20 @@ func TestExceptionCarriesTraceback(t *testing.T) {
 		if pe.Error() != "python: KeyError: 'missing'" {
 			t.Errorf("Error() = %q", pe.Error())
 		}
+		// The exception's line, whatever follows it or precedes it.
+		for _, c := range []struct{ code, want string }{
+			{"raise ValueError('first\\nsecond')", "ValueError: first"},
+			{"e = ValueError('noted')\nif hasattr(e, 'add_note'): e.add_note('a note')\nraise e", "ValueError: noted"},
+			{"try:\n    {}['k']\nexcept KeyError:\n    raise RuntimeError('while handling')", "RuntimeError: while handling"},
+			{"raise SystemExit", "SystemExit"},
+			{"import sys\nif sys.version_info >= (3, 11):\n    raise ExceptionGroup('eg', [ValueError('x'), TypeError('y')])\n" +
+				"raise ValueError('eg (2 sub-exceptions)')", "(2 sub-exceptions)"},
+		} {
+			err := th.Exec(c.code)
+			if !errors.As(err, &pe) || !strings.HasSuffix(pe.Exception(), c.want) {
+				t.Errorf("%q: Exception() = %q, want it to end in %q; traceback:\n%s", c.code, pe.Exception(), c.want, pe.Traceback)
+			}
+		}
 		gilFree(t, rt, "a failed Exec")
 	})
 }

@@ -175,7 +175,7 @@ func locate(explicit, from string) (Interpreter, error) {
 		if v := libraryVersion(explicit); v != "" && !strings.HasPrefix(p.Version+".", v+".") {
 			return in, &LibraryError{
 				Found: fmt.Sprintf("%s=%s is Python %s, but the python3 that describes its paths (%s) is %s", from, explicit, v, p.Executable, p.Version),
-				Fix:   "put a python3 of the same version first on PATH, or point " + LibraryEnv + " at its libpython",
+				Fix:   fmt.Sprintf("put a python%s first on PATH, or point %s at the libpython of %s", v, from, p.Executable),
 			}
 		}
 		in.Library = explicit
