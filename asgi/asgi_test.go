@@ -923,3 +923,24 @@ func TestExecutorsReleased(t *testing.T) {
 		t.Errorf("after 10 handlers came and went: %d descriptors (was %d), %d goroutines (was %d)", fd, fd0, g, g0)
 	}
 }
+
+func TestNewRefusesWSGI(t *testing.T) {
+	dir, _ := filepath.Abs("testdata")
+	app, err := m0.LoadApp("bridge:app", &m0.LoadOptions{Dir: dir, Protocol: "wsgi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, build := range map[string]func(){
+		"New":         func() { asgi.New(app, nil) },
+		"NewBuffered": func() { asgi.NewBuffered(app, nil) },
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "use wsgi.New") {
+					t.Errorf("asgi.%s of a WSGI application: panic %v", name, p)
+				}
+			}()
+			build()
+		}()
+	}
+}
