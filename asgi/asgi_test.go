@@ -641,7 +641,7 @@ func TestNoLeaks(t *testing.T) {
 		t.Skip("thousands of requests")
 	}
 	base := urls["fasthttp"]
-	paths := []string{"/", "/scope?x=1", "/stream", "/raise", "/silent", "/order", "/bad-header"}
+	paths := []string{"/", "/scope?x=1", "/stream", "/raise", "/silent", "/order", "/bad-header", "/lingering?quiet"}
 	round := func(n int) {
 		for i := 0; i < n; i++ {
 			for _, p := range paths {
@@ -830,54 +830,6 @@ func TestHeadLength(t *testing.T) {
 	})
 }
 
-// TestDrainEndsStreams runs last: the drain tells every request in flight
-// that its client is gone, so a stream that waits for that ends, on either
-// front end.
-func TestDrainEndsStreams(t *testing.T) {
-	// A request still receiving its body is in flight: the drain lets it
-	// finish.
-	uploads := make(chan string, 2)
-	for _, fe := range frontends {
-		go func() {
-			resp, err := http.Post(urls[fe]+"/count-body", "text/plain", bytes.NewReader(make([]byte, 2<<20)))
-			if err != nil {
-				uploads <- err.Error()
-				return
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			uploads <- string(b)
-		}()
-	}
-	time.Sleep(100 * time.Millisecond) // both are reading their bodies
-	var bodies []io.ReadCloser
-	for _, fe := range frontends {
-		resp, err := http.Get(urls[fe] + "/forever")
-		if err != nil {
-			t.Fatal(err)
-		}
-		bodies = append(bodies, resp.Body)
-	}
-	before := countEvent(t, urls["fasthttp"], "forever:http.disconnect")
-	handler.Drain()
-	for _, b := range bodies {
-		done := make(chan error, 1)
-		go func() { _, err := io.ReadAll(b); done <- err }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("a stream did not end on the drain")
-		}
-		b.Close()
-	}
-	waitCount(t, urls["fasthttp"], "forever:http.disconnect", before+2)
-	for range frontends {
-		if got := <-uploads; got != strconv.Itoa(2<<20) {
-			t.Errorf("an upload in flight at the drain: %q, want it read whole", got)
-		}
-	}
-}
-
 // TestExecutorsReleased: a handler shut down gives back what its loop
 // held (its thread's goroutines, its eventfds, the loop's own descriptors),
 // so a program can start and stop handlers for as long as it runs.
@@ -942,5 +894,81 @@ func TestNewRefusesWSGI(t *testing.T) {
 			}()
 			build()
 		}()
+	}
+}
+
+// TestReceiveAfterTheEnd: a task the application leaves behind hears the
+// disconnect from receive(), whether it was waiting in it when the request
+// ended (a WebSocket) or calls it after (HTTP), as under uvicorn; it is
+// neither left waiting for good nor raised at.
+func TestReceiveAfterTheEnd(t *testing.T) {
+	both(t, func(t *testing.T, base string) {
+		before := countEvent(t, base, "lingering:http.disconnect")
+		if resp, body := get(t, base+"/lingering"); resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("GET /lingering: %d %q", resp.StatusCode, body)
+		}
+		waitCount(t, base, "lingering:http.disconnect", before+1)
+
+		want := []string{"ws-lingering:websocket.disconnect:1006", "ws-lingering-again:websocket.disconnect"}
+		n := []int{countEvent(t, base, want[0]), countEvent(t, base, want[1])}
+		conn, _, err := websocket.DefaultDialer.Dial(wsURL(base, "/ws/lingering"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, msg, err := conn.ReadMessage(); err != nil || string(msg) != "bye" {
+			t.Fatalf("read: %q %v", msg, err)
+		}
+		waitCount(t, base, want[0], n[0]+1)
+		waitCount(t, base, want[1], n[1]+1)
+	})
+}
+
+// TestDrainEndsStreams runs last: the drain tells every request in flight
+// that its client is gone, so a stream that waits for that ends, on either
+// front end.
+func TestDrainEndsStreams(t *testing.T) {
+	// A request still receiving its body is in flight: the drain lets it
+	// finish.
+	uploads := make(chan string, 2)
+	for _, fe := range frontends {
+		go func() {
+			resp, err := http.Post(urls[fe]+"/count-body", "text/plain", bytes.NewReader(make([]byte, 2<<20)))
+			if err != nil {
+				uploads <- err.Error()
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			uploads <- string(b)
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // both are reading their bodies
+	var bodies []io.ReadCloser
+	for _, fe := range frontends {
+		resp, err := http.Get(urls[fe] + "/forever")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, resp.Body)
+	}
+	before := countEvent(t, urls["fasthttp"], "forever:http.disconnect")
+	handler.Drain()
+	for _, b := range bodies {
+		done := make(chan error, 1)
+		go func() { _, err := io.ReadAll(b); done <- err }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a stream did not end on the drain")
+		}
+		b.Close()
+	}
+	waitCount(t, urls["fasthttp"], "forever:http.disconnect", before+2)
+	for range frontends {
+		if got := <-uploads; got != strconv.Itoa(2<<20) {
+			t.Errorf("an upload in flight at the drain: %q, want it read whole", got)
+		}
 	}
 }

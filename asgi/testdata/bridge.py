@@ -15,6 +15,7 @@ events = []  # what the application saw, for /events
 held = []  # weak references to tasks that wait on nothing else, for /held
 releases = []  # weak references to what they wait on
 state_seen = {}
+leftovers = set()  # tasks an application left running after it returned
 
 
 def _jsonable(v):
@@ -80,6 +81,24 @@ async def websocket(scope, receive, send):
             await send({"type": "websocket.send", "text": "got:" + m["text"]})
     if path == "/ws/raise":
         raise RuntimeError("refused by raising")
+    if path == "/ws/lingering":
+        # A task the application leaves waiting in receive() when it
+        # returns: it hears the disconnect, as under uvicorn, and so does a
+        # receive() after the end.
+        await send({"type": "websocket.accept"})
+
+        async def lingering():
+            m = await receive()
+            events.append("ws-lingering:%s:%s" % (m["type"], m.get("code")))
+            m = await receive()
+            events.append("ws-lingering-again:" + m["type"])
+
+        task = asyncio.get_running_loop().create_task(lingering())
+        leftovers.add(task)
+        task.add_done_callback(leftovers.discard)
+        await asyncio.sleep(0)  # it waits now
+        await send({"type": "websocket.send", "text": "bye"})
+        return
     if path == "/ws/two-readers":
         # Two receive() loops at once on a long stream of frames: the one
         # that loses each race waits again (no deeper each time).
@@ -258,6 +277,19 @@ async def app(scope, receive, send):
         await send({"type": "http.response.body", "body": b"first\n", "more_body": True})
         got = await asyncio.gather(receive(), receive())
         events.append("two-receivers:" + ",".join(m["type"] for m in got))
+        return
+    if path == "/lingering":
+        # A task that outlives its request and then calls receive().
+        async def lingering():
+            await asyncio.sleep(0.05)
+            m = await receive()
+            if not scope["query_string"]:
+                events.append("lingering:" + m["type"])
+
+        task = asyncio.get_running_loop().create_task(lingering())
+        leftovers.add(task)
+        task.add_done_callback(leftovers.discard)
+        await respond(send, 200, b"ok")
         return
     if path == "/sleep":
         await asyncio.sleep(float(scope["query_string"] or b"0.01"))

@@ -71,12 +71,10 @@ static int enqueue(msgq *q, m0_amsg m)
 }
 
 
-/* take hands over every queued message; the caller frees them. */
+/* take hands over every queued message; the caller frees them. The
+ * reader has reset the eventfd's count (read it) before. */
 static size_t take(msgq *q, m0_amsg **out)
 {
-	uint64_t n;
-	while (read(q->fd, &n, sizeof n) < 0 && errno == EINTR)
-		;
 	pthread_mutex_lock(&q->mu);
 	size_t cnt = q->n;
 	*out = q->v;
@@ -380,8 +378,9 @@ static PyObject *handle(aslot *s)
 					      ((unsigned long long)s->ex->id << SLOT_BITS) | s->idx);
 }
 
-/* by_handle returns the live request a handle names, or NULL. */
-static aslot *by_handle(PyObject *h)
+/* by_handle returns the live request a handle names, or NULL; *exp (when
+ * not NULL) is set to its executor, which outlives the request. */
+static aslot *by_handle_in(PyObject *h, aexec **exp)
 {
 	unsigned long long v = py.PyLong_AsUnsignedLongLong(h);
 	if (v == (unsigned long long)-1 && py.PyErr_Occurred()) {
@@ -391,10 +390,14 @@ static aslot *by_handle(PyObject *h)
 	uint32_t gen = (uint32_t)(v >> 32), lo = (uint32_t)v;
 	uint32_t i = lo & ((1u << SLOT_BITS) - 1);
 	aexec *ex = exec_of((int)(lo >> SLOT_BITS));
+	if (exp)
+		*exp = ex;
 	if (ex && i < ex->nslots && ex->slots[i].live && ex->slots[i].gen == gen)
 		return &ex->slots[i];
 	return NULL;
 }
+
+static aslot *by_handle(PyObject *h) { return by_handle_in(h, NULL); }
 
 /* lookup returns the live request a bound function's handle names, or NULL
  * with RuntimeError set. */
@@ -467,11 +470,11 @@ static PyObject *new_future(aexec *ex)
 }
 
 /* ready returns a finished future of s's loop holding msg (stolen). */
-static PyObject *ready(aslot *s, PyObject *msg)
+static PyObject *ready_in(aexec *ex, PyObject *msg)
 {
 	if (!msg)
 		return NULL;
-	PyObject *f = new_future(s->ex);
+	PyObject *f = new_future(ex);
 	PyObject *r = f ? py.PyObject_CallMethodObjArgs(f, k.set_result, msg, NULL) : NULL;
 	py.Py_DecRef(msg);
 	if (!r) {
@@ -482,6 +485,8 @@ static PyObject *ready(aslot *s, PyObject *msg)
 	py.Py_DecRef(r);
 	return f;
 }
+
+static PyObject *ready(aslot *s, PyObject *msg) { return ready_in(s->ex, msg); }
 
 /* oserror returns a new OSError for a client that left. */
 static PyObject *oserror(void)
@@ -579,27 +584,30 @@ static PyObject *ws_msg(m0_amsg *m)
 	return d;
 }
 
-static PyObject *disconnect_msg(aslot *s)
+/* disconnect_of returns a new http.disconnect, or a websocket.disconnect
+ * with code (1006 when 0) and reason (borrowed; "" when NULL). */
+static PyObject *disconnect_of(int ws, int code, PyObject *reason)
 {
-	if (!s->ws)
+	if (!ws)
 		return dict_of(v_disconnect);
 	PyObject *d = dict_of(v_wsdisconnect);
 	if (!d)
 		return NULL;
-	PyObject *reason = s->dreason;
 	if (reason)
 		py.Py_IncRef(reason);
 	else
 		reason = py.PyUnicode_FromString("");
 	int rc = set_steal(d, k.reason, reason);
 	if (rc == 0)
-		rc = set_steal(d, k.code, py.PyLong_FromLong(s->dcode ? s->dcode : 1006));
+		rc = set_steal(d, k.code, py.PyLong_FromLong(code ? code : 1006));
 	if (rc < 0) {
 		py.Py_DecRef(d);
 		return NULL;
 	}
 	return d;
 }
+
+static PyObject *disconnect_msg(aslot *s) { return disconnect_of(s->ws, s->dcode, s->dreason); }
 
 /* next_msg returns the message receive() yields now, or NULL (no error set)
  * when it has to wait. */
@@ -677,17 +685,22 @@ static PyObject *add_waiter(aslot *s)
 	return f;
 }
 
-/* asgi_take is what a waiting receive() calls once woken: (message, None)
+/* A receive() of a request that has ended (a task the application left
+ * behind, still waiting for its client, or one that receives after the
+ * response) gets the disconnect, as under uvicorn, not an error. */
+
+/* take is what a waiting receive() calls once woken: (message, None)
  * when there is one, else (None, waiter) to wait on again (another
  * receive() took the message). */
-static PyObject *asgi_take(PyObject *self, PyObject *unused)
+static PyObject *take_next(PyObject *self, int ws)
 {
-	aslot *s = lookup(self);
-	if (!s)
-		return NULL;
-	int err;
-	PyObject *m = next_msg(s, &err);
-	PyObject *f = NULL;
+	int err = 0;
+	PyObject *m, *f = NULL;
+	aslot *s = by_handle(self);
+	if (s)
+		m = next_msg(s, &err);
+	else
+		m = disconnect_of(ws, 0, NULL), err = !m;
 	if (!m && (err || !(f = add_waiter(s))))
 		return NULL;
 	PyObject *t = py.PyTuple_New(2);
@@ -701,13 +714,24 @@ static PyObject *asgi_take(PyObject *self, PyObject *unused)
 	return t;
 }
 
-static PyMethodDef take_def = {"_take", asgi_take, 0x0004 /* METH_NOARGS */, NULL};
+static PyObject *take_http(PyObject *self, PyObject *unused) { return take_next(self, 0); }
+static PyObject *take_ws(PyObject *self, PyObject *unused) { return take_next(self, 1); }
+static PyMethodDef take_defs[2] = {
+	{"_take", take_http, 0x0004 /* METH_NOARGS */, NULL},
+	{"_take", take_ws, 0x0004 /* METH_NOARGS */, NULL},
+};
 
-static PyObject *asgi_receive(PyObject *self, PyObject *unused)
+static PyObject *receive_next(PyObject *self, int ws)
 {
-	aslot *s = lookup(self);
-	if (!s)
-		return NULL;
+	aexec *ex;
+	aslot *s = by_handle_in(self, &ex);
+	if (!s) {
+		if (!ex) {
+			py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: receive() of an executor that has stopped");
+			return NULL;
+		}
+		return ready_in(ex, disconnect_of(ws, 0, NULL));
+	}
 	int err;
 	PyObject *m = next_msg(s, &err);
 	if (m)
@@ -721,12 +745,27 @@ static PyObject *asgi_receive(PyObject *self, PyObject *unused)
 	PyObject *f = add_waiter(s);
 	if (!f)
 		return NULL;
-	PyObject *take = py.PyCFunction_NewEx(&take_def, self, m0_module);
-	PyObject *coro = take ? py.PyObject_CallFunctionObjArgs(a_receive_later, f, take, NULL) : NULL;
-	if (take)
-		py.Py_DecRef(take);
+	PyObject *tk = py.PyCFunction_NewEx(&take_defs[ws], self, m0_module);
+	PyObject *coro = tk ? py.PyObject_CallFunctionObjArgs(a_receive_later, f, tk, NULL) : NULL;
+	if (tk)
+		py.Py_DecRef(tk);
 	py.Py_DecRef(f);
 	return coro;
+}
+
+static PyObject *receive_http(PyObject *self, PyObject *unused) { return receive_next(self, 0); }
+static PyObject *receive_ws(PyObject *self, PyObject *unused) { return receive_next(self, 1); }
+
+/* wake_waiters resolves every waiting receive(): each takes the next
+ * message, or waits again. */
+static void wake_waiters(aslot *s)
+{
+	size_t n = s->recv.n;
+	s->recv.n = 0;
+	for (size_t i = 0; i < n; i++) {
+		py.Py_IncRef(Py_None);
+		settle(&s->recv.v[i], Py_None);
+	}
 }
 
 /* feed wakes the waiting receive() calls when a message is there: the
@@ -739,12 +778,7 @@ static void feed(aslot *s)
 	if (!s->in.n && !s->disconnected && !(s->draining && !s->body_more) && !(!s->ws && s->complete) &&
 	    !(s->ws && !s->connected))
 		return; /* nothing for them yet */
-	size_t n = s->recv.n;
-	s->recv.n = 0;
-	for (size_t i = 0; i < n; i++) {
-		py.Py_IncRef(Py_None);
-		settle(&s->recv.v[i], Py_None);
-	}
+	wake_waiters(s);
 }
 
 /* ---- messages from the application --------------------------------------------------- */
@@ -1141,8 +1175,10 @@ static PyObject *asgi_send(PyObject *self, PyObject *msg)
 	return r;
 }
 
-static PyMethodDef receive_def = {"receive", asgi_receive, 0x0004 /* METH_NOARGS */,
-				  "receive() -> awaitable ASGI message"};
+static PyMethodDef receive_defs[2] = {
+	{"receive", receive_http, 0x0004 /* METH_NOARGS */, "receive() -> awaitable ASGI message"},
+	{"receive", receive_ws, 0x0004 /* METH_NOARGS */, "receive() -> awaitable ASGI message"},
+};
 static PyMethodDef send_def = {"send", asgi_send, METH_O, "send(message) -> awaitable"};
 
 /* ---- the scope ----------------------------------------------------------------- */
@@ -1372,6 +1408,7 @@ static void finish(aslot *s, m0_buf *err)
 	if (s->disconnected || s->draining)
 		flags |= M0_DONE_QUIET; /* the client left, or the server drains: not the application's fault */
 	emit(s, M0_C_DONE, flags, err->p, err->len);
+	wake_waiters(s); /* tasks left waiting in receive(): the disconnect */
 	slot_clear(s);
 	free(err->p);
 }
@@ -1466,7 +1503,7 @@ static void start(aexec *ex, m0_amsg *m)
 		}
 	}
 	h = handle(s);
-	recv = h ? py.PyCFunction_NewEx(&receive_def, h, m0_module) : NULL;
+	recv = h ? py.PyCFunction_NewEx(&receive_defs[s->ws], h, m0_module) : NULL;
 	send = recv ? py.PyCFunction_NewEx(&send_def, h, m0_module) : NULL;
 	coro = send ? py.PyObject_CallFunctionObjArgs(ex->app, scope, recv, send, NULL) : NULL;
 	if (!coro)
@@ -1572,6 +1609,9 @@ static PyObject *asgi_drain(PyObject *self, PyObject *id)
 		return NULL;
 	}
 	m0_amsg *v;
+	uint64_t count;
+	while (read(ex->in.fd, &count, sizeof count) < 0 && errno == EINTR)
+		;
 	size_t n = take(&ex->in, &v);
 	ex->draining_in = 1;
 	for (size_t i = 0; i < n; i++) {

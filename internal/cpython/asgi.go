@@ -107,7 +107,8 @@ type Executor struct {
 	lifespan chan Outcome  // the shutdown's outcome
 	started  chan struct{} // closed once the startup's outcome is in start
 	start    Outcome
-	ended    chan struct{}
+	ended    chan struct{} // closed once the loop has stopped and all it sent is delivered
+	stopped  chan struct{} // closed when the loop's thread has returned, endErr set
 	endErr   error
 	live     int           // requests whose task has not ended; under mu
 	idle     chan struct{} // closed when live falls to 0, for Wait
@@ -134,6 +135,7 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 		lifespan: make(chan Outcome, 4),
 		started:  make(chan struct{}),
 		ended:    make(chan struct{}),
+		stopped:  make(chan struct{}),
 	}
 	if opts.Loop == "" {
 		opts.Loop = "auto"
@@ -150,9 +152,9 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 		if C.m0_asgi_run(t.c, e.id, C.uintptr_t(app.obj), o) != 0 {
 			e.endErr = t.err()
 		}
-		close(e.ended)
+		close(e.stopped)
 		C.m0_asgi_close(e.id)
-		e.out.Close() // the collector's Read returns: it takes what is left
+		e.out.Close() // the collector's Read returns: it takes what is left, then closes ended
 	}()
 	select {
 	case <-ready:
@@ -274,7 +276,9 @@ func (e *Executor) collect(ready chan<- struct{}) {
 	for {
 		_, err := e.out.Read(buf[:])
 		e.takeAll(ready)
-		if err != nil { // closed once the loop has ended
+		if err != nil { // closed once the loop has stopped
+			<-e.stopped
+			close(e.ended) // after every message of the loop was delivered
 			return
 		}
 	}
@@ -415,6 +419,12 @@ func (r *Request) Next(ctx context.Context) (Msg, error) {
 		case <-ctx.Done():
 			return Msg{}, ctx.Err()
 		case <-r.e.ended:
+			r.mu.Lock()
+			more := r.head < len(r.q)
+			r.mu.Unlock()
+			if more { // delivered before the end, as the end was seen
+				continue
+			}
 			// No answer will come: the request failed, as one whose task
 			// raised.
 			return Msg{Kind: CDone, Flags: DoneFailed, Data: []byte("asgi: the event loop has stopped")}, nil

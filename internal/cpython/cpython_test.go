@@ -132,6 +132,10 @@ func TestExceptionCarriesTraceback(t *testing.T) {
 			{"e = ValueError('noted')\nif hasattr(e, 'add_note'): e.add_note('a note')\nraise e", "ValueError: noted"},
 			{"try:\n    {}['k']\nexcept KeyError:\n    raise RuntimeError('while handling')", "RuntimeError: while handling"},
 			{"raise SystemExit", "SystemExit"},
+			{"raise ValueError('LINE 1: SELECT x\\n               ^')", "ValueError: LINE 1: SELECT x"},
+			{"raise ValueError('a\\n  b\\nc')", "ValueError: a"},
+			{"import sys\nif sys.version_info >= (3, 11):\n    class Errors(ExceptionGroup): pass\n    raise Errors('many', [ValueError('x')])\n" +
+				"raise ValueError('many (1 sub-exception)')", "many (1 sub-exception)"},
 			{"import sys\nif sys.version_info >= (3, 11):\n    raise ExceptionGroup('eg', [ValueError('x'), TypeError('y')])\n" +
 				"raise ValueError('eg (2 sub-exceptions)')", "(2 sub-exceptions)"},
 		} {

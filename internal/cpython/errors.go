@@ -13,26 +13,33 @@ func newError(tb string) *Error { return &Error{Traceback: tb} }
 // Error returns the exception's last line, "TypeError: message".
 func (e *Error) Error() string { return "python: " + e.Exception() }
 
-// Exception is the exception's line of the traceback, "TypeError:
-// message": the first line after the last indented one (the frames' lines
-// are), so that a message of several lines or a note after it does not
-// take its place; for an exception group, whose lines are all indented,
-// the group's own line; or the text's first line when it is no traceback.
+// Exception is the exception's own line of the traceback, "TypeError:
+// message": the first line after the frames of the last traceback (its
+// header, then its indented lines), so that what a message of several
+// lines or a note adds after it does not take its place. For an exception
+// group, whose lines are all drawn inside a box, it is the group's line;
+// for a text that is no traceback, its first line.
 func (e *Error) Exception() string {
-	tb := strings.Trim(e.Traceback, "\n ")
-	lines := strings.Split(tb, "\n")
-	last := -1
+	lines := strings.Split(strings.Trim(e.Traceback, "\n"), "\n")
+	from, group := 0, false
 	for i, l := range lines {
-		if strings.HasPrefix(l, " ") {
-			last = i
+		switch {
+		case l == "Traceback (most recent call last):":
+			from, group = i+1, false
+		case strings.HasPrefix(l, "  + Exception Group Traceback (most recent call last):"):
+			from, group = i+1, true
 		}
 	}
-	if last >= 0 && last+1 < len(lines) {
-		return lines[last+1]
-	}
-	for _, l := range lines {
-		if s := strings.TrimLeft(l, " |+"); strings.Contains(s, "Group: ") && strings.Contains(s, " sub-exception") {
-			return s
+	for _, l := range lines[from:] {
+		if group {
+			// The group's frames are "  |   ...", its line "  | Name: ...".
+			if rest, ok := strings.CutPrefix(l, "  | "); ok && rest != "" && rest[0] != ' ' {
+				return rest
+			}
+			continue
+		}
+		if l != "" && l[0] != ' ' {
+			return l
 		}
 	}
 	return lines[0]

@@ -256,7 +256,9 @@ void m0_asgi_close(int id);
 
 /* m0_asgi_take hands over every message executor id's loop has queued for
  * Go; the caller frees them with m0_asgi_free. One Go goroutine per
- * executor (its collector), after its eventfd was readable; no GIL needed. */
+ * executor (its collector), after it read the outbound eventfd (which
+ * resets its count; this function does not touch the descriptor); no GIL
+ * needed. */
 size_t m0_asgi_take(int id, m0_amsg **out);
 void m0_asgi_free(m0_amsg *v, size_t n);
 

@@ -23,7 +23,8 @@ func AppLength(head []byte) int64 {
 // forwards (see Forward) into hdr, a net/http ResponseWriter's, and a
 // Content-Length of length when it is not negative. The application's
 // headers replace what a middleware set under the same name before it, as
-// Header().Set would, except Set-Cookie, which is added alongside. A
+// Header().Set would, except Set-Cookie, Vary and Link, whose values are
+// added alongside (see addedTo). A
 // response without a Content-Type from either gets none (net/http would
 // sniff one): it goes out as the application wrote it. The values of every
 // header share one allocation; common names and values take none.
@@ -37,7 +38,7 @@ func NetHeader(hdr http.Header, head []byte, length int64) {
 	if len(hdr) > 0 {
 		before = make(map[string]bool, len(hdr))
 		for k := range hdr {
-			before[k] = k != "Set-Cookie"
+			before[k] = !addedTo[k]
 		}
 	}
 	Forward(head, func(name, value []byte) {
@@ -73,8 +74,15 @@ func NetHeader(hdr http.Header, head []byte, length int64) {
 	if length >= 0 {
 		vals = append(vals, strconv.FormatInt(length, 10))
 		hdr["Content-Length"] = vals[len(vals)-1 : len(vals) : len(vals)]
+	} else {
+		delete(hdr, "Content-Length") // a middleware's, for a body it did not write
 	}
 }
+
+// addedTo names the headers whose values from the application go beside
+// a middleware's rather than replace them: each value is one more item of
+// a list (a cookie, a header the cache varies on, a link).
+var addedTo = map[string]bool{"Set-Cookie": true, "Vary": true, "Link": true}
 
 // canonical maps common spellings of response header names to their
 // canonical form without an allocation.

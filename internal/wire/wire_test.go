@@ -90,13 +90,16 @@ func TestNetHeader(t *testing.T) {
 		hdr.Set("X-Request-Id", "r1")
 		hdr.Add("Set-Cookie", "mw=1")
 		hdr.Set("Date", "Mon, 02 Jan 2006 15:04:05 GMT")
+		hdr.Set("Vary", "Origin")
+		hdr.Set("Content-Length", "3") // for a body the middleware did not write
 		NetHeader(hdr, pack([2]string{"X-Frame-Options", "DENY"}, [2]string{"x-frame-options", "X"},
-			[2]string{"Set-Cookie", "app=1"}), -1)
+			[2]string{"Set-Cookie", "app=1"}, [2]string{"Vary", "Cookie"}), -1)
 		want := http.Header{
 			"Content-Type":    {"application/json"}, // the middleware's: the application named none
 			"X-Frame-Options": {"DENY", "X"},        // the application's replace the middleware's
 			"X-Request-Id":    {"r1"},
 			"Set-Cookie":      {"mw=1", "app=1"}, // added alongside
+			"Vary":            {"Origin", "Cookie"},
 			"Date":            {"Mon, 02 Jan 2006 15:04:05 GMT"},
 		}
 		if !reflect.DeepEqual(hdr, want) {
