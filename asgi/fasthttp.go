@@ -10,6 +10,7 @@ import (
 
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/wire"
+	"github.com/m0serve/m0/internal/wsup"
 	"github.com/valyala/fasthttp"
 )
 
@@ -23,7 +24,7 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		wire.FastError(ctx, st, true)
 		return
 	}
-	if isFastUpgrade(ctx) {
+	if wsup.IsFastUpgrade(ctx) {
 		h.fastWebSocket(ctx)
 		return
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/wire"
+	"github.com/m0serve/m0/internal/wsup"
 )
 
 // ServeHTTP serves a request that net/http parsed. The body streams: the
@@ -19,7 +20,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		wire.Error(w, st, true)
 		return
 	}
-	if isNetUpgrade(r) {
+	if wsup.IsNetUpgrade(r) {
 		h.netWebSocket(w, r)
 		return
 	}

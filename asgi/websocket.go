@@ -1,14 +1,10 @@
 package asgi
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
-	"net"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -16,36 +12,13 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/wire"
+	"github.com/m0serve/m0/internal/wsup"
 	"github.com/valyala/fasthttp"
 )
 
 // credits is how many inbound frames may wait in the loop for the
 // application to receive them before Go stops reading the socket.
 const credits = 16
-
-var upgrader = websocket.Upgrader{
-	// The application decides, as under uvicorn: it sees the Origin header.
-	CheckOrigin:       func(*http.Request) bool { return true },
-	ReadBufferSize:    4096,
-	WriteBufferSize:   4096,
-	EnableCompression: false,
-}
-
-func isNetUpgrade(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) }
-
-func isFastUpgrade(ctx *fasthttp.RequestCtx) bool {
-	h := &ctx.Request.Header
-	return ctx.IsGet() && hasToken(h.Peek("Connection"), "upgrade") && hasToken(h.Peek("Upgrade"), "websocket")
-}
-
-func hasToken(v []byte, tok string) bool {
-	for _, part := range bytes.Split(v, []byte(",")) {
-		if equalFold(bytes.TrimSpace(part), tok) {
-			return true
-		}
-	}
-	return false
-}
 
 // answer is the application's answer to websocket.connect.
 type answer struct {
@@ -153,7 +126,7 @@ func (h *Handler) netWebSocket(w http.ResponseWriter, r *http.Request) {
 		netRefuse(w, a)
 		return
 	}
-	conn, err := upgrader.Upgrade(w, r, acceptHeader(a.accept))
+	conn, err := wsup.Upgrader.Upgrade(w, r, acceptHeader(a.accept))
 	if err != nil { // the upgrader has answered the client
 		req.Post(cpython.ADisconnect, 1006, nil)
 		req.Done()
@@ -163,9 +136,8 @@ func (h *Handler) netWebSocket(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) fastWebSocket(ctx *fasthttp.RequestCtx) {
-	hr, err := netRequest(ctx)
-	if err != nil || !websocket.IsWebSocketUpgrade(hr) || hr.Header.Get("Sec-Websocket-Key") == "" ||
-		hr.Header.Get("Sec-Websocket-Version") != "13" {
+	hr, ok := wsup.CheckFast(ctx)
+	if !ok {
 		wire.FastError(ctx, fasthttp.StatusBadRequest, false)
 		return
 	}
@@ -177,62 +149,12 @@ func (h *Handler) fastWebSocket(ctx *fasthttp.RequestCtx) {
 		fastRefuse(ctx, a)
 		return
 	}
-	hdr := acceptHeader(a.accept)
-	// The handshake is written in the hijack; the access log hears of it
-	// here (m0.HijackedHead, m0.HijackedSent).
-	ctx.SetStatusCode(fasthttp.StatusSwitchingProtocols)
-	ctx.SetUserValue("m0.head", time.Now())
-	ctx.SetUserValue("m0.sent", int64(0))
-	ctx.HijackSetNoResponse(true)
-	ctx.Hijack(func(c net.Conn) {
-		conn, err := upgrader.Upgrade(&hijacked{c: c, h: http.Header{}}, hr, hdr)
-		if err != nil {
+	wsup.UpgradeFast(ctx, hr, acceptHeader(a.accept),
+		func(conn *websocket.Conn) { h.session(conn, req, hr.URL.Path) },
+		func() {
 			req.Post(cpython.ADisconnect, 1006, nil)
 			req.Done()
-			return
-		}
-		h.session(conn, req, hr.URL.Path)
-	})
-}
-
-// netRequest is the http.Request the upgrader reads a fasthttp request as.
-func netRequest(ctx *fasthttp.RequestCtx) (*http.Request, error) {
-	u, err := url.ParseRequestURI(string(ctx.RequestURI()))
-	if err != nil {
-		return nil, err
-	}
-	r := &http.Request{
-		Method:     string(ctx.Method()),
-		URL:        u,
-		Proto:      "HTTP/1.1",
-		ProtoMajor: 1,
-		ProtoMinor: 1,
-		Header:     http.Header{},
-		Host:       string(ctx.Host()),
-		RemoteAddr: ctx.RemoteAddr().String(),
-		RequestURI: string(ctx.RequestURI()),
-	}
-	for k, v := range ctx.Request.Header.All() {
-		name := http.CanonicalHeaderKey(string(k))
-		r.Header[name] = append(r.Header[name], string(v))
-	}
-	return r, nil
-}
-
-// hijacked is the ResponseWriter the upgrader takes over a connection
-// fasthttp handed over.
-type hijacked struct {
-	c net.Conn
-	h http.Header
-}
-
-func (w *hijacked) Header() http.Header { return w.h }
-func (w *hijacked) WriteHeader(int)     {}
-func (w *hijacked) Write([]byte) (int, error) {
-	return 0, errors.New("asgi: write to a hijacked connection")
-}
-func (w *hijacked) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return w.c, bufio.NewReadWriter(bufio.NewReader(w.c), bufio.NewWriter(w.c)), nil
+		})
 }
 
 // wsConn is an open WebSocket: this goroutine reads frames for the

@@ -1,0 +1,115 @@
+// Package wsup upgrades a request to a WebSocket under either front end,
+// with gorilla/websocket: what the ASGI bridge and the realtime holds share.
+package wsup
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/m0serve/m0/internal/wire"
+	"github.com/valyala/fasthttp"
+)
+
+// Upgrader is the one every upgrade uses. The application decides whom it
+// accepts, as under uvicorn: it sees the Origin header.
+var Upgrader = websocket.Upgrader{
+	CheckOrigin:       func(*http.Request) bool { return true },
+	ReadBufferSize:    4096,
+	WriteBufferSize:   4096,
+	EnableCompression: false,
+}
+
+// IsNetUpgrade reports whether r asks for a WebSocket.
+func IsNetUpgrade(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) }
+
+// IsFastUpgrade reports whether ctx's request asks for a WebSocket.
+func IsFastUpgrade(ctx *fasthttp.RequestCtx) bool {
+	h := &ctx.Request.Header
+	return ctx.IsGet() && hasToken(h.Peek("Connection"), "upgrade") && hasToken(h.Peek("Upgrade"), "websocket")
+}
+
+func hasToken(v []byte, tok string) bool {
+	for part := range bytes.SplitSeq(v, []byte(",")) {
+		if wire.EqualFold(bytes.TrimSpace(part), tok) {
+			return true
+		}
+	}
+	return false
+}
+
+// NetRequest is ctx's request as an http.Request: what the upgrader reads,
+// and what a handler called for the connection's sake is given.
+func NetRequest(ctx *fasthttp.RequestCtx) (*http.Request, error) {
+	u, err := url.ParseRequestURI(string(ctx.RequestURI()))
+	if err != nil {
+		return nil, err
+	}
+	r := &http.Request{
+		Method:     string(ctx.Method()),
+		URL:        u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     http.Header{},
+		Host:       string(ctx.Host()),
+		RemoteAddr: ctx.RemoteAddr().String(),
+		RequestURI: string(ctx.RequestURI()),
+	}
+	for k, v := range ctx.Request.Header.All() {
+		name := http.CanonicalHeaderKey(string(k))
+		r.Header[name] = append(r.Header[name], string(v))
+	}
+	return r, nil
+}
+
+// CheckFast returns the request a valid upgrade of ctx reads as, or false
+// when the upgrade is malformed (a 400 is then its answer).
+func CheckFast(ctx *fasthttp.RequestCtx) (*http.Request, bool) {
+	r, err := NetRequest(ctx)
+	if err != nil || !websocket.IsWebSocketUpgrade(r) || r.Header.Get("Sec-Websocket-Key") == "" ||
+		r.Header.Get("Sec-Websocket-Version") != "13" {
+		return nil, false
+	}
+	return r, true
+}
+
+// UpgradeFast answers ctx's upgrade (r, from CheckFast) with hdr and hands
+// the connection to serve, on the goroutine fasthttp hijacks it on; failed
+// runs instead when the handshake fails. The access log hears of the
+// handshake here, as fasthttp writes nothing (wire.KeyHead, wire.KeySent).
+func UpgradeFast(ctx *fasthttp.RequestCtx, r *http.Request, hdr http.Header, serve func(*websocket.Conn), failed func()) {
+	ctx.SetStatusCode(fasthttp.StatusSwitchingProtocols)
+	ctx.SetUserValue(wire.KeyHead, time.Now())
+	ctx.SetUserValue(wire.KeySent, int64(0))
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		conn, err := Upgrader.Upgrade(&hijacked{c: c, h: http.Header{}}, r, hdr)
+		if err != nil {
+			failed()
+			return
+		}
+		serve(conn)
+	})
+}
+
+// hijacked is the ResponseWriter the upgrader takes over a connection
+// fasthttp handed over.
+type hijacked struct {
+	c net.Conn
+	h http.Header
+}
+
+func (w *hijacked) Header() http.Header { return w.h }
+func (w *hijacked) WriteHeader(int)     {}
+func (w *hijacked) Write([]byte) (int, error) {
+	return 0, errors.New("wsup: write to a hijacked connection")
+}
+func (w *hijacked) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return w.c, bufio.NewReadWriter(bufio.NewReader(w.c), bufio.NewWriter(w.c)), nil
+}

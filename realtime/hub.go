@@ -1,0 +1,345 @@
+package realtime
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MaxFrame is the largest frame a channel takes, in bytes of data.
+const MaxFrame = 64 << 10
+
+// MaxReplayFrames is the most frames a hub journals.
+const MaxReplayFrames = 4096
+
+// MaxChannel is the longest channel name, in bytes.
+const MaxChannel = 1024
+
+// DefaultQueue is how many frames a subscriber may have waiting when
+// Options.Queue is 0.
+const DefaultQueue = 64
+
+// ErrDraining is what Subscribe returns once the hub drains.
+var ErrDraining = errors.New("realtime: the hub is draining")
+
+// Frame is one published message of a channel. Its fields are read-only
+// once it is published: every subscriber shares it.
+type Frame struct {
+	ID      ID
+	Channel string
+	Data    []byte
+
+	once sync.Once
+	sse  []byte // the SSE event, made once
+}
+
+// SSE returns the frame as one SSE event, its id and its data.
+func (f *Frame) SSE() []byte {
+	f.once.Do(func() { f.sse = appendEvent(nil, f.ID.String(), "", f.Data) })
+	return f.sse
+}
+
+// ValidChannel reports whether a channel may carry frames: a name of 1 to
+// MaxChannel bytes whose first is not a control byte (those names are
+// reserved).
+func ValidChannel(name string) bool {
+	return len(name) > 0 && len(name) <= MaxChannel && name[0] >= 0x20 && name[0] != 0x7f
+}
+
+// Bus carries frames between the processes whose hubs share channels (the
+// workers of one server, the machines of a cluster). A hub sends each frame
+// it publishes; the bus hands every hub the others' frames through
+// Hub.Deliver.
+type Bus interface {
+	Send(f *Frame) error
+}
+
+// Options are a hub's settings. The zero value of each field is documented
+// with it; DefaultOptions returns m0serve's defaults.
+type Options struct {
+	// ReplayFrames is how many of the newest frames the hub journals for
+	// Last-Event-ID replay, at most MaxReplayFrames; 0 keeps none.
+	ReplayFrames int
+	// Queue is how many frames a subscriber may have waiting before it is
+	// dropped as slow; 0 means DefaultQueue.
+	Queue int
+	// Heartbeat is how long a held stream may go without sending before it
+	// is sent an SSE comment or a WebSocket ping; 0 sends none.
+	Heartbeat time.Duration
+	// KeepAlive turns TCP keepalive on for the sockets m0serve holds: after
+	// that long with nothing received the kernel probes every KeepAlive,
+	// and drops the connection at the third unanswered probe; 0 leaves the
+	// socket as it is.
+	KeepAlive time.Duration
+	// IDs numbers the frames; nil is a Counter of the hub's own.
+	IDs IDSource
+	// Bus carries frames to and from the other processes; nil is this
+	// process alone.
+	Bus Bus
+	// Logger receives the hub's log lines; nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns m0serve's defaults: a journal of 64 frames, a
+// heartbeat and TCP keepalive of 15 seconds.
+func DefaultOptions() *Options {
+	return &Options{ReplayFrames: 64, Heartbeat: 15 * time.Second, KeepAlive: 15 * time.Second}
+}
+
+// Hub is a process's channels: it numbers, journals and fans out the
+// frames published to them, to subscribers that each have a bounded
+// queue. A publisher never waits for a subscriber.
+type Hub struct {
+	opts   Options
+	ids    IDSource
+	log    *slog.Logger
+	mu     sync.Mutex
+	subs   map[string]map[*Subscription]struct{}
+	jnl    *Journal
+	drain  bool
+	closed chan struct{} // closed by Drain
+
+	published, replayed, gaps, slow, refused atomic.Uint64
+	heldStreams, heldSockets                 atomic.Int64
+}
+
+// New returns a hub. A nil opts is DefaultOptions(). ReplayFrames above
+// MaxReplayFrames is held to it (m0serve refuses more before it starts).
+func New(opts *Options) *Hub {
+	if opts == nil {
+		opts = DefaultOptions()
+	}
+	h := &Hub{opts: *opts, subs: map[string]map[*Subscription]struct{}{}, closed: make(chan struct{})}
+	h.opts.ReplayFrames = min(max(h.opts.ReplayFrames, 0), MaxReplayFrames)
+	if h.opts.Queue <= 0 {
+		h.opts.Queue = DefaultQueue
+	}
+	h.ids = opts.IDs
+	if h.ids == nil {
+		h.ids = NewCounter()
+	}
+	h.log = opts.Logger
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	h.jnl = NewJournal(h.opts.ReplayFrames, h.ids.Newest())
+	return h
+}
+
+// Publish numbers data as the next frame of channel, journals it and hands
+// it to every subscriber of the channel, here and, through the bus, in the
+// other processes. ok is false, and nothing is sent, for a channel name
+// ValidChannel refuses or data over MaxFrame bytes. data is copied.
+func (h *Hub) Publish(channel string, data []byte) (id ID, ok bool) {
+	if !ValidChannel(channel) || len(data) > MaxFrame {
+		h.refused.Add(1)
+		return ID{}, false
+	}
+	f := &Frame{Channel: channel, Data: bytes.Clone(data)}
+	h.mu.Lock()
+	f.ID = h.ids.Next()
+	h.deliverLocked(f)
+	h.mu.Unlock()
+	h.published.Add(1)
+	if h.opts.Bus != nil {
+		if err := h.opts.Bus.Send(f); err != nil {
+			h.log.Warn("realtime: the bus did not take a frame", "channel", channel, "id", f.ID.String(), "error", err.Error())
+		}
+	}
+	return f.ID, true
+}
+
+// Deliver journals a frame another process published and hands it to this
+// process's subscribers. It is the receiving end of a Bus.
+func (h *Hub) Deliver(f *Frame) {
+	h.mu.Lock()
+	h.deliverLocked(f)
+	h.mu.Unlock()
+}
+
+// deliverLocked journals f and queues it for each subscriber of its
+// channel; a subscriber whose queue is full is dropped, never waited for.
+func (h *Hub) deliverLocked(f *Frame) {
+	h.jnl.Add(f)
+	for s := range h.subs[f.Channel] {
+		select {
+		case s.q <- f:
+		default:
+			h.slow.Add(1)
+			h.endLocked(s, endSlow)
+		}
+	}
+}
+
+// Subscription is one subscriber of a channel: the frames it was owed on
+// subscribing (Replay, or a Gap), then the live frames on C.
+type Subscription struct {
+	// Replay is the frames published since the id the subscriber presented,
+	// oldest first, sent before anything live.
+	Replay []*Frame
+	// Gap is set, with Replay empty, when the journal could not supply
+	// every frame since the id presented.
+	Gap *Gap
+
+	hub     *Hub
+	channel string
+	q       chan *Frame
+	done    chan struct{}
+	why     atomic.Int32 // why done was closed
+	closed  atomic.Bool
+}
+
+// Why a subscription ended from the hub's side.
+const (
+	endNone    = iota
+	endSlow    // its queue overflowed
+	endDrained // the hub drains
+)
+
+// Gap says that a reconnecting subscriber cannot be sent all it missed:
+// the id it presented (as sent, which may not be an id at all) and the
+// newest id allocated.
+type Gap struct {
+	LastEventID string
+	Newest      ID
+}
+
+// Subscribe subscribes to channel. With resume false the subscription
+// starts from the live feed. With resume true, lastEventID is what the
+// client presented, and the subscription carries every frame of the channel
+// after it, or a Gap. Replay and registration are one step under the hub's
+// lock, so no frame is sent twice or lost between them.
+func (h *Hub) Subscribe(channel string, resume bool, lastEventID string) (*Subscription, error) {
+	if !ValidChannel(channel) {
+		return nil, errors.New("realtime: an invalid channel name")
+	}
+	s := &Subscription{hub: h, channel: channel, q: make(chan *Frame, h.opts.Queue), done: make(chan struct{})}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.drain {
+		return nil, ErrDraining
+	}
+	if resume {
+		newest := h.ids.Newest()
+		after, ok := ParseID(lastEventID)
+		var frames []*Frame
+		if ok {
+			frames, ok = h.jnl.Since(channel, after, newest)
+		}
+		if ok {
+			s.Replay = frames
+			h.replayed.Add(uint64(len(frames)))
+		} else {
+			s.Gap = &Gap{LastEventID: lastEventID, Newest: newest}
+			h.gaps.Add(1)
+		}
+	}
+	m := h.subs[channel]
+	if m == nil {
+		m = map[*Subscription]struct{}{}
+		h.subs[channel] = m
+	}
+	m[s] = struct{}{}
+	return s, nil
+}
+
+// C is where the subscription's live frames arrive.
+func (s *Subscription) C() <-chan *Frame { return s.q }
+
+// Done is closed when the hub lets go of the subscription: it was too slow
+// (its queue overflowed), or the hub drains. Drained tells which.
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// Drained reports whether the subscription ended because the hub drains.
+func (s *Subscription) Drained() bool { return s.why.Load() == endDrained }
+
+// Close unsubscribes. It is safe to call more than once.
+func (s *Subscription) Close() {
+	if !s.closed.CompareAndSwap(false, true) {
+		return
+	}
+	h := s.hub
+	h.mu.Lock()
+	h.endLocked(s, endNone)
+	h.mu.Unlock()
+}
+
+// endLocked removes s from its channel and, when the hub ends it, tells it
+// why.
+func (h *Hub) endLocked(s *Subscription, why int32) {
+	m := h.subs[s.channel]
+	if _, ok := m[s]; !ok {
+		return
+	}
+	delete(m, s)
+	if len(m) == 0 {
+		delete(h.subs, s.channel)
+	}
+	if why != endNone {
+		s.why.Store(why)
+		close(s.done)
+	}
+}
+
+// Drain ends every subscription (Drained reports it) and refuses new ones:
+// the streams held close, their clients to reconnect to a server that
+// serves. Publishing goes on. It is safe to call more than once.
+func (h *Hub) Drain() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.drain {
+		return
+	}
+	h.drain = true
+	close(h.closed)
+	for _, m := range h.subs {
+		for s := range m {
+			h.endLocked(s, endDrained)
+		}
+	}
+}
+
+// Draining reports whether Drain was called.
+func (h *Hub) Draining() bool {
+	select {
+	case <-h.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Newest returns the newest id allocated.
+func (h *Hub) Newest() ID { return h.ids.Newest() }
+
+// Stats are a hub's counts since it was made.
+type Stats struct {
+	HeldStreams    int64  // SSE streams held now
+	HeldWebSockets int64  // WebSockets held now
+	Published      uint64 // frames published here
+	Replayed       uint64 // frames sent to reconnecting subscribers from the journal
+	Gaps           uint64 // m0-gap events sent
+	Slow           uint64 // subscribers dropped because their queue overflowed
+	Refused        uint64 // frames refused (a channel name, or over MaxFrame)
+	JournalDepth   int    // frames in the journal now
+}
+
+// Stats returns the hub's counts.
+func (h *Hub) Stats() Stats {
+	h.mu.Lock()
+	depth := h.jnl.Len()
+	h.mu.Unlock()
+	return Stats{
+		HeldStreams:    h.heldStreams.Load(),
+		HeldWebSockets: h.heldSockets.Load(),
+		Published:      h.published.Load(),
+		Replayed:       h.replayed.Load(),
+		Gaps:           h.gaps.Load(),
+		Slow:           h.slow.Load(),
+		Refused:        h.refused.Load(),
+		JournalDepth:   depth,
+	}
+}

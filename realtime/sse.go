@@ -1,0 +1,151 @@
+package realtime
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// GapEvent is the event type of the frame that tells a reconnecting client
+// it missed frames the journal cannot supply.
+const GapEvent = "m0-gap"
+
+// appendEvent appends one SSE event: its id (none when empty), its type
+// (none when empty), and data as "data:" lines. SSE ends a line at CR, LF
+// or CRLF, and a client joins data lines with LF: each of those line ends
+// in data is sent as a line break, which the client reads as LF.
+func appendEvent(b []byte, id, event string, data []byte) []byte {
+	if id != "" {
+		b = append(b, "id: "...)
+		b = append(b, id...)
+		b = append(b, '\n')
+	}
+	if event != "" {
+		b = append(b, "event: "...)
+		b = append(b, event...)
+		b = append(b, '\n')
+	}
+	for {
+		b = append(b, "data: "...)
+		i := 0
+		for i < len(data) && data[i] != '\n' && data[i] != '\r' {
+			i++
+		}
+		b = append(b, data[:i]...)
+		b = append(b, '\n')
+		if i == len(data) {
+			break
+		}
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+	}
+	return append(b, '\n')
+}
+
+// gapData is the data of an m0-gap event.
+type gapData struct {
+	LastEventID string `json:"last_event_id"`
+	NewestID    string `json:"newest_id"`
+}
+
+// appendGap appends the unnumbered m0-gap event for g.
+func appendGap(b []byte, g *Gap) []byte {
+	data, _ := json.Marshal(gapData{LastEventID: g.LastEventID, NewestID: g.Newest.String()})
+	return appendEvent(b, "", GapEvent, data)
+}
+
+// heartbeat is the comment an idle stream is sent.
+var heartbeat = []byte(":\n\n")
+
+// Reconnecting clients are asked to wait between these many milliseconds
+// after a drain, each a random time, so that thousands do not reconnect in
+// the same millisecond.
+const (
+	retryMin = 1000
+	retryMax = 5000
+)
+
+// appendRetry appends a retry field with a jittered delay.
+func appendRetry(b []byte) []byte {
+	b = append(b, "retry: "...)
+	b = strconv.AppendInt(b, int64(retryMin+rand.IntN(retryMax-retryMin)), 10)
+	return append(b, '\n', '\n')
+}
+
+// sink is where a held SSE stream's body goes: a connection m0serve writes
+// itself, or a net/http ResponseWriter.
+type sink interface {
+	// send writes body bytes and pushes them to the client.
+	send(p []byte) error
+}
+
+// bodies are the buffers streams compose their writes in.
+var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// maxBatch is how many bytes of queued frames a stream sends in one write.
+const maxBatch = 64 << 10
+
+// stream sends s on out until the client leaves (gone), the hub lets go of
+// it, or a write fails: first what the subscription was owed (its replay,
+// or a gap), then each live frame, with a heartbeat comment when it has
+// been idle for the hub's Heartbeat. A drained stream ends with a retry
+// field that spreads the clients' reconnections. It reports whether the
+// stream ended cleanly (its end may be sent).
+func (h *Hub) stream(s *Subscription, out sink, gone <-chan struct{}) (clean bool) {
+	bp := bodies.Get().(*[]byte)
+	defer bodies.Put(bp)
+	b := (*bp)[:0]
+	defer func() { *bp = b[:0] }()
+	if s.Gap != nil {
+		b = appendGap(b, s.Gap)
+	}
+	for _, f := range s.Replay {
+		b = append(b, f.SSE()...)
+	}
+	if err := out.send(b); err != nil {
+		return false
+	}
+	var tick <-chan time.Time
+	var timer *time.Timer
+	if h.opts.Heartbeat > 0 {
+		timer = time.NewTimer(h.opts.Heartbeat)
+		defer timer.Stop()
+		tick = timer.C
+	}
+	for {
+		b = b[:0]
+		select {
+		case f := <-s.C():
+			b = append(b, f.SSE()...)
+		more:
+			for len(b) < maxBatch {
+				select {
+				case f := <-s.C():
+					b = append(b, f.SSE()...)
+				default:
+					break more
+				}
+			}
+		case <-tick:
+			b = append(b, heartbeat...)
+		case <-s.Done():
+			if s.Drained() {
+				b = appendRetry(b)
+				return out.send(b) == nil
+			}
+			return true // too slow: it ends, and the client comes back for what it missed
+		case <-gone:
+			return false
+		}
+		if err := out.send(b); err != nil {
+			return false
+		}
+		if timer != nil {
+			timer.Reset(h.opts.Heartbeat)
+		}
+	}
+}
