@@ -79,11 +79,18 @@ func appendRetry(b []byte) []byte {
 // sink is where a held SSE stream's body goes: a connection m0serve writes
 // itself, or a net/http ResponseWriter.
 type sink interface {
-	// send writes body bytes and pushes them to the client.
-	send(p []byte) error
+	// send writes the body bytes b[headroom:] and pushes them to the
+	// client. b[:headroom] is free for the sink's framing, and it may
+	// append to b.
+	send(b []byte) error
 }
 
-// bodies are the buffers streams compose their writes in.
+// headroom is the room a body buffer leaves before its bytes for a sink's
+// framing (a chunk's size line).
+const headroom = 16
+
+// bodies are the buffers streams compose their writes in, taken for one
+// write at a time: a held stream keeps none while it waits.
 var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 // maxBatch is how many bytes of queued frames a stream sends in one write.
@@ -96,17 +103,26 @@ const maxBatch = 64 << 10
 // field that spreads the clients' reconnections. It reports whether the
 // stream ended cleanly (its end may be sent).
 func (h *Hub) stream(s *Subscription, out sink, gone <-chan struct{}) (clean bool) {
-	bp := bodies.Get().(*[]byte)
-	defer bodies.Put(bp)
-	b := (*bp)[:0]
-	defer func() { *bp = b[:0] }()
-	if s.Gap != nil {
-		b = appendGap(b, s.Gap)
+	send := func(fill func(b []byte) []byte) error {
+		bp := bodies.Get().(*[]byte)
+		b := fill((*bp)[:headroom])
+		err := out.send(b)
+		if cap(b) <= 2*maxBatch {
+			*bp = b[:0]
+		}
+		bodies.Put(bp)
+		return err
 	}
-	for _, f := range s.Replay {
-		b = append(b, f.SSE()...)
-	}
-	if err := out.send(b); err != nil {
+	err := send(func(b []byte) []byte {
+		if s.Gap != nil {
+			b = appendGap(b, s.Gap)
+		}
+		for _, f := range s.Replay {
+			b = append(b, f.SSE()...)
+		}
+		return b
+	})
+	if err != nil {
 		return false
 	}
 	var tick <-chan time.Time
@@ -117,31 +133,31 @@ func (h *Hub) stream(s *Subscription, out sink, gone <-chan struct{}) (clean boo
 		tick = timer.C
 	}
 	for {
-		b = b[:0]
 		select {
 		case f := <-s.C():
-			b = append(b, f.SSE()...)
-		more:
-			for len(b) < maxBatch {
-				select {
-				case f := <-s.C():
-					b = append(b, f.SSE()...)
-				default:
-					break more
+			err = send(func(b []byte) []byte {
+				b = append(b, f.SSE()...)
+				for len(b) < maxBatch {
+					select {
+					case f := <-s.C():
+						b = append(b, f.SSE()...)
+					default:
+						return b
+					}
 				}
-			}
+				return b
+			})
 		case <-tick:
-			b = append(b, heartbeat...)
+			err = send(func(b []byte) []byte { return append(b, heartbeat...) })
 		case <-s.Done():
 			if s.Drained() {
-				b = appendRetry(b)
-				return out.send(b) == nil
+				return send(appendRetry) == nil
 			}
 			return true // too slow: it ends, and the client comes back for what it missed
 		case <-gone:
 			return false
 		}
-		if err := out.send(b); err != nil {
+		if err != nil {
 			return false
 		}
 		if timer != nil {

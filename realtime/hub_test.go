@@ -1,0 +1,239 @@
+package realtime
+
+import (
+	"encoding/json"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestPublishRefuses(t *testing.T) {
+	h := New(nil)
+	for _, c := range []struct {
+		channel string
+		size    int
+		ok      bool
+	}{
+		{"room", 10, true},
+		{"room", MaxFrame, true},
+		{"room", MaxFrame + 1, false},
+		{"", 1, false},
+		{"\x00internal", 1, false},
+		{"\x1fx", 1, false},
+		{"\x7fx", 1, false},
+		{"caf\u00e9 \U0001f525", 1, true},
+		{string(make([]byte, MaxChannel+1)), 1, false},
+	} {
+		_, ok := h.Publish(c.channel, make([]byte, c.size))
+		if ok != c.ok {
+			t.Errorf("Publish(%q, %d bytes) ok = %v, want %v", c.channel, c.size, ok, c.ok)
+		}
+	}
+	if st := h.Stats(); st.Published != 3 || st.Refused != 6 || st.JournalDepth != 3 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func FuzzSubscribe(f *testing.F) {
+	for _, s := range []string{"", "x-1", "1-1", "\x00", "room"} {
+		f.Add("room", s)
+	}
+	f.Fuzz(func(t *testing.T, channel, lastID string) {
+		h := New(&Options{ReplayFrames: 4})
+		for range 6 {
+			h.Publish("room", []byte("x"))
+		}
+		s, err := h.Subscribe(channel, true, lastID)
+		if !ValidChannel(channel) {
+			if err == nil {
+				t.Fatalf("Subscribe(%q) took an invalid channel", channel)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		// The journal holds frames 3..6 of the room: an id of this run from
+		// 2 to 6 is replayed (what the room has after it), anything else
+		// gets the gap.
+		id, ok := ParseID(lastID)
+		replay := ok && id.Epoch == h.Newest().Epoch && id.Seq >= 2 && id.Seq <= 6
+		if !replay {
+			if s.Gap == nil || s.Gap.LastEventID != lastID || len(s.Replay) != 0 {
+				t.Fatalf("Subscribe(%q, %q): replay %d frames, gap %v; want the gap", channel, lastID, len(s.Replay), s.Gap)
+			}
+			return
+		}
+		want := 0
+		if channel == "room" {
+			want = int(6 - id.Seq)
+		}
+		if s.Gap != nil || len(s.Replay) != want {
+			t.Fatalf("Subscribe(%q, %q): replay %d frames, gap %v; want %d frames", channel, lastID, len(s.Replay), s.Gap, want)
+		}
+	})
+}
+
+// TestSeam: subscribers that join while frames are being published, with
+// the id of the last frame they saw, get every frame after it exactly
+// once, in order, first from the journal and then live.
+func TestSeam(t *testing.T) {
+	h := New(&Options{ReplayFrames: 4096, Queue: 4096})
+	const total = 3000
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 1; i <= total; i++ {
+			h.Publish("c", []byte(strconv.Itoa(i)))
+		}
+	}()
+	errs := make(chan string, 100)
+	for k := 0; k < 50; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var last ID
+			for last.Seq == 0 { // the last id a client saw
+				last = h.Newest()
+			}
+			s, err := h.Subscribe("c", true, last.String())
+			if err != nil || s.Gap != nil {
+				errs <- "gap or error: " + last.String()
+				return
+			}
+			defer s.Close()
+			next := last.Seq + 1
+			check := func(f *Frame) bool {
+				if f.ID.Seq != next || string(f.Data) != strconv.FormatUint(next, 10) {
+					errs <- "after " + last.String() + ": got " + f.ID.String() + " want seq " + strconv.FormatUint(next, 10)
+					return false
+				}
+				next++
+				return true
+			}
+			for _, f := range s.Replay {
+				if !check(f) {
+					return
+				}
+			}
+			for next <= total {
+				select {
+				case f := <-s.C():
+					if !check(f) {
+						return
+					}
+				case <-time.After(10 * time.Second):
+					errs <- "stalled at " + strconv.FormatUint(next, 10)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+// TestSlowSubscriber: a subscriber that stops reading is dropped when its
+// queue overflows, and counted; the publisher never waits, and a subscriber
+// that keeps up gets every frame.
+func TestSlowSubscriber(t *testing.T) {
+	h := New(&Options{Queue: 8})
+	slow, _ := h.Subscribe("c", false, "")
+	fast, _ := h.Subscribe("c", false, "")
+	for i := 0; i < 100; i++ {
+		h.Publish("c", []byte(strconv.Itoa(i)))
+		select {
+		case f := <-fast.C():
+			if string(f.Data) != strconv.Itoa(i) {
+				t.Fatalf("frame %d: %q", i, f.Data)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("frame %d did not come", i)
+		}
+	}
+	select {
+	case <-slow.Done():
+	default:
+		t.Fatal("the slow subscriber was not dropped")
+	}
+	if slow.Drained() {
+		t.Error("dropped as drained, not as slow")
+	}
+	select {
+	case <-fast.Done():
+		t.Error("the subscriber that kept up was dropped")
+	default:
+	}
+	if st := h.Stats(); st.Slow != 1 {
+		t.Errorf("slow = %d", st.Slow)
+	}
+	slow.Close() // after the hub let go: harmless
+	fast.Close()
+}
+
+func TestDrainEndsSubscriptions(t *testing.T) {
+	h := New(nil)
+	s, _ := h.Subscribe("c", false, "")
+	h.Drain()
+	h.Drain()
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("not ended by the drain")
+	}
+	if !s.Drained() {
+		t.Error("not drained")
+	}
+	if _, err := h.Subscribe("c", false, ""); err != ErrDraining {
+		t.Errorf("Subscribe while draining: %v", err)
+	}
+	if _, ok := h.Publish("c", []byte("x")); !ok {
+		t.Error("publishing stops while draining")
+	}
+}
+
+func TestGapNamesTheIDs(t *testing.T) {
+	h := New(&Options{ReplayFrames: 2})
+	for range 5 {
+		h.Publish("c", []byte("x"))
+	}
+	s, _ := h.Subscribe("c", true, "stale")
+	if s.Gap == nil || s.Replay != nil {
+		t.Fatalf("gap %v replay %v", s.Gap, s.Replay)
+	}
+	ev := string(appendGap(nil, s.Gap))
+	var data gapData
+	const prefix = "event: m0-gap\ndata: "
+	if len(ev) < len(prefix) || ev[:len(prefix)] != prefix || json.Unmarshal([]byte(ev[len(prefix):len(ev)-2]), &data) != nil {
+		t.Fatalf("gap event %q", ev)
+	}
+	if data.LastEventID != "stale" || data.NewestID != h.Newest().String() {
+		t.Errorf("gap data %+v, newest %s", data, h.Newest())
+	}
+	if st := h.Stats(); st.Gaps != 1 {
+		t.Errorf("gaps = %d", st.Gaps)
+	}
+}
+
+func TestAppendEvent(t *testing.T) {
+	for _, c := range []struct {
+		id, event, data, want string
+	}{
+		{"1-1", "", "hello", "id: 1-1\ndata: hello\n\n"},
+		{"", "", "", "data: \n\n"},
+		{"1-2", "", "a\nb", "id: 1-2\ndata: a\ndata: b\n\n"},
+		{"1-3", "", "a\r\nb\rc\n", "id: 1-3\ndata: a\ndata: b\ndata: c\ndata: \n\n"},
+		{"", "m0-gap", "{}", "event: m0-gap\ndata: {}\n\n"},
+		{"1-4", "", "\xff\xfe", "id: 1-4\ndata: \xff\xfe\n\n"},
+	} {
+		if got := string(appendEvent(nil, c.id, c.event, []byte(c.data))); got != c.want {
+			t.Errorf("appendEvent(%q, %q, %q) = %q, want %q", c.id, c.event, c.data, got, c.want)
+		}
+	}
+}
