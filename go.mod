@@ -7,6 +7,7 @@ require (
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0
+	github.com/r3labs/sse/v2 v2.10.0
 	github.com/valyala/fasthttp v1.78.0
 	golang.org/x/sys v0.50.0
 )
@@ -20,5 +21,7 @@ require (
 	github.com/pandatix/go-abnf v0.5.5 // indirect
 	github.com/prometheus/procfs v0.21.0 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	golang.org/x/net v0.62.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	gopkg.in/cenkalti/backoff.v1 v1.1.0 // indirect
 )
