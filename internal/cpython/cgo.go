@@ -11,6 +11,8 @@ import "C"
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
+	"unsafe"
 )
 
 // go_log is _m0.log: Python writing a line to the server's log.
@@ -18,4 +20,43 @@ import (
 //export go_log
 func go_log(level C.int, msg *C.char) {
 	slog.Log(context.Background(), slog.Level(level), C.GoString(msg))
+}
+
+// Publisher publishes a frame for Python's _m0.publish: its id, and false
+// when the channel refuses it. data is valid only during the call.
+type Publisher func(channel string, data []byte) (id string, ok bool)
+
+var publisher atomic.Pointer[Publisher]
+
+// SetPublisher makes fn what Python's m0pub.publish calls; nil is none (it
+// then says the server publishes nowhere).
+func SetPublisher(fn Publisher) {
+	if fn == nil {
+		publisher.Store(nil)
+		return
+	}
+	publisher.Store(&fn)
+}
+
+// go_publish is _m0.publish: 1 with the id written to idbuf, 0 when the
+// channel refused the frame, -1 without a publisher.
+//
+//export go_publish
+func go_publish(channel *C.char, clen C.size_t, data *C.char, dlen C.size_t, idbuf *C.char, idlen C.size_t) C.int {
+	p := publisher.Load()
+	if p == nil {
+		return -1
+	}
+	var d []byte
+	if dlen > 0 {
+		d = unsafe.Slice((*byte)(unsafe.Pointer(data)), int(dlen))
+	}
+	id, ok := (*p)(C.GoStringN(channel, C.int(clen)), d)
+	if !ok {
+		return 0
+	}
+	out := unsafe.Slice((*byte)(unsafe.Pointer(idbuf)), int(idlen))
+	n := copy(out[:len(out)-1], id)
+	out[n] = 0
+	return 1
 }

@@ -150,8 +150,39 @@ static PyObject *m0_log(PyObject *self, PyObject *args)
 	return Py_None;
 }
 
+/* _m0.publish(channel: str, data: bytes) -> str | False | None: the frame's
+ * id, False when the channel refused it, None when the process publishes
+ * nowhere (the server runs without a hub). Any thread holding the GIL; the
+ * GIL is released while Go publishes. channel and data are borrowed: Go
+ * copies what it keeps. */
+static PyObject *m0_publish(PyObject *self, PyObject *args)
+{
+	(void)self;
+	PyObject *channel, *data;
+	if (!py.PyArg_ParseTuple(args, "UO", &channel, &data))
+		return NULL;
+	Py_ssize_t clen, dlen;
+	const char *c = py.PyUnicode_AsUTF8AndSize(channel, &clen);
+	char *d;
+	if (!c || py.PyBytes_AsStringAndSize(data, &d, &dlen) < 0)
+		return NULL;
+	char id[64];
+	PyThreadState *ts = py.PyEval_SaveThread(); /* never block in Go holding the GIL */
+	int rc = go_publish((char *)c, (size_t)clen, d, (size_t)dlen, id, sizeof id);
+	py.PyEval_RestoreThread(ts);
+	if (rc < 0) {
+		py.Py_IncRef(Py_None);
+		return Py_None;
+	}
+	if (rc == 0)
+		return py.PyBool_FromLong(0);
+	return py.PyUnicode_FromString(id);
+}
+
 static PyMethodDef m0_methods[] = {
 	{"log", m0_log, METH_VARARGS, "log(level, message): write a line to the server's log."},
+	{"publish", m0_publish, METH_VARARGS,
+	 "publish(channel, data): publish a frame; its id, False if refused, None without a hub."},
 	{NULL, NULL, 0, NULL},
 };
 
