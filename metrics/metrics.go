@@ -42,12 +42,14 @@ var LatencyBuckets = []float64{
 //     the body bytes sent (a body whose length cannot be known adds nothing);
 //   - the Go runtime's go_* and the process's process_* metrics.
 //
+// Each option adds metrics of its own: Realtime, a hub's.
+//
 // method is the request's method when it is one of RFC 9110's and PATCH,
 // and OTHER for any other. Requests for path are not measured. Each call
 // has its own registry, which every handler it wraps shares.
 //
 // Around an [m0.FastHandler], the handler returned is one too.
-func Middleware(path string) func(http.Handler) http.Handler {
+func Middleware(path string, opts ...Option) func(http.Handler) http.Handler {
 	if path == "" {
 		path = Path
 	}
@@ -73,6 +75,9 @@ func Middleware(path string) func(http.Handler) http.Handler {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	for _, o := range opts {
+		o(reg)
+	}
 	m.exposition = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	fastExposition := fasthttpadaptor.NewFastHTTPHandler(m.exposition)
 	return func(next http.Handler) http.Handler {

@@ -2,7 +2,9 @@ package realtime
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -101,6 +103,8 @@ type Hub struct {
 	jnl    *Journal
 	drain  bool
 	closed chan struct{} // closed by Drain
+	live   int           // subscriptions not closed yet
+	idle   chan struct{} // closed when live falls to 0, for Shutdown
 
 	published, replayed, gaps, slow, refused atomic.Uint64
 	heldStreams, heldSockets                 atomic.Int64
@@ -243,6 +247,7 @@ func (h *Hub) Subscribe(channel string, resume bool, lastEventID string) (*Subsc
 		h.subs[channel] = m
 	}
 	m[s] = struct{}{}
+	h.live++
 	return s, nil
 }
 
@@ -264,6 +269,11 @@ func (s *Subscription) Close() {
 	h := s.hub
 	h.mu.Lock()
 	h.endLocked(s, endNone)
+	h.live--
+	if h.live == 0 && h.idle != nil {
+		close(h.idle)
+		h.idle = nil
+	}
 	h.mu.Unlock()
 }
 
@@ -299,6 +309,29 @@ func (h *Hub) Drain() {
 		for s := range m {
 			h.endLocked(s, endDrained)
 		}
+	}
+}
+
+// Shutdown drains the hub and waits until every subscription is closed: a
+// held stream has sent its retry and ended, a held socket its close. It
+// returns ctx's error if ctx ends first. It is safe to call more than once.
+func (h *Hub) Shutdown(ctx context.Context) error {
+	h.Drain()
+	h.mu.Lock()
+	if h.live == 0 {
+		h.mu.Unlock()
+		return nil
+	}
+	if h.idle == nil {
+		h.idle = make(chan struct{})
+	}
+	idle, n := h.idle, h.live
+	h.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("realtime: %d held connections still open: %w", n, ctx.Err())
 	}
 }
 

@@ -1,8 +1,10 @@
 package realtime
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -235,5 +237,29 @@ func TestAppendEvent(t *testing.T) {
 		if got := string(appendEvent(nil, c.id, c.event, []byte(c.data))); got != c.want {
 			t.Errorf("appendEvent(%q, %q, %q) = %q, want %q", c.id, c.event, c.data, got, c.want)
 		}
+	}
+}
+
+func TestShutdownWaitsForHolds(t *testing.T) {
+	h := New(nil)
+	s, _ := h.Subscribe("c", false, "")
+	go func() {
+		<-s.Done() // as a held stream: it sees the drain, sends its end, closes
+		time.Sleep(10 * time.Millisecond)
+		s.Close()
+	}()
+	if err := h.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !s.closed.Load() {
+		t.Fatal("Shutdown returned before the subscription closed")
+	}
+	s2 := New(nil)
+	sub, _ := s2.Subscribe("c", false, "")
+	defer sub.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := s2.Shutdown(ctx); err == nil || !strings.Contains(err.Error(), "1 held connections") {
+		t.Errorf("Shutdown with a subscription that never closes: %v", err)
 	}
 }

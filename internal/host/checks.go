@@ -10,6 +10,7 @@ import (
 	"github.com/m0serve/m0/internal/boot"
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/observe"
+	"github.com/m0serve/m0/realtime"
 )
 
 // Check is one condition serving needs. Serving stops at the first that
@@ -34,15 +35,13 @@ var pending = map[string]string{
 	"threads":       "several accept loops (free-threaded CPython)",
 	"spawn-workers": "spawned workers",
 	"pg-listen":     "the PostgreSQL bus",
-	"realtime":      "held streams (M0-Hold)",
-	"replay-frames": "the replay journal",
 	"mount":         "mounted applications",
 	"reload":        "reloading",
 	"reload-dir":    "reloading",
 }
 
 // MaxReplayFrames is the most frames a worker journals.
-const MaxReplayFrames = 4096
+const MaxReplayFrames = realtime.MaxReplayFrames
 
 // ConfigChecks returns the checks of the configuration alone, in the
 // order serving applies them.
@@ -83,7 +82,7 @@ func ConfigChecks(c *Config) []Check {
 			"leave --"+s.name+unsetEnv(s)+" unset")
 	}
 	for _, e := range flaglessEnv {
-		if v, ok := c.Env[e.name]; ok && v != e.def {
+		if v, ok := c.Env[e.name]; ok && v != e.def && e.set == nil {
 			shown := v
 			if strings.HasPrefix(e.name, "M0_GRANT_KEY") {
 				shown = "(set)"
@@ -158,6 +157,14 @@ func NewPlan(c *Config) *Plan {
 	}
 	p.App = app
 	p.Checks = append(p.Checks, Check{Name: "app", OK: true})
+	if c.Realtime && app.Protocol == "asgi" {
+		p.Checks = append(p.Checks, Check{
+			Name: "realtime", Exit: ExitConfig,
+			Detail: "--realtime holds streams for WSGI views, and " + app.Spec + " is an ASGI application",
+			Fix:    "leave --realtime unset: an ASGI application holds its streams and WebSockets itself",
+		})
+		return p
+	}
 	if app.Protocol == "asgi" && !c.ASGIBuffered() {
 		p.checkLoop(rt)
 	}

@@ -68,18 +68,43 @@ type Config struct {
 	Notes []string
 	// Env holds the M0_* variables that have no flag, as set.
 	Env map[string]string
+	// SSEHeartbeat is how long a held stream may be idle before it is sent
+	// a comment or a ping (M0_SSE_HEARTBEAT_MS); 0 sends none.
+	SSEHeartbeat time.Duration
+	// StreamKeepAlive is the TCP keepalive of held sockets
+	// (M0_STREAM_KEEPALIVE_S); 0 leaves them as they are.
+	StreamKeepAlive time.Duration
 }
 
-// flaglessEnv are the variables without a flag: each one's default, and
-// the feature it belongs to.
-var flaglessEnv = []struct{ name, def, feature string }{
-	{"M0_SSE_HEARTBEAT_MS", "15000", "held streams (M0-Hold)"},
-	{"M0_STREAM_KEEPALIVE_S", "15", "held streams (M0-Hold)"},
-	{"M0_APP_TICK_MS", "", "producers"},
-	{"M0_GRANT_KEY", "", "grants (--mount PREFIX=hold)"},
-	{"M0_GRANT_KEY_PREV", "", "grants (--mount PREFIX=hold)"},
-	{"M0_GRANT_COOKIE", "sessionid", "grants (--mount PREFIX=hold)"},
-	{"M0_INVERTED", "0", "the inverted ASGI loop"},
+// flaglessEnv are the variables without a flag: each one's default, the
+// feature it belongs to, and how it is read; one without a reader belongs
+// to a feature this build does not have, and is refused when set to
+// anything but its default.
+var flaglessEnv = []struct {
+	name, def, feature string
+	set                func(c *Config, v string) error
+}{
+	{"M0_SSE_HEARTBEAT_MS", "15000", "held streams (M0-Hold)", func(c *Config, v string) error {
+		n, err := strconv.ParseUint(v, 10, 31)
+		if err != nil {
+			return fmt.Errorf("want a whole number of milliseconds, not %q", v)
+		}
+		c.SSEHeartbeat = time.Duration(n) * time.Millisecond
+		return nil
+	}},
+	{"M0_STREAM_KEEPALIVE_S", "15", "held streams (M0-Hold)", func(c *Config, v string) error {
+		n, err := strconv.ParseUint(v, 10, 31)
+		if err != nil {
+			return fmt.Errorf("want a whole number of seconds, not %q", v)
+		}
+		c.StreamKeepAlive = time.Duration(n) * time.Second
+		return nil
+	}},
+	{"M0_APP_TICK_MS", "", "producers", nil},
+	{"M0_GRANT_KEY", "", "grants (--mount PREFIX=hold)", nil},
+	{"M0_GRANT_KEY_PREV", "", "grants (--mount PREFIX=hold)", nil},
+	{"M0_GRANT_COOKIE", "sessionid", "grants (--mount PREFIX=hold)", nil},
+	{"M0_INVERTED", "0", "the inverted ASGI loop", nil},
 }
 
 // PoolSize returns the number of Python threads the configuration resolves
@@ -338,9 +363,21 @@ func ParseDuration(s string) (time.Duration, error) {
 func Parse(args []string, getenv func(string) string) (*Config, error) {
 	c := &Config{Sources: map[string]Source{}, Values: map[string]string{}, Env: map[string]string{}}
 	for _, e := range flaglessEnv {
-		if v := getenv(e.name); v != "" {
+		v := getenv(e.name)
+		if v != "" {
 			c.Env[e.name] = v
 		}
+		if e.set == nil {
+			continue
+		}
+		if v != "" {
+			if err := e.set(c, v); err == nil {
+				continue
+			} else {
+				c.Notes = append(c.Notes, fmt.Sprintf("m0serve: ignored %s=%s (%v); using the default, %s", e.name, v, err, e.def))
+			}
+		}
+		e.set(c, e.def)
 	}
 	fs := flag.NewFlagSet("m0serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

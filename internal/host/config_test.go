@@ -52,7 +52,11 @@ func TestParse(t *testing.T) {
 		{name: "workers 1 is the default", args: []string{"--workers", "1", "app"}, env: env(), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
 		{name: "workers not yet, from env", args: []string{"app"}, env: env("M0_WORKERS", "3"), code: ExitConfig},
 		{name: "threads beside workers", args: []string{"--threads", "2", "--workers", "2", "app"}, env: env(), code: ExitConfig},
-		{name: "realtime not yet", args: []string{"--realtime", "app"}, env: env(), code: ExitConfig},
+		{name: "realtime", args: []string{"--realtime", "--replay-frames", "4096", "app"}, env: env(), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
+		{name: "replay frames over the cap from env", args: []string{"app"}, env: env("M0_REPLAY_FRAMES", "4097"), code: ExitConfig},
+		{name: "heartbeat and keepalive", args: []string{"app"}, env: env("M0_SSE_HEARTBEAT_MS", "250", "M0_STREAM_KEEPALIVE_S", "0"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
+		{name: "lenient heartbeat", args: []string{"app"}, env: env("M0_SSE_HEARTBEAT_MS", "15s"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault, note: "ignored M0_SSE_HEARTBEAT_MS=15s"},
+		{name: "lenient keepalive", args: []string{"app"}, env: env("M0_STREAM_KEEPALIVE_S", "-1"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault, note: "ignored M0_STREAM_KEEPALIVE_S=-1"},
 		{name: "protocol asgi", args: []string{"--protocol", "asgi", "app"}, env: env(), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
 		{name: "unknown loop", args: []string{"--loop", "trio", "app"}, env: env(), code: ExitUsage},
 		{name: "unknown loop from env", args: []string{"app"}, env: env("M0_LOOP", "trio"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault, note: "ignored M0_LOOP=trio"},
@@ -178,6 +182,23 @@ func TestPGListenPasswordIsRedacted(t *testing.T) {
 			if strings.Contains(ch.Detail, "hunter2") {
 				t.Errorf("check %s prints the password: %s", ch.Name, ch.Detail)
 			}
+		}
+	}
+}
+
+func TestStreamSettings(t *testing.T) {
+	for _, c := range []struct {
+		env                  func(string) string
+		heartbeat, keepalive time.Duration
+	}{
+		{env(), 15 * time.Second, 15 * time.Second},
+		{env("M0_SSE_HEARTBEAT_MS", "250", "M0_STREAM_KEEPALIVE_S", "0"), 250 * time.Millisecond, 0},
+		{env("M0_SSE_HEARTBEAT_MS", "0", "M0_STREAM_KEEPALIVE_S", "60"), 0, time.Minute},
+		{env("M0_SSE_HEARTBEAT_MS", "soon", "M0_STREAM_KEEPALIVE_S", "1.5"), 15 * time.Second, 15 * time.Second},
+	} {
+		cfg, err := Parse([]string{"app"}, c.env)
+		if err != nil || cfg.SSEHeartbeat != c.heartbeat || cfg.StreamKeepAlive != c.keepalive {
+			t.Errorf("heartbeat %v keepalive %v (%v), want %v %v", cfg.SSEHeartbeat, cfg.StreamKeepAlive, err, c.heartbeat, c.keepalive)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/m0serve/m0/realtime"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,6 +28,7 @@ type DoctorReport struct {
 	Env      map[string]string         `json:"env"`
 	Notes    []string                  `json:"notes"`
 	Topology map[string]any            `json:"topology"`
+	Realtime map[string]any            `json:"realtime"`
 	Checks   []Check                   `json:"checks"`
 	Exit     int                       `json:"exit"`
 }
@@ -75,6 +77,14 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 		if getenv(k) != "" {
 			r.Env[k] = "set"
 		}
+	}
+	r.Realtime = map[string]any{
+		"enabled":       c.Realtime,
+		"replay_frames": c.ReplayFrames,
+		"heartbeat_ms":  c.SSEHeartbeat.Milliseconds(),
+		"keepalive_s":   int64(c.StreamKeepAlive.Seconds()),
+		"message_path":  realtime.MessagePath,
+		"max_frame":     realtime.MaxFrame,
 	}
 	threads, auto := c.PoolSize()
 	frontEnd := "fasthttp"

@@ -14,6 +14,7 @@ import (
 	"github.com/m0serve/m0/internal/boot"
 	"github.com/m0serve/m0/internal/host"
 	"github.com/m0serve/m0/metrics"
+	"github.com/m0serve/m0/realtime"
 	"github.com/m0serve/m0/static"
 	"github.com/m0serve/m0/wsgi"
 )
@@ -40,6 +41,18 @@ func Worker(cfg *host.Config, plan *host.Plan) (*host.Worker, error) {
 		app = h
 		w.Drain = []host.Shutdowner{h, host.PythonDrain()}
 	}
+	// --realtime (WSGI only; the plan refuses it beside ASGI): the views'
+	// holds, and the hub m0pub.publish reaches. The drain ends the held
+	// connections first, so that clients reconnect elsewhere.
+	var hub *realtime.Hub
+	if cfg.Realtime {
+		hub = realtime.New(&realtime.Options{ReplayFrames: cfg.ReplayFrames, Heartbeat: cfg.SSEHeartbeat,
+			KeepAlive: cfg.StreamKeepAlive})
+		m0.PublishTo(hub)
+		app = realtime.Holds(hub, &realtime.HoldOptions{MaxMessage: cfg.MaxBody})(app)
+		w.Draining = append([]func(){hub.Drain}, w.Draining...)
+		w.Drain = append([]host.Shutdowner{hub}, w.Drain...)
+	}
 	// Static directories go in front of the application, the first named
 	// outermost; a miss falls through to the next, then to the application.
 	var headers []static.Header
@@ -61,7 +74,11 @@ func Worker(cfg *host.Config, plan *host.Plan) (*host.Worker, error) {
 	}
 	h := m0.Health(cfg.HealthPath)(app)
 	if cfg.Metrics {
-		h = metrics.Middleware(metrics.Path)(h)
+		var opts []metrics.Option
+		if hub != nil {
+			opts = append(opts, metrics.Realtime(hub))
+		}
+		h = metrics.Middleware(metrics.Path, opts...)(h)
 	}
 	if cfg.AccessLog {
 		h = m0.AccessLog(os.Stdout)(h)
