@@ -71,10 +71,10 @@ type Options struct {
 	// Heartbeat is how long a held stream may go without sending before it
 	// is sent an SSE comment or a WebSocket ping; 0 sends none.
 	Heartbeat time.Duration
-	// KeepAlive turns TCP keepalive on for the sockets m0serve holds: after
-	// that long with nothing received the kernel probes every KeepAlive,
-	// and drops the connection at the third unanswered probe; 0 leaves the
-	// socket as it is.
+	// KeepAlive is the TCP keepalive of held sockets: after that long with
+	// nothing received the kernel probes every KeepAlive, and drops the
+	// connection at the third unanswered probe; 0 turns keepalive off on
+	// them (a listener may have turned it on).
 	KeepAlive time.Duration
 	// IDs numbers the frames; nil is a Counter of the hub's own.
 	IDs IDSource

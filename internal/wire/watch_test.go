@@ -100,3 +100,17 @@ func TestKeepAlive(t *testing.T) {
 		}
 	}
 }
+
+func TestKeepAliveOff(t *testing.T) {
+	server, _ := testutil.TCPPair(t)
+	KeepAlive(server, time.Minute)
+	if err := KeepAlive(server, 0); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := server.(syscall.Conn).SyscallConn()
+	var on int
+	raw.Control(func(fd uintptr) { on, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE) })
+	if on != 0 {
+		t.Errorf("SO_KEEPALIVE = %d after KeepAlive(0)", on)
+	}
+}
