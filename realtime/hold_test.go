@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -155,8 +156,10 @@ type event struct {
 
 // sseReader reads a stream's events, comments and retry fields as sent.
 type sseReader struct {
-	resp *http.Response
-	br   *bufio.Reader
+	resp      *http.Response
+	br        *bufio.Reader
+	last      string   // the last id field read, as a browser keeps its last event id
+	positions []string // the ids sent alone, without an event
 }
 
 func openSSE(t *testing.T, url string, lastID string) *sseReader {
@@ -189,10 +192,17 @@ func (r *sseReader) next() (event, error) {
 		line = strings.TrimSuffix(line, "\n")
 		switch {
 		case line == "":
+			if e.id != "" {
+				r.last = e.id
+			}
 			if data != nil || e.retry != "" || e.comment {
 				e.data = strings.Join(data, "\n")
 				return e, nil
 			}
+			if e.id != "" && e.event == "" {
+				r.positions = append(r.positions, e.id) // an id alone: a position, not an event
+			}
+			e = event{}
 		case strings.HasPrefix(line, ":"):
 			e.comment = true
 		case strings.HasPrefix(line, "id: "):
@@ -240,6 +250,8 @@ func TestHoldStream(t *testing.T) {
 		if len(s.resp.TransferEncoding) == 0 || s.resp.TransferEncoding[0] != "chunked" {
 			t.Errorf("an HTTP/1.1 stream is chunked: %v", s.resp.TransferEncoding)
 		}
+		// It begins where the hub stands: the newest id as a position.
+		start := f.hub.Newest().String()
 		var ids []string
 		for _, d := range []string{"one", "two\nlines", "three"} {
 			id, ok := f.hub.Publish(channel, []byte(d))
@@ -251,6 +263,9 @@ func TestHoldStream(t *testing.T) {
 			if e.id != id.String() || e.data != d || e.event != "" {
 				t.Errorf("got %+v, want id %s data %q", e, id, d)
 			}
+		}
+		if !slices.Equal(s.positions, []string{start}) {
+			t.Errorf("positions %q, want %q", s.positions, start)
 		}
 		s.resp.Body.Close()
 
@@ -265,6 +280,9 @@ func TestHoldStream(t *testing.T) {
 		if e := s.mustNext(t); e.id != id.String() || e.data != "four" {
 			t.Errorf("live after the replay: %+v", e)
 		}
+		if len(s.positions) != 0 {
+			t.Errorf("a replay's frames say where the client stands; got positions %q", s.positions)
+		}
 		s.resp.Body.Close()
 
 		// An id of no run of this server gets the gap, then live.
@@ -275,9 +293,15 @@ func TestHoldStream(t *testing.T) {
 			if e.event != realtime.GapEvent || e.id != "" || e.data != want {
 				t.Errorf("presented %q: got %+v, want the gap %s", presented, e, want)
 			}
+			newest := f.hub.Newest().String()
 			id, _ = f.hub.Publish(channel, []byte("five"))
 			if e := s.mustNext(t); e.id != id.String() || e.data != "five" {
 				t.Errorf("live after the gap: %+v", e)
+			}
+			// After the gap the client stands at the newest id: its next
+			// reconnect is not another gap.
+			if !slices.Equal(s.positions, []string{newest}) {
+				t.Errorf("positions after the gap %q, want %q", s.positions, newest)
 			}
 			s.resp.Body.Close()
 		}
@@ -306,9 +330,19 @@ func TestHoldStreamHTTP10(t *testing.T) {
 		}
 		waitFor(t, func() bool { return f.hub.Stats().HeldStreams == 1 }, "the stream to be held")
 		id, _ := f.hub.Publish("old", []byte("x"))
-		line, _ := br.ReadString('\n')
-		if line != "id: "+id.String()+"\n" {
-			t.Errorf("first line %q", line)
+		var lines []string
+		for len(lines) < 4 {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, line)
+		}
+		// The position where the stream began, then the frame.
+		before := realtime.ID{Epoch: id.Epoch, Seq: id.Seq - 1}
+		want := []string{"id: " + before.String() + "\n", "\n", "id: " + id.String() + "\n", "data: x\n"}
+		if !slices.Equal(lines, want) {
+			t.Errorf("read %q, want %q", lines, want)
 		}
 		c.Close()
 		waitFor(t, func() bool { return f.hub.Stats().HeldStreams == 0 }, "the stream to be let go")

@@ -187,6 +187,13 @@ type Subscription struct {
 	// Gap is set, with Replay empty, when the journal could not supply
 	// every frame since the id presented.
 	Gap *Gap
+	// Position, unless zero, is where the subscriber stands
+	// once Replay or Gap is sent: the newest id allocated when it
+	// subscribed without an id, or was sent a gap. A stream says it (in SSE
+	// an id field without data, which sets a client's last event id and
+	// dispatches nothing), so that a client cut before its first frame
+	// comes back for what it missed instead of losing it unawares.
+	Position ID
 
 	hub     *Hub
 	channel string
@@ -226,7 +233,9 @@ func (h *Hub) Subscribe(channel string, resume bool, lastEventID string) (*Subsc
 	if h.drain {
 		return nil, ErrDraining
 	}
-	if resume {
+	if !resume {
+		s.Position = h.ids.Newest()
+	} else {
 		newest := h.ids.Newest()
 		after, ok := ParseID(lastEventID)
 		var frames []*Frame
@@ -238,6 +247,7 @@ func (h *Hub) Subscribe(channel string, resume bool, lastEventID string) (*Subsc
 			h.replayed.Add(uint64(len(frames)))
 		} else {
 			s.Gap = &Gap{LastEventID: lastEventID, Newest: newest}
+			s.Position = newest
 			h.gaps.Add(1)
 		}
 	}

@@ -58,6 +58,14 @@ func appendGap(b []byte, g *Gap) []byte {
 	return appendEvent(b, "", GapEvent, data)
 }
 
+// appendPosition appends an id field alone: a client's last event id
+// becomes id, and no event is dispatched.
+func appendPosition(b []byte, id ID) []byte {
+	b = append(b, "id: "...)
+	b = append(b, id.String()...)
+	return append(b, '\n', '\n')
+}
+
 // heartbeat is the comment an idle stream is sent.
 var heartbeat = []byte(":\n\n")
 
@@ -119,6 +127,9 @@ func (h *Hub) stream(s *Subscription, out sink, gone <-chan struct{}) (clean boo
 		}
 		for _, f := range s.Replay {
 			b = append(b, f.SSE()...)
+		}
+		if !s.Position.IsZero() {
+			b = appendPosition(b, s.Position)
 		}
 		return b
 	})

@@ -44,6 +44,7 @@ class SSE:
                 self.headers[k.strip().lower()] = v.strip()
         self.chunked = "chunked" in self.headers.get("transfer-encoding", "")
         self.text = b""
+        self.positions = []  # ids sent alone: where the stream stands, no event
         self.ended = False  # a clean end: the last chunk, or the close of an HTTP/1.0 stream
 
     def _more(self):
@@ -65,14 +66,36 @@ class SSE:
         self.reader.buf = b""
         return True
 
-    def next(self, timeout=HTTP_TIMEOUT):
-        """The next block (event, comment or retry) as a dict, or None at the
-        end of the stream or after timeout."""
+    def _block(self, timeout):
+        """The next block as sent, or None at the end or after timeout; an
+        id alone (a position) is noted in positions."""
         self.reader.deadline = time.monotonic() + timeout
         while b"\n\n" not in self.text:
             if not self._more():
                 return None
         block, self.text = self.text.split(b"\n\n", 1)
+        if block.startswith(b"id: ") and b"\n" not in block:
+            self.positions.append(block[4:].decode())
+        return block
+
+    def next(self, timeout=HTTP_TIMEOUT):
+        """The next block (event, comment or retry) as a dict, or None at the
+        end of the stream or after timeout. Positions are not returned."""
+        while True:
+            block = self._block(timeout)
+            if block is None:
+                return None
+            if not (block.startswith(b"id: ") and b"\n" not in block):
+                return self._parse(block)
+
+    def position(self, timeout=HTTP_TIMEOUT):
+        """Where a new stream begins: the id it says first."""
+        block = self._block(timeout)
+        assert block is not None and self.positions, f"no position first: {self.reader.raw[-2000:]!r}"
+        return self.positions[-1]
+
+    @staticmethod
+    def _parse(block):
         out = {"data": None}
         data = []
         for line in block.split(b"\n"):
@@ -206,6 +229,20 @@ def test_reconnect_gets_what_it_missed(serve):
     up = SSE(room.server, "/events", last_id=live)
     nxt = room.publish("next")
     assert up.event() == {"data": b"next", "id": nxt}
+    assert len(s.positions) == 1 and again.positions == [] and up.positions == []
+
+
+def test_cut_before_the_first_frame(serve):
+    """A new stream says where it begins (an id without an event), so a
+    client cut before any frame reached it comes back for what it missed."""
+    room = start_room(serve, "flask")
+    known = room.publish("before the stream")
+    s = SSE(room.server, "/events")
+    assert s.position() == known
+    s.close()
+    missed = room.publish("while away")
+    again = SSE(room.server, "/events", last_id=s.positions[-1])
+    assert again.event() == {"data": b"while away", "id": missed}
 
 
 def test_restart_sends_the_gap(serve):
@@ -225,6 +262,9 @@ def test_restart_sends_the_gap(serve):
     assert gap["newest_id"] != old and gap["newest_id"].endswith("-1"), gap
     fid = room.publish("after")
     assert s.event() == {"data": b"after", "id": fid}
+    # Past the gap the client stood at the newest id: had it reconnected
+    # then, it would not have been sent the same gap again.
+    assert s.positions == [gap["newest_id"]], s.positions
 
 
 @pytest.mark.parametrize("presented", ["not-an-id", "1-1", "FUTURE"])
