@@ -176,7 +176,7 @@ func (fx *fastExchange) streamDirect(rep reply) {
 	w := bufio.NewWriterSize(ctx.Conn(), 4096)
 	wire.WriteHead(w, ctx.Request.Header.IsHTTP11(), rep.status, func(fn func(name, value []byte)) { eachHeader(rep.hdr, fn) }, rep.length)
 	ctx.HijackSetNoResponse(true)
-	ctx.Hijack(func(net.Conn) {})
+	ctx.Hijack(func(c net.Conn) { c.Close() }) // closed after the body, on a server that keeps hijacked connections too
 	// What was sent, for the access log (m0.HijackedHead, m0.HijackedSent).
 	ctx.SetUserValue(wire.KeyHead, time.Now())
 	var sent int64

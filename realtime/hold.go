@@ -45,6 +45,13 @@ type HoldOptions struct {
 	// Logger receives a line for each hold the application answered
 	// wrongly; nil is the hub's.
 	Logger *slog.Logger
+	// KeepHijackedConns says that the fasthttp.Server serving the holds
+	// has its KeepHijackedConns set. A held SSE stream then lets go of
+	// fasthttp's request context and read buffer (ReadBufferSize, 4 KiB
+	// by default), which fasthttp otherwise keeps for as long as the
+	// stream is held. Set it only then: on a server that closes hijacked
+	// connections it would end every stream at once. net/http ignores it.
+	KeepHijackedConns bool
 }
 
 // Holds returns middleware through which a handler holds connections in Go:
@@ -252,7 +259,7 @@ func (hd *fastHolds) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		ctx.Request.Header.DelBytes(k)
 	}
 	if hd.hub.Draining() && wantsStream(string(ctx.Request.Header.Peek("Accept"))) {
-		hd.hub.serveFastSSE(ctx, retryChannel, nil)
+		hd.hub.serveFastSSE(ctx, retryChannel, nil, hd.opts.KeepHijackedConns)
 		return
 	}
 	hd.fast(ctx)
@@ -276,7 +283,7 @@ func (hd *fastHolds) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	if strings.EqualFold(kind, "stream") {
-		hd.hub.serveFastSSE(ctx, channel, extra)
+		hd.hub.serveFastSSE(ctx, channel, extra, hd.opts.KeepHijackedConns)
 		return
 	}
 	r, ok := wsup.CheckFast(ctx)

@@ -111,7 +111,9 @@ type fixture struct {
 	base map[string]string // by front end
 }
 
-var frontends = []string{"net/http", "fasthttp"}
+// frontends: "fasthttp, kept" is a fasthttp.Server that keeps hijacked
+// connections (as m0serve's), told to the holds.
+var frontends = []string{"net/http", "fasthttp", "fasthttp, kept"}
 
 // serve starts a hub with opts (Logger set to the fixture's), and the
 // holds around app under both front ends.
@@ -127,18 +129,21 @@ func serve(t *testing.T, opts *realtime.Options) *fixture {
 	ns := httptest.NewServer(h)
 	t.Cleanup(ns.Close)
 	f.base["net/http"] = ns.URL
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	kept := realtime.Holds(f.hub, &realtime.HoldOptions{KeepHijackedConns: true})(f.app)
+	for fe, h := range map[string]http.Handler{"fasthttp": h, "fasthttp, kept": kept} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fh, ok := h.(interface{ ServeFastHTTP(*fasthttp.RequestCtx) })
+		if !ok {
+			t.Fatal("Holds around a fasthttp handler is not one")
+		}
+		fs := &fasthttp.Server{Handler: fh.ServeFastHTTP, KeepHijackedConns: h == kept}
+		go fs.Serve(ln)
+		t.Cleanup(func() { fs.Shutdown() })
+		f.base[fe] = "http://" + ln.Addr().String()
 	}
-	fh, ok := h.(interface{ ServeFastHTTP(*fasthttp.RequestCtx) })
-	if !ok {
-		t.Fatal("Holds around a fasthttp handler is not one")
-	}
-	fs := &fasthttp.Server{Handler: fh.ServeFastHTTP}
-	go fs.Serve(ln)
-	t.Cleanup(func() { fs.Shutdown() })
-	f.base["fasthttp"] = "http://" + ln.Addr().String()
 	return f
 }
 
@@ -474,7 +479,8 @@ func TestDrain(t *testing.T) {
 		c, _ := dialWS(t, f.base[fe], "/ws?c=d", nil)
 		sockets = append(sockets, c)
 	}
-	waitFor(t, func() bool { st := f.hub.Stats(); return st.HeldStreams == 2 && st.HeldWebSockets == 2 }, "the holds")
+	n := int64(len(frontends))
+	waitFor(t, func() bool { st := f.hub.Stats(); return st.HeldStreams == n && st.HeldWebSockets == n }, "the holds")
 	f.hub.Drain()
 	for i, s := range streams {
 		e := s.mustNext(t)

@@ -17,7 +17,8 @@ import (
 )
 
 // writeStall bounds a write to a held connection that makes no progress:
-// a client that stops reading for that long loses its stream.
+// a client that stops reading for that long (and at most a sixteenth
+// more, wire.SendWindow) loses its stream.
 const writeStall = 30 * time.Second
 
 // header is one response header of a held connection beyond its own: what
@@ -67,6 +68,7 @@ type connSink struct {
 	c       net.Conn
 	head    []byte // sent with the first send
 	chunked bool
+	window  wire.SendWindow
 }
 
 func (s *connSink) send(b []byte) error {
@@ -85,15 +87,16 @@ func (s *connSink) send(b []byte) error {
 	if len(out) == 0 {
 		return nil
 	}
-	s.c.SetWriteDeadline(time.Now().Add(writeStall))
+	if err := s.window.Renew(s.c); err != nil {
+		return err
+	}
 	_, err := s.c.Write(out)
 	return err
 }
 
 // end ends the body cleanly: the last chunk, on HTTP/1.1.
 func (s *connSink) end() {
-	if s.chunked {
-		s.c.SetWriteDeadline(time.Now().Add(writeStall))
+	if s.chunked && s.window.Renew(s.c) == nil {
 		io.WriteString(s.c, "0\r\n\r\n")
 	}
 }
@@ -104,7 +107,7 @@ func (s *connSink) end() {
 // feed, until either side ends it. A hub that drains answers a stream
 // with a retry and its end.
 func (h *Hub) holdConn(c, raw net.Conn, http11 bool, extra []header, channel string, resume bool, lastID string) {
-	out := &connSink{c: c, head: sseHead(http11, extra), chunked: http11}
+	out := &connSink{c: c, head: sseHead(http11, extra), chunked: http11, window: wire.SendWindow{Window: writeStall}}
 	s, err := h.Subscribe(channel, resume, lastID)
 	if err != nil { // draining
 		b := appendRetry(make([]byte, headroom, headroom+32))
@@ -140,12 +143,13 @@ func (h *Hub) holdConn(c, raw net.Conn, http11 bool, extra []header, channel str
 // netSink writes a held stream through a ResponseWriter that cannot be
 // hijacked (HTTP/2).
 type netSink struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	window wire.SendWindow
 }
 
 func (s *netSink) send(b []byte) error {
-	s.rc.SetWriteDeadline(time.Now().Add(writeStall))
+	s.window.Renew(s.rc) // a writer without deadlines is not bounded
 	if len(b) > headroom {
 		if _, err := s.w.Write(b[headroom:]); err != nil {
 			return err
@@ -196,7 +200,7 @@ func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request, channel string) {
 	}
 	setSSEHeaders(hdr)
 	w.WriteHeader(http.StatusOK)
-	out := &netSink{w: w, rc: rc}
+	out := &netSink{w: w, rc: rc, window: wire.SendWindow{Window: writeStall}}
 	s, err := h.Subscribe(channel, resume, lastID)
 	if err != nil {
 		out.send(appendRetry(make([]byte, headroom, headroom+32)))
@@ -225,8 +229,12 @@ func lastEventID(h http.Header) (string, bool) {
 }
 
 // serveFastSSE holds ctx's request as an SSE stream of channel, as
-// ServeSSE does, on the connection fasthttp hands over.
-func (h *Hub) serveFastSSE(ctx *fasthttp.RequestCtx, channel string, extra []header) {
+// ServeSSE does, on the connection fasthttp hands over. detach says the
+// server keeps hijacked connections open (HoldOptions.KeepHijackedConns):
+// the stream is then held on a goroutine of its own, on the accepted
+// connection, so that fasthttp's request context and read buffer go back
+// as soon as the hijack handler returns.
+func (h *Hub) serveFastSSE(ctx *fasthttp.RequestCtx, channel string, extra []header, detach bool) {
 	var lastID string
 	resume := false
 	if v := ctx.Request.Header.Peek("Last-Event-ID"); len(v) > 0 {
@@ -248,6 +256,14 @@ func (h *Hub) serveFastSSE(ctx *fasthttp.RequestCtx, channel string, extra []hea
 	ctx.SetUserValue(wire.KeyHead, time.Now())
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
+		if detach {
+			go func() {
+				defer raw.Close()
+				h.holdConn(raw, raw, http11, extra, channel, resume, lastID)
+			}()
+			return
+		}
+		defer c.Close()
 		h.holdConn(c, raw, http11, extra, channel, resume, lastID)
 	})
 }

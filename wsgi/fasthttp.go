@@ -134,8 +134,9 @@ func (x *fastExchange) stream10(t cpython.Thread, status int, s *stream) {
 	w := bufio.NewWriterSize(x.ctx.Conn(), 4096)
 	wire.WriteHead(w, false, status, func(fn func(name, value []byte)) { eachHeader(t, fn) }, -1)
 	// The connection closes after the body: fasthttp writes nothing more.
+	// (Closing it here serves a server that keeps hijacked connections.)
 	x.ctx.HijackSetNoResponse(true)
-	x.ctx.Hijack(func(net.Conn) {})
+	x.ctx.Hijack(func(c net.Conn) { c.Close() })
 	// What was sent, for the access log (m0.HijackedHead, m0.HijackedSent).
 	x.ctx.SetUserValue(wire.KeyHead, time.Now())
 	var sent int64

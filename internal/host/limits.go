@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/internal/observe"
+	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 )
 
@@ -347,7 +348,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := &limitConn{Conn: c, idle: l.idle, ln: l}
+	lc := &limitConn{Conn: c, send: wire.SendWindow{Window: l.idle}, ln: l}
 	l.mu.Lock()
 	if l.conns == nil {
 		l.conns = map[*limitConn]struct{}{}
@@ -378,10 +379,10 @@ func (l *limitListener) closeUnused() {
 // upload when it closes.
 type limitConn struct {
 	net.Conn
-	idle     time.Duration
-	deadline atomic.Int64 // the write deadline set, in Unix nanoseconds; 0 unknown
-	readAny  atomic.Bool  // a byte has arrived
-	refused  atomic.Bool
+	idle    time.Duration
+	send    wire.SendWindow // idle wide
+	readAny atomic.Bool     // a byte has arrived
+	refused atomic.Bool
 	// started is when the first bytes of the request being read arrived
 	// (Unix nanoseconds): a Read with data after a Write begins a request.
 	started atomic.Int64
@@ -422,20 +423,13 @@ func (c *limitConn) Write(p []byte) (int, error) {
 	if !c.wrote.Load() {
 		c.wrote.Store(true)
 	}
-	if c.idle <= 0 {
+	if c.send.Window <= 0 {
 		return c.Conn.Write(p)
 	}
 	written := 0
 	for {
-		now := time.Now()
-		// Renew only when less than IdleTimeout is left, and then a
-		// sixteenth further, so most writes set no deadline at all.
-		if d := c.deadline.Load(); d == 0 || time.Duration(d-now.UnixNano()) < c.idle {
-			dl := now.Add(c.idle + c.idle/16)
-			if err := c.Conn.SetWriteDeadline(dl); err != nil {
-				return written, err
-			}
-			c.deadline.Store(dl.UnixNano())
+		if err := c.send.Renew(c.Conn); err != nil {
+			return written, err
 		}
 		n, err := c.Conn.Write(p[written:])
 		written += n
@@ -455,16 +449,15 @@ func (c *limitConn) ReadFrom(r io.Reader) (int64, error) {
 		return io.Copy(writerOnly{c}, r)
 	}
 	c.wrote.Store(true)
-	if c.idle <= 0 {
+	if c.send.Window <= 0 {
 		return rf.ReadFrom(r)
 	}
 	var total int64
 	for {
-		dl := time.Now().Add(c.idle + c.idle/16)
-		if err := c.Conn.SetWriteDeadline(dl); err != nil {
+		c.send.Forget() // a whole window for each sendfile
+		if err := c.send.Renew(c.Conn); err != nil {
 			return total, err
 		}
-		c.deadline.Store(dl.UnixNano())
 		n, err := rf.ReadFrom(r)
 		total += n
 		if err != nil && n > 0 && isTimeout(err) {
@@ -478,12 +471,12 @@ func (c *limitConn) ReadFrom(r io.Reader) (int64, error) {
 type writerOnly struct{ io.Writer }
 
 func (c *limitConn) SetWriteDeadline(t time.Time) error {
-	c.deadline.Store(0)
+	c.send.Forget()
 	return c.Conn.SetWriteDeadline(t)
 }
 
 func (c *limitConn) SetDeadline(t time.Time) error {
-	c.deadline.Store(0)
+	c.send.Forget()
 	return c.Conn.SetDeadline(t)
 }
 

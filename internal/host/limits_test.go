@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/internal/testutil"
+	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 )
 
@@ -439,7 +440,7 @@ func TestReadFromFile(t *testing.T) {
 	}
 	t.Run("reading client", func(t *testing.T) {
 		s, c := testutil.TCPPair(t)
-		lc := &limitConn{Conn: s, idle: 300 * time.Millisecond}
+		lc := &limitConn{Conn: s, send: wire.SendWindow{Window: 300 * time.Millisecond}}
 		got := make(chan []byte)
 		go func() {
 			b, _ := io.ReadAll(c)
@@ -459,7 +460,7 @@ func TestReadFromFile(t *testing.T) {
 	t.Run("stalled client", func(t *testing.T) {
 		s, c := testutil.TCPPair(t)
 		c.(*net.TCPConn).SetReadBuffer(4096)
-		lc := &limitConn{Conn: s, idle: 300 * time.Millisecond}
+		lc := &limitConn{Conn: s, send: wire.SendWindow{Window: 300 * time.Millisecond}}
 		f, _ := os.Open(path)
 		defer f.Close()
 		start := time.Now()

@@ -42,6 +42,11 @@ func newServer(h http.Handler, lim Limits) server {
 	return &limitedServer{serve: srv.Serve, shutdown: srv.Shutdown, lim: lim}
 }
 
+// KeepsHijackedConns is whether FastServer's server leaves a hijacked
+// connection open when its hijack handler returns (what the realtime holds
+// are told, realtime.HoldOptions.KeepHijackedConns).
+const KeepsHijackedConns = true
+
 // FastServer returns the fasthttp server m0serve serves h with, within lim.
 // A request body over the cap or too slow to arrive never reaches h. Serve
 // it on lim.Listener(ln) for the bound on a send that makes no progress and
@@ -55,7 +60,10 @@ func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
 		DisablePreParseMultipartForm: true,
 		// Request line and headers up to 16 KiB (an 8 KiB cookie fits).
 		ReadBufferSize: 16 << 10,
-		Logger:         log.New(io.Discard, "", 0),
+		// Every hijack handler closes its connection; a held stream is
+		// held apart from fasthttp's request context and read buffer.
+		KeepHijackedConns: KeepsHijackedConns,
+		Logger:            log.New(io.Discard, "", 0),
 	}
 	obs, _ := h.(observe.Refuser)
 	fastLimits(s, lim, obs)

@@ -49,7 +49,7 @@ func Worker(cfg *host.Config, plan *host.Plan) (*host.Worker, error) {
 		hub = realtime.New(&realtime.Options{ReplayFrames: cfg.ReplayFrames, Heartbeat: cfg.SSEHeartbeat,
 			KeepAlive: cfg.StreamKeepAlive})
 		m0.PublishTo(hub)
-		app = realtime.Holds(hub, &realtime.HoldOptions{MaxMessage: cfg.MaxBody})(app)
+		app = realtime.Holds(hub, &realtime.HoldOptions{MaxMessage: cfg.MaxBody, KeepHijackedConns: host.KeepsHijackedConns})(app)
 		w.Draining = append([]func(){hub.Drain}, w.Draining...)
 		w.Drain = append([]host.Shutdowner{hub}, w.Drain...)
 	}

@@ -89,6 +89,7 @@ func UpgradeFast(ctx *fasthttp.RequestCtx, r *http.Request, hdr http.Header, ser
 	ctx.SetUserValue(wire.KeySent, int64(0))
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
+		defer c.Close() // for a server that keeps hijacked connections
 		conn, err := Upgrader.Upgrade(&hijacked{c: c, h: http.Header{}}, r, hdr)
 		if err != nil {
 			failed()
