@@ -51,7 +51,8 @@ func TestHeartbeat(t *testing.T) {
 		time.Sleep(40 * time.Second) // heartbeats at 15 s and 30 s
 		h.Publish("c", []byte("frame"))
 		time.Sleep(20 * time.Second) // the next at 40+15 = 55 s
-		want := []string{"15s :", "30s :", "40s data: frame", "55s :"}
+		// The position's empty data first, at once.
+		want := []string{"0s data: ", "15s :", "30s :", "40s data: frame", "55s :"}
 		if got := lines(); strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("got %q, want %q", got, want)
 		}

@@ -142,7 +142,7 @@ func (hd *holds) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the upgrader answered the client
 	}
-	hd.holdSocket(conn, r, channel)
+	hd.holdSocket(conn, conn.NetConn(), r, channel)
 }
 
 // retryChannel is a channel name no hold uses: a stream of it while the
@@ -298,5 +298,6 @@ func (hd *fastHolds) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	ctx.Response.Reset()
-	wsup.UpgradeFast(ctx, r, up, func(conn *websocket.Conn) { hd.holdSocket(conn, r, channel) }, func() {})
+	raw := ctx.Conn()
+	wsup.UpgradeFast(ctx, r, up, func(conn *websocket.Conn) { hd.holdSocket(conn, raw, r, channel) }, func() {})
 }

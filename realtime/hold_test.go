@@ -164,7 +164,7 @@ type sseReader struct {
 	resp      *http.Response
 	br        *bufio.Reader
 	last      string   // the last id field read, as a browser keeps its last event id
-	positions []string // the ids sent alone, without an event
+	positions []string // the ids of the position events, which next skips
 }
 
 func openSSE(t *testing.T, url string, lastID string) *sseReader {
@@ -200,12 +200,17 @@ func (r *sseReader) next() (event, error) {
 			if e.id != "" {
 				r.last = e.id
 			}
+			if e.event == realtime.PositionEvent {
+				if len(data) != 1 || data[0] != "" {
+					return e, fmt.Errorf("a position with data %q", data)
+				}
+				r.positions = append(r.positions, e.id)
+				e, data = event{}, nil
+				continue
+			}
 			if data != nil || e.retry != "" || e.comment {
 				e.data = strings.Join(data, "\n")
 				return e, nil
-			}
-			if e.id != "" && e.event == "" {
-				r.positions = append(r.positions, e.id) // an id alone: a position, not an event
 			}
 			e = event{}
 		case strings.HasPrefix(line, ":"):
@@ -335,17 +340,18 @@ func TestHoldStreamHTTP10(t *testing.T) {
 		}
 		waitFor(t, func() bool { return f.hub.Stats().HeldStreams == 1 }, "the stream to be held")
 		id, _ := f.hub.Publish("old", []byte("x"))
+		// The position where the stream began, then the frame.
+		before := realtime.ID{Epoch: id.Epoch, Seq: id.Seq - 1}
+		want := []string{"id: " + before.String() + "\n", "event: m0-position\n", "data: \n", "\n",
+			"id: " + id.String() + "\n", "data: x\n"}
 		var lines []string
-		for len(lines) < 4 {
+		for len(lines) < len(want) {
 			line, err := br.ReadString('\n')
 			if err != nil {
 				t.Fatal(err)
 			}
 			lines = append(lines, line)
 		}
-		// The position where the stream began, then the frame.
-		before := realtime.ID{Epoch: id.Epoch, Seq: id.Seq - 1}
-		want := []string{"id: " + before.String() + "\n", "\n", "id: " + id.String() + "\n", "data: x\n"}
 		if !slices.Equal(lines, want) {
 			t.Errorf("read %q, want %q", lines, want)
 		}
@@ -506,6 +512,35 @@ func TestDrain(t *testing.T) {
 		}
 		if _, err := s.next(); err != io.EOF {
 			t.Errorf("after the retry: %v", err)
+		}
+	})
+}
+
+// TestLongReplay: a replay larger than one write arrives whole, in order,
+// then the live feed, and the position comes after it only when the
+// client presented no id.
+func TestLongReplay(t *testing.T) {
+	f := serve(t, &realtime.Options{ReplayFrames: 4096, Queue: 64})
+	f.each(t, func(t *testing.T, base string) {
+		channel := "long-" + strings.ReplaceAll(base[7:], ":", "-")
+		var ids []string
+		for i := range 3000 {
+			id, _ := f.hub.Publish(channel, []byte(fmt.Sprintf("%04d%s", i, strings.Repeat("x", 96))))
+			ids = append(ids, id.String())
+		}
+		s := openSSE(t, base+"/events?c="+channel, ids[0])
+		for i := 1; i < len(ids); i++ {
+			e := s.mustNext(t)
+			if e.id != ids[i] || !strings.HasPrefix(e.data, fmt.Sprintf("%04d", i)) {
+				t.Fatalf("replayed %d: %+v, want %s", i, e.id, ids[i])
+			}
+		}
+		live, _ := f.hub.Publish(channel, []byte("live"))
+		if e := s.mustNext(t); e.id != live.String() || e.data != "live" {
+			t.Errorf("after the replay: %+v", e)
+		}
+		if len(s.positions) != 0 {
+			t.Errorf("positions %q after a replay", s.positions)
 		}
 	})
 }

@@ -187,12 +187,12 @@ type Subscription struct {
 	// Gap is set, with Replay empty, when the journal could not supply
 	// every frame since the id presented.
 	Gap *Gap
-	// Position, unless zero, is where the subscriber stands
-	// once Replay or Gap is sent: the newest id allocated when it
-	// subscribed without an id, or was sent a gap. A stream says it (in SSE
-	// an id field without data, which sets a client's last event id and
-	// dispatches nothing), so that a client cut before its first frame
-	// comes back for what it missed instead of losing it unawares.
+	// Position, unless zero, is where the subscriber stands once Replay
+	// or Gap is sent: the newest id allocated when it subscribed without
+	// an id, or was sent a gap. An SSE stream says it (a PositionEvent,
+	// whose id a client keeps as its last event id), so that a client cut
+	// before its first frame comes back for what it missed instead of
+	// losing it unawares.
 	Position ID
 
 	hub     *Hub

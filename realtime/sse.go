@@ -12,6 +12,13 @@ import (
 // it missed frames the journal cannot supply.
 const GapEvent = "m0-gap"
 
+// PositionEvent is the event type of the frame that says where a stream
+// stands: its id is the newest allocated when the stream began without an
+// id, or after a gap; its data is empty. A browser keeps the id as its last
+// event id (and dispatches the event only to a listener of this type), so
+// a client cut before its first frame comes back for what it missed.
+const PositionEvent = "m0-position"
+
 // appendEvent appends one SSE event: its id (none when empty), its type
 // (none when empty), and data as "data:" lines. SSE ends a line at CR, LF
 // or CRLF, and a client joins data lines with LF: each of those line ends
@@ -58,12 +65,11 @@ func appendGap(b []byte, g *Gap) []byte {
 	return appendEvent(b, "", GapEvent, data)
 }
 
-// appendPosition appends an id field alone: a client's last event id
-// becomes id, and no event is dispatched.
+// appendPosition appends a PositionEvent of id. It carries an (empty)
+// data field: an event without one is not dispatched, and Gecko and WebKit
+// then keep nothing of its id.
 func appendPosition(b []byte, id ID) []byte {
-	b = append(b, "id: "...)
-	b = append(b, id.String()...)
-	return append(b, '\n', '\n')
+	return appendEvent(b, id.String(), PositionEvent, nil)
 }
 
 // heartbeat is the comment an idle stream is sent.
@@ -121,20 +127,29 @@ func (h *Hub) stream(s *Subscription, out sink, gone <-chan struct{}) (clean boo
 		bodies.Put(bp)
 		return err
 	}
-	err := send(func(b []byte) []byte {
-		if s.Gap != nil {
-			b = appendGap(b, s.Gap)
+	// What the subscriber was owed, in writes of about maxBatch: a replay
+	// of a whole journal is not one buffer.
+	replay := s.Replay
+	first := true
+	for first || len(replay) > 0 {
+		err := send(func(b []byte) []byte {
+			if first && s.Gap != nil {
+				b = appendGap(b, s.Gap)
+			}
+			for len(replay) > 0 && (len(b) < maxBatch || first) {
+				b = append(b, replay[0].SSE()...)
+				replay = replay[1:]
+				first = false
+			}
+			if len(replay) == 0 && !s.Position.IsZero() {
+				b = appendPosition(b, s.Position)
+			}
+			return b
+		})
+		first = false
+		if err != nil {
+			return false
 		}
-		for _, f := range s.Replay {
-			b = append(b, f.SSE()...)
-		}
-		if !s.Position.IsZero() {
-			b = appendPosition(b, s.Position)
-		}
-		return b
-	})
-	if err != nil {
-		return false
 	}
 	var tick <-chan time.Time
 	var timer *time.Timer
@@ -143,6 +158,7 @@ func (h *Hub) stream(s *Subscription, out sink, gone <-chan struct{}) (clean boo
 		defer timer.Stop()
 		tick = timer.C
 	}
+	var err error
 	for {
 		select {
 		case f := <-s.C():

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -22,8 +23,9 @@ const closeWait = time.Second
 // ping when it has been idle for the hub's Heartbeat; each message the
 // client sends is posted to the handler, in order. It returns when either
 // side closes, or the hub lets go (1001 when it drains, 1013 when the
-// client was too slow).
-func (hd *holds) holdSocket(conn *websocket.Conn, r *http.Request, channel string) {
+// client was too slow). raw is the connection as accepted, where TCP
+// keepalive is set (fasthttp's hijacked one has no descriptor to reach).
+func (hd *holds) holdSocket(conn *websocket.Conn, raw net.Conn, r *http.Request, channel string) {
 	defer conn.Close()
 	h := hd.hub
 	s, err := h.Subscribe(channel, false, "")
@@ -32,7 +34,7 @@ func (hd *holds) holdSocket(conn *websocket.Conn, r *http.Request, channel strin
 		return
 	}
 	defer s.Close()
-	wire.KeepAlive(conn.NetConn(), h.opts.KeepAlive)
+	wire.KeepAlive(raw, h.opts.KeepAlive)
 	if hd.opts.MaxMessage > 0 {
 		conn.SetReadLimit(hd.opts.MaxMessage)
 	}

@@ -379,10 +379,12 @@ func (l *limitListener) closeUnused() {
 // upload when it closes.
 type limitConn struct {
 	net.Conn
-	idle    time.Duration
-	send    wire.SendWindow // idle wide
-	readAny atomic.Bool     // a byte has arrived
-	refused atomic.Bool
+	send wire.SendWindow // IdleTimeout wide
+	// explicit: a caller set a write deadline of its own, which Write
+	// keeps rather than renewing its window over it.
+	explicit atomic.Bool
+	readAny  atomic.Bool // a byte has arrived
+	refused  atomic.Bool
 	// started is when the first bytes of the request being read arrived
 	// (Unix nanoseconds): a Read with data after a Write begins a request.
 	started atomic.Int64
@@ -418,12 +420,13 @@ func (c *limitConn) RequestStart() time.Time {
 
 // Write sends p under a deadline IdleTimeout ahead, renewed while the
 // client takes bytes: it fails only once a whole IdleTimeout passes with
-// none taken, however long p takes to send.
+// none taken, however long p takes to send. Under a write deadline a
+// caller set, it writes under that one.
 func (c *limitConn) Write(p []byte) (int, error) {
 	if !c.wrote.Load() {
 		c.wrote.Store(true)
 	}
-	if c.send.Window <= 0 {
+	if c.send.Window <= 0 || c.explicit.Load() {
 		return c.Conn.Write(p)
 	}
 	written := 0
@@ -449,7 +452,7 @@ func (c *limitConn) ReadFrom(r io.Reader) (int64, error) {
 		return io.Copy(writerOnly{c}, r)
 	}
 	c.wrote.Store(true)
-	if c.send.Window <= 0 {
+	if c.send.Window <= 0 || c.explicit.Load() {
 		return rf.ReadFrom(r)
 	}
 	var total int64
@@ -470,12 +473,16 @@ func (c *limitConn) ReadFrom(r io.Reader) (int64, error) {
 // writerOnly hides a writer's ReadFrom, so io.Copy does not call it back.
 type writerOnly struct{ io.Writer }
 
+// SetWriteDeadline sets a deadline of the caller's, which writes keep
+// until it is cleared (the zero time) and the window is renewed again.
 func (c *limitConn) SetWriteDeadline(t time.Time) error {
+	c.explicit.Store(!t.IsZero())
 	c.send.Forget()
 	return c.Conn.SetWriteDeadline(t)
 }
 
 func (c *limitConn) SetDeadline(t time.Time) error {
+	c.explicit.Store(!t.IsZero())
 	c.send.Forget()
 	return c.Conn.SetDeadline(t)
 }

@@ -432,6 +432,27 @@ func TestFormatSize(t *testing.T) {
 // TestReadFromFile: a file sent through a limited connection goes whole to
 // a client that reads, by the socket's own ReadFrom (sendfile), and a send
 // to a client that stops reading fails after the idle bound.
+// TestLimitConnKeepsAnExplicitDeadline: a write deadline the caller sets
+// is the one its writes run under; clearing it brings the window back.
+func TestLimitConnKeepsAnExplicitDeadline(t *testing.T) {
+	s, c := testutil.TCPPair(t)
+	c.(*net.TCPConn).SetReadBuffer(4096)
+	lc := &limitConn{Conn: s, send: wire.SendWindow{Window: 10 * time.Second}}
+	lc.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	big := make([]byte, 64<<20) // more than the socket buffers take
+	start := time.Now()
+	if _, err := lc.Write(big); !isTimeout(err) {
+		t.Fatalf("a write to a client that reads nothing: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the write ran %v: the window replaced the caller's deadline", d)
+	}
+	lc.SetWriteDeadline(time.Time{})
+	if lc.explicit.Load() {
+		t.Fatal("clearing the deadline left it explicit")
+	}
+}
+
 func TestReadFromFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f")
 	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MiB

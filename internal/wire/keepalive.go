@@ -10,9 +10,12 @@ import (
 
 // KeepAlive turns TCP keepalive on for c: after idle with nothing
 // received, the kernel probes the peer every idle, and drops the
-// connection at the third probe left unanswered. An idle of 0 turns
-// keepalive off (a listener may have turned it on). A c without a socket
-// (a pipe, a TLS connection) is left as it is.
+// connection at the third probe left unanswered. The kernel sends no probe
+// while data it sent is unacknowledged (a heartbeat to a peer that
+// vanished), so the same bound is also set as TCP_USER_TIMEOUT: data left
+// unacknowledged for idle plus three probes' time drops the connection
+// too. An idle of 0 turns both off (a listener may have turned keepalive
+// on). A c without a socket (a pipe, a TLS connection) is left as it is.
 func KeepAlive(c net.Conn, idle time.Duration) error {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -22,7 +25,10 @@ func KeepAlive(c net.Conn, idle time.Duration) error {
 	if err != nil {
 		return err
 	}
-	opts := []struct{ level, name, value int }{{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0}}
+	opts := []struct{ level, name, value int }{
+		{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0},
+		{unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, 0}, // the system's
+	}
 	if idle > 0 {
 		secs := max(int(idle/time.Second), 1)
 		opts = []struct{ level, name, value int }{
@@ -30,6 +36,7 @@ func KeepAlive(c net.Conn, idle time.Duration) error {
 			{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, secs},
 			{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs},
 			{unix.IPPROTO_TCP, unix.TCP_KEEPCNT, 3},
+			{unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, 4 * secs * 1000},
 		}
 	}
 	var serr error

@@ -44,7 +44,7 @@ class SSE:
                 self.headers[k.strip().lower()] = v.strip()
         self.chunked = "chunked" in self.headers.get("transfer-encoding", "")
         self.text = b""
-        self.positions = []  # ids sent alone: where the stream stands, no event
+        self.positions = []  # the ids of m0-position events: where the stream stands
         self.ended = False  # a clean end: the last chunk, or the close of an HTTP/1.0 stream
 
     def _more(self):
@@ -74,25 +74,27 @@ class SSE:
             if not self._more():
                 return None
         block, self.text = self.text.split(b"\n\n", 1)
-        if block.startswith(b"id: ") and b"\n" not in block:
-            self.positions.append(block[4:].decode())
-        return block
+        parsed = self._parse(block)
+        if parsed.get("event") == "m0-position":
+            assert parsed["data"] == b"" and parsed.get("id"), parsed
+            self.positions.append(parsed["id"])
+        return parsed
 
     def next(self, timeout=HTTP_TIMEOUT):
         """The next block (event, comment or retry) as a dict, or None at the
-        end of the stream or after timeout. Positions are not returned."""
+        end of the stream or after timeout. Position events are noted in
+        positions, and not returned."""
         while True:
             block = self._block(timeout)
-            if block is None:
-                return None
-            if not (block.startswith(b"id: ") and b"\n" not in block):
-                return self._parse(block)
+            if block is None or block.get("event") != "m0-position":
+                return block
 
     def position(self, timeout=HTTP_TIMEOUT):
-        """Where a new stream begins: the id it says first."""
+        """Where a new stream begins: the id of the position event it sends first."""
         block = self._block(timeout)
-        assert block is not None and self.positions, f"no position first: {self.reader.raw[-2000:]!r}"
-        return self.positions[-1]
+        assert block is not None and block.get("event") == "m0-position", \
+            f"no position first: {self.reader.raw[-2000:]!r}"
+        return block["id"]
 
     @staticmethod
     def _parse(block):
@@ -359,14 +361,21 @@ def keepalive_timer(port):
     return int(m.group(1) or 0) * 60 + secs
 
 
+@pytest.mark.parametrize("kind", ["sse", "websocket"])
 @pytest.mark.parametrize("setting,want", [(None, 15), ("7", 7), ("0", None)])
-def test_keepalive_on_held_sockets(serve, setting, want):
+def test_keepalive_on_held_sockets(serve, kind, setting, want):
     env = {"M0_STREAM_KEEPALIVE_S": setting} if setting is not None else None
     server = serve("realtime_app:application", args=("--realtime",), env=env)
-    s = SSE(server, "/hold?c=k")
-    server.post("/publish?c=k", data=b"x")
-    s.event()
+    if kind == "sse":
+        s = SSE(server, "/hold?c=k")
+        server.post("/publish?c=k", data=b"x")
+        s.event()
+    else:
+        s = ws_connect(server.url("/ws?c=k").replace("http", "ws", 1), open_timeout=HTTP_TIMEOUT)
+        server.post("/publish?c=k", data=b"x")
+        assert s.recv(timeout=HTTP_TIMEOUT) == "x"
     timer = keepalive_timer(server.port)
+    s.close()
     if want is None:
         assert timer is None
     else:
