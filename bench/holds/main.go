@@ -600,7 +600,7 @@ func report(w io.Writer, cfg *config, rs []result) {
 	fmt.Fprintln(w, "| server | RSS idle | RSS held | per stream | RSS under load | frames published (not sent: server behind) | deliveries (received / expected) | streams ended | p50 | p99 | p99.9 | max | server CPU |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range rs {
-		fmt.Fprintf(w, "| %s | %.1f MiB | %.1f MiB | %.2f KiB | %.1f MiB | %d (%d errors) | %d / %d | %d | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.0f%% |\n",
+		fmt.Fprintf(w, "| %s | %.1f MiB | %.1f MiB | %.2f KiB | %.1f MiB | %d (%d not sent) | %d / %d | %d | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.0f%% |\n",
 			r.Server, float64(r.RSSIdleKiB)/1024, float64(r.RSSHeldKiB)/1024, r.PerStreamKiB, float64(r.RSSLoadKiB)/1024,
 			r.Published, r.PublishErrors, r.Received, r.Expected, r.Ended, r.P50ms, r.P99ms, r.P999ms, r.Maxms, r.CPUPercent)
 	}
