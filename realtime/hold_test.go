@@ -544,3 +544,77 @@ func TestLongReplay(t *testing.T) {
 		}
 	})
 }
+
+// TestHoldMount: a signed stream URL is held without the application; a
+// refused grant is a 403 and one log line; the mount's other paths 404.
+func TestHoldMount(t *testing.T) {
+	logs := &lockedBuffer{}
+	hub := realtime.New(&realtime.Options{ReplayFrames: 64, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	keys := realtime.GrantKeys{Key: []byte(strings.Repeat("k", 32))}
+	now := time.Now()
+	mount := hub.HoldMount("/live", &realtime.MountOptions{Keys: keys, KeepHijackedConns: true})
+	ns := httptest.NewServer(mount)
+	t.Cleanup(ns.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &fasthttp.Server{Handler: mount.(interface{ ServeFastHTTP(*fasthttp.RequestCtx) }).ServeFastHTTP, KeepHijackedConns: true}
+	go fs.Serve(ln)
+	t.Cleanup(func() { fs.Shutdown() })
+	for _, base := range []string{ns.URL, "http://" + ln.Addr().String()} {
+		channel := "mount-" + strings.ReplaceAll(base[7:], ":", "-")
+		grant := keys.Sign("/live", channel, now.Add(time.Minute), true, "alice")
+		get := func(target, lastID string) *http.Response {
+			req, _ := http.NewRequest("GET", base+target, nil)
+			req.Header.Set("Cookie", "sessionid=alice")
+			if lastID != "" {
+				req.Header.Set("Last-Event-ID", lastID)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { resp.Body.Close() })
+			return resp
+		}
+		resp := get("/live?"+grant, "")
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("%s: a granted stream: %d %v", base, resp.StatusCode, resp.Header)
+		}
+		s := &sseReader{resp: resp, br: bufio.NewReader(resp.Body)}
+		waitFor(t, func() bool { return hub.Stats().HeldStreams == 1 }, "the stream to be held")
+		first, _ := hub.Publish(channel, []byte("one"))
+		if e := s.mustNext(t); e.id != first.String() || e.data != "one" {
+			t.Errorf("%s: %+v", base, e)
+		}
+		resp.Body.Close()
+		waitFor(t, func() bool { return hub.Stats().HeldStreams == 0 }, "the stream to be let go")
+		second, _ := hub.Publish(channel, []byte("two"))
+		againResp := get("/live?"+grant, first.String())
+		again := &sseReader{resp: againResp, br: bufio.NewReader(againResp.Body)}
+		if e := again.mustNext(t); e.id != second.String() || e.data != "two" {
+			t.Errorf("%s: replayed %+v", base, e)
+		}
+		againResp.Body.Close()
+		waitFor(t, func() bool { return hub.Stats().HeldStreams == 0 }, "the replayed stream to be let go")
+		before := strings.Count(logs.String(), "a grant is refused")
+		forged := strings.Replace(grant, "ch="+channel, "ch=admin", 1)
+		for _, c := range []struct {
+			target string
+			status int
+		}{
+			{"/live?" + forged, 403},
+			{"/live", 403},
+			{"/live?" + keys.Sign("/live", channel, now.Add(-time.Second), true, "alice"), 403},
+			{"/live/x?" + grant, 404},
+		} {
+			if r := get(c.target, ""); r.StatusCode != c.status {
+				t.Errorf("%s%s: %d, want %d", base, c.target, r.StatusCode, c.status)
+			}
+		}
+		if n := strings.Count(logs.String(), "a grant is refused") - before; n != 3 {
+			t.Errorf("%s: %d log lines for 3 refused grants:\n%s", base, n, logs.String())
+		}
+	}
+}

@@ -1,0 +1,68 @@
+"""m0serve.grant signs as the committed vectors say (Go is held to the same
+file, realtime/testdata/grants.json)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import pytest
+
+from m0serve import grant
+
+VECTORS = pathlib.Path(__file__).resolve().parents[2] / "realtime" / "testdata" / "grants.json"
+
+
+def vectors() -> list[dict[str, Any]]:
+    data: dict[str, Any] = json.loads(VECTORS.read_text(encoding="utf-8"))
+    out: list[dict[str, Any]] = data["vectors"]
+    return out
+
+
+@pytest.mark.parametrize("v", vectors(), ids=lambda v: f"{v['prefix']}-{v['channel']}-{v['bound']}")
+def test_vectors(v: dict[str, Any]) -> None:
+    ttl = 100
+    url = grant.stream_url(
+        v["prefix"],
+        v["channel"],
+        session=v["session"] if v["bound"] else None,
+        ttl=ttl,
+        key=v["key"],
+        now=v["exp"] - ttl,
+    )
+    assert url == f"{v['prefix']}?{v['query']}"
+
+
+def test_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    v = vectors()[0]
+    monkeypatch.setenv("M0_GRANT_KEY", v["key"])
+    assert grant.stream_url(v["prefix"], v["channel"], ttl=1, now=v["exp"] - 1) == f"{v['prefix']}?{v['query']}"
+
+
+def test_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("M0_GRANT_KEY", raising=False)
+    with pytest.raises(grant.NoGrantKey, match="M0_GRANT_KEY"):
+        grant.stream_url("/live", "room")
+    with pytest.raises(grant.NoGrantKey, match="has 5"):
+        grant.stream_url("/live", "room", key="short")
+
+
+@pytest.mark.parametrize(
+    "args,kwargs",
+    [
+        (("live", "room"), {}),
+        (("/live", ""), {}),
+        (("/live", "\x01x"), {}),
+        (("/live", "room"), {"ttl": 0}),
+        (("/live", "room"), {"ttl": True}),
+    ],
+)
+def test_refusals(args: tuple[str, str], kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        grant.stream_url(*args, key="k" * 32, **kwargs)
+
+
+def test_session_must_be_text() -> None:
+    with pytest.raises(TypeError):
+        grant.stream_url("/live", "room", session=7, key="k" * 32)  # type: ignore[arg-type]
