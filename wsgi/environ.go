@@ -27,15 +27,22 @@ var (
 	keyRequestURI = cpython.KeyID("REQUEST_URI")
 	keyRawURI     = cpython.KeyID("RAW_URI")
 	keyHost       = cpython.KeyID("HTTP_HOST")
+	keyScript     = cpython.KeyID("SCRIPT_NAME")
 )
 
-// netEnviron packs the CGI variables of r; the wsgi.* keys and SCRIPT_NAME
-// come from the interpreter's template, wsgi.input from the body.
-func netEnviron(e *cpython.Environ, r *http.Request, bodyLen int) {
+// netEnviron packs the CGI variables of r, mounted at script ("" for none)
+// with pathInfo the rest of its path (wire.UnderPrefix); the wsgi.* keys
+// and an empty SCRIPT_NAME come from the interpreter's template,
+// wsgi.input from the body.
+func netEnviron(e *cpython.Environ, r *http.Request, bodyLen int, script, pathInfo string) {
 	e.Reset()
 	e.AddID(keyMethod, r.Method)
-	// PATH_INFO is the decoded path, its bytes carried as latin-1 text.
-	e.AddID(keyPath, r.URL.Path)
+	// PATH_INFO is the decoded path, its bytes carried as latin-1 text;
+	// below SCRIPT_NAME, what follows it.
+	e.AddID(keyPath, pathInfo)
+	if script != "" {
+		e.AddID(keyScript, script)
+	}
 	e.AddID(keyQuery, r.URL.RawQuery)
 	e.AddID(keyProtocol, r.Proto)
 	e.AddID(keyRequestURI, r.RequestURI)
@@ -120,9 +127,12 @@ func splitHostPort(s string) (host, port string, ok bool) {
 	return host, port, true
 }
 
-// fastEnviron packs the CGI variables of a request fasthttp parsed. It
-// returns false for a request target that cannot be decoded.
-func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scratch *[]byte) bool {
+// fastEnviron packs the CGI variables of a request fasthttp parsed under
+// the mount script ("" for none), as netEnviron does.
+//
+// Its status is 0 when the environ is made: 400 for a path that does not
+// decode, 404 for one not under script.
+func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scratch *[]byte, script string) int {
 	req := &ctx.Request.Header
 	e.Reset()
 	e.AddID(keyMethod, b2s(req.Method()))
@@ -131,9 +141,16 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 	decoded, ok := wire.Unescape((*scratch)[:0], path, false)
 	*scratch = decoded
 	if !ok {
-		return false
+		return fasthttp.StatusBadRequest
 	}
-	e.AddID(keyPath, b2s(decoded))
+	pathInfo, ok := wire.UnderPrefix(b2s(decoded), script)
+	if !ok {
+		return fasthttp.StatusNotFound
+	}
+	e.AddID(keyPath, pathInfo)
+	if script != "" {
+		e.AddID(keyScript, script)
+	}
 	e.AddID(keyQuery, b2s(query))
 	e.AddID(keyProtocol, b2s(req.Protocol()))
 	e.AddID(keyRequestURI, b2s(uri))
@@ -225,7 +242,7 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 		}
 	}
 	*scratch = arena
-	return true
+	return 0
 }
 
 // skipHeader reports whether a request header stays out of the environ:

@@ -20,17 +20,14 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	x := fastExchanges.Get().(*fastExchange)
 	x.ctx = ctx
 	body := ctx.PostBody()
-	switch {
-	case h.maxBody >= 0 && int64(len(body)) > h.maxBody:
+	if h.maxBody >= 0 && int64(len(body)) > h.maxBody {
 		wire.FastError(ctx, fasthttp.StatusRequestEntityTooLarge, false)
-	case !fastEnviron(&x.env, ctx, len(body), &x.scratch):
-		wire.FastError(ctx, fasthttp.StatusBadRequest, false)
-	default:
+	} else if status := fastEnviron(&x.env, ctx, len(body), &x.scratch, h.script); status != 0 {
+		wire.FastError(ctx, status, false)
+	} else if err := h.serve(context.Background(), x, &x.env, body); err != nil {
 		// Not ctx: its Done closes when the server starts to drain, and a
 		// request waiting for a thread then must still be served.
-		if err := h.serve(context.Background(), x, &x.env, body); err != nil {
-			wire.FastError(ctx, fasthttp.StatusServiceUnavailable, true)
-		}
+		wire.FastError(ctx, fasthttp.StatusServiceUnavailable, true)
 	}
 	if x.s == nil {
 		x.release()

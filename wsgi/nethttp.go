@@ -31,6 +31,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer x.release()
 	x.w, x.r = w, r
 
+	pathInfo, ok := wire.UnderPrefix(r.URL.Path, h.script)
+	if !ok {
+		wire.Error(w, http.StatusNotFound, false)
+		return
+	}
 	if h.maxBody >= 0 && r.ContentLength > h.maxBody {
 		wire.Error(w, http.StatusRequestEntityTooLarge, false)
 		return
@@ -54,7 +59,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		body = b
 	}
-	netEnviron(&x.env, r, len(body))
+	netEnviron(&x.env, r, len(body), h.script, pathInfo)
 
 	if err := h.serve(r.Context(), x, &x.env, body); err != nil {
 		if r.Context().Err() == nil {

@@ -10,6 +10,8 @@ package wsgi
 import (
 	"context"
 	"log/slog"
+	"strconv"
+	"strings"
 
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/wire"
@@ -51,6 +53,13 @@ type Options struct {
 	// LogPrefix begins the handler's log lines in place of "wsgi": the ASGI
 	// buffered path, which runs on this bridge, says "asgi".
 	LogPrefix string
+
+	// ScriptName is SCRIPT_NAME: the prefix the application is mounted
+	// under, without a trailing slash ("/flask"). PATH_INFO is then what
+	// follows it, so the application's URLs (url_for, reverse) carry the
+	// prefix; a request whose path is not under it is answered 404 without
+	// the application. The default is "": mounted at the root.
+	ScriptName string
 }
 
 // DefaultOptions returns the options a nil *Options means, to change one
@@ -73,6 +82,7 @@ type Handler struct {
 	maxBody int64   // -1: no cap
 	log     *slog.Logger
 	prefix  string // Options.LogPrefix
+	script  string // Options.ScriptName
 }
 
 // New returns a handler that serves app, which must be a WSGI callable
@@ -81,6 +91,9 @@ type Handler struct {
 func New(app *cpython.App, opts *Options) *Handler {
 	if opts == nil {
 		opts = DefaultOptions()
+	}
+	if opts.ScriptName != "" && opts.ScriptName[0] != '/' {
+		panic("wsgi: Options.ScriptName is a path that begins with /, not " + strconv.Quote(opts.ScriptName))
 	}
 	if app == nil || app.Protocol != "wsgi" {
 		panic("wsgi: New needs a WSGI application (m0.LoadApp found this one to be ASGI; use asgi.New)")
@@ -103,6 +116,7 @@ func New(app *cpython.App, opts *Options) *Handler {
 		maxBody: opts.MaxBody,
 		log:     opts.Logger,
 		prefix:  opts.LogPrefix,
+		script:  strings.TrimSuffix(opts.ScriptName, "/"),
 		pool:    newPool(threads),
 	}
 	if !stream {

@@ -509,3 +509,30 @@ func TestBodyAndCookieVerbatim(t *testing.T) {
 		}
 	})
 }
+
+// TestScriptName: mounted under a prefix, the application sees it as
+// SCRIPT_NAME and the rest as PATH_INFO, so the links it builds carry the
+// prefix; a path outside the prefix never reaches it.
+func TestScriptName(t *testing.T) {
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "link", &wsgi.Options{Threads: 1, ScriptName: "/app/"})
+		host := strings.TrimPrefix(s.URL, "http://")
+		for _, c := range []struct {
+			path, want string
+			status     int
+		}{
+			{"/app/x/y", "/app|/x/y|http://" + host + "/app/x/y", 200},
+			{"/app/", "/app|/|http://" + host + "/app/", 200},
+			{"/app", "/app||http://" + host + "/app", 200},
+			{"/app%2Fz", "/app|/z|http://" + host + "/app/z", 200},
+			{"/apple", "", 404},
+			{"/", "", 404},
+			{"/other/app/x", "", 404},
+		} {
+			resp, body := get(t, s.URL+c.path)
+			if resp.StatusCode != c.status || (c.status == 200 && body != c.want) {
+				t.Errorf("%s: %d %q, want %d %q", c.path, resp.StatusCode, body, c.status, c.want)
+			}
+		}
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"strconv"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 )
@@ -195,4 +196,19 @@ func Unescape(dst, path []byte, lenient bool) ([]byte, bool) {
 		dst = append(dst, c)
 	}
 	return dst, true
+}
+
+// UnderPrefix reports whether path lies under the mount prefix (a path
+// without a trailing slash, "" for none): path is prefix itself, or prefix
+// and a slash and more. rest is what follows the prefix, "" or from the
+// slash on: PATH_INFO beside SCRIPT_NAME = prefix.
+func UnderPrefix(path, prefix string) (rest string, ok bool) {
+	if !strings.HasPrefix(path, prefix) {
+		return "", false
+	}
+	rest = path[len(prefix):]
+	if rest != "" && rest[0] != '/' {
+		return "", false
+	}
+	return rest, true
 }

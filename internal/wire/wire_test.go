@@ -107,3 +107,24 @@ func TestNetHeader(t *testing.T) {
 		}
 	})
 }
+
+func TestUnderPrefix(t *testing.T) {
+	for _, c := range []struct {
+		path, prefix, rest string
+		ok                 bool
+	}{
+		{"/a/b", "/a", "/b", true},
+		{"/a", "/a", "", true},
+		{"/a/", "/a", "/", true},
+		{"/ab", "/a", "", false},
+		{"/", "/a", "", false},
+		{"/b/a", "/a", "", false},
+		{"/x", "", "/x", true},
+		{"/a/b/c", "/a/b", "/c", true},
+	} {
+		rest, ok := UnderPrefix(c.path, c.prefix)
+		if rest != c.rest || ok != c.ok {
+			t.Errorf("UnderPrefix(%q, %q) = %q, %v; want %q, %v", c.path, c.prefix, rest, ok, c.rest, c.ok)
+		}
+	}
+}

@@ -228,3 +228,16 @@ def _waiting_app(environ, start_response):
 
 
 waiting = _waiting_app
+
+
+def _link(environ, start_response):
+    # The URL the application would link to itself with: wsgiref builds it
+    # from SCRIPT_NAME and PATH_INFO, as url_for and reverse do.
+    from wsgiref.util import request_uri
+
+    body = f"{environ['SCRIPT_NAME']}|{environ['PATH_INFO']}|{request_uri(environ, include_query=False)}".encode()
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+link = validator(_link)
