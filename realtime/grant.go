@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -44,6 +45,7 @@ var (
 	ErrGrantMalformed = errors.New("realtime: a malformed grant")
 	ErrGrantExpired   = errors.New("realtime: the grant has expired")
 	ErrGrantSignature = errors.New("realtime: the grant's signature does not verify")
+	ErrGrantNoSession = errors.New("realtime: the grant is bound to a session, and the request has no session cookie")
 )
 
 // GrantKeys sign and verify grants.
@@ -96,7 +98,8 @@ func grantSig(key, msg []byte) []byte {
 
 // Sign returns the query of a grant for channel under the mount at prefix,
 // valid until expires; bound ties it to the session cookie's value
-// session. The stream's URL is prefix + "?" + the query.
+// session, which must not be empty (Verify refuses a bound grant without
+// a session cookie). The stream's URL is prefix + "?" + the query.
 func (k *GrantKeys) Sign(prefix, channel string, expires time.Time, bound bool, session string) string {
 	exp := expires.Unix()
 	sig := grantSig(k.Key, grantMessage(prefix, channel, exp, bound, session))
@@ -156,6 +159,8 @@ func (k *GrantKeys) verify(q url.Values, prefix, session string, now time.Time) 
 	bound := ses == "1"
 	if !bound {
 		session = ""
+	} else if session == "" {
+		return "", ErrGrantNoSession
 	}
 	msg := grantMessage(prefix, channel, exp, bound, session)
 	ok := len(k.Key) > 0 && hmac.Equal(sig, grantSig(k.Key, msg))
@@ -187,11 +192,17 @@ type MountOptions struct {
 // carrying a grant the keys verify is held as an SSE stream of the
 // grant's channel (replay, gap, heartbeat and drain as any hold), without
 // asking the application; a grant refused is a 403 and one log line, and
-// any other path a 404. It serves fasthttp too.
+// any other path a 404. A grant is checked when its stream opens: a stream
+// already held outlives its grant's expiry, a key rotated out and the end
+// of its session. It serves fasthttp too. A key shorter than MinGrantKey
+// (or a previous key shorter than it) panics.
 func (h *Hub) HoldMount(prefix string, opts *MountOptions) http.Handler {
 	m := &holdMount{hub: h, prefix: prefix}
 	if opts != nil {
 		m.opts = *opts
+	}
+	if len(m.opts.Keys.Key) < MinGrantKey || (len(m.opts.Keys.Prev) > 0 && len(m.opts.Keys.Prev) < MinGrantKey) {
+		panic(fmt.Sprintf("realtime: a grant key of %d bytes or more is needed", MinGrantKey))
 	}
 	if m.opts.Logger == nil {
 		m.opts.Logger = h.log

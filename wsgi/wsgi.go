@@ -55,7 +55,8 @@ type Options struct {
 	LogPrefix string
 
 	// ScriptName is SCRIPT_NAME: the prefix the application is mounted
-	// under, without a trailing slash ("/flask"). PATH_INFO is then what
+	// under ("/flask"; trailing slashes are dropped), decoded as PATH_INFO
+	// is (not percent-encoded). PATH_INFO is then what
 	// follows it, so the application's URLs (url_for, reverse) carry the
 	// prefix; a request whose path is not under it is answered 404 without
 	// the application. The default is "": mounted at the root.
@@ -116,7 +117,7 @@ func New(app *cpython.App, opts *Options) *Handler {
 		maxBody: opts.MaxBody,
 		log:     opts.Logger,
 		prefix:  opts.LogPrefix,
-		script:  strings.TrimSuffix(opts.ScriptName, "/"),
+		script:  strings.TrimRight(opts.ScriptName, "/"),
 		pool:    newPool(threads),
 	}
 	if !stream {

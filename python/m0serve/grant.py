@@ -28,6 +28,8 @@ __all__ = ["stream_url", "NoGrantKey", "MIN_KEY"]
 
 #: The shortest key the server takes, in bytes.
 MIN_KEY = 32
+#: The longest channel name, in bytes.
+MAX_CHANNEL = 1024
 
 Key = Union[str, bytes]
 
@@ -80,12 +82,23 @@ def stream_url(
     """
     if not isinstance(prefix, str) or not prefix.startswith("/"):
         raise ValueError(f"grant.stream_url: the prefix is the mount's path, starting with /, not {prefix!r}")
-    if not isinstance(channel, str) or not channel or ord(channel[0]) < 0x20 or channel[0] == "\x7f":
+    if (
+        not isinstance(channel, str)
+        or not channel
+        or ord(channel[0]) < 0x20
+        or channel[0] == "\x7f"
+        or len(channel.encode()) > MAX_CHANNEL
+    ):
         raise ValueError(f"grant.stream_url: {channel!r} is not a channel name")
     if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0:
         raise ValueError(f"grant.stream_url: ttl is a positive number of seconds, not {ttl!r}")
     if session is not None and not isinstance(session, str):
         raise TypeError(f"grant.stream_url: session is the cookie's value (str), not {type(session).__name__}")
+    if session == "":
+        raise ValueError(
+            "grant.stream_url: session is empty (a visitor without a session cookie?); "
+            "pass the cookie's value, or None for a grant anyone holding the URL may use"
+        )
     exp = int(time.time() if now is None else now) + ttl
     sig = hmac.new(_key(key), _message(prefix, channel, exp, session), hashlib.sha256).digest()
     query = urlencode(

@@ -56,6 +56,8 @@ def test_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
         (("/live", "\x01x"), {}),
         (("/live", "room"), {"ttl": 0}),
         (("/live", "room"), {"ttl": True}),
+        (("/live", "room"), {"session": ""}),
+        (("/live", "x" * 1025), {}),
     ],
 )
 def test_refusals(args: tuple[str, str], kwargs: dict[str, Any]) -> None:
