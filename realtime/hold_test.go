@@ -167,9 +167,14 @@ type sseReader struct {
 	positions []string // the ids of the position events, which next skips
 }
 
-func openSSE(t *testing.T, url string, lastID string) *sseReader {
+// getStream sends a GET for an event stream, presenting lastID when it is
+// not empty, with hdr besides; the body is closed when the test ends.
+func getStream(t *testing.T, url, lastID string, hdr http.Header) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest("GET", url, nil)
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
 	req.Header.Set("Accept", "text/event-stream")
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
@@ -179,6 +184,12 @@ func openSSE(t *testing.T, url string, lastID string) *sseReader {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func openSSE(t *testing.T, url string, lastID string) *sseReader {
+	t.Helper()
+	resp := getStream(t, url, lastID, nil)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, resp.Header)
 	}
@@ -566,17 +577,7 @@ func TestHoldMount(t *testing.T) {
 		channel := "mount-" + strings.ReplaceAll(base[7:], ":", "-")
 		grant := keys.Sign("/live", channel, now.Add(time.Minute), true, "alice")
 		get := func(target, lastID string) *http.Response {
-			req, _ := http.NewRequest("GET", base+target, nil)
-			req.Header.Set("Cookie", "sessionid=alice")
-			if lastID != "" {
-				req.Header.Set("Last-Event-ID", lastID)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { resp.Body.Close() })
-			return resp
+			return getStream(t, base+target, lastID, http.Header{"Cookie": {"sessionid=alice"}})
 		}
 		resp := get("/live?"+grant, "")
 		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
