@@ -5,7 +5,40 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/wire"
 )
+
+// Pool is the Python threads WSGI handlers run requests on. Each handler
+// has one of its own unless Options.Pool gives it one to share: several
+// applications mounted in one process then share one bound on how many
+// requests run Python at once, as they share one interpreter.
+type Pool struct {
+	slots  *pool
+	one    *thread // with no threads, the one Python thread
+	stream bool    // a body without a Content-Length streams from its thread
+}
+
+// NewPool returns a pool of n threads: AutoThreads (any negative n) is
+// min(cores, 8), and 0 is one dedicated Python thread on which every
+// request runs, its response bodies buffered (--blocking-threads 0).
+func NewPool(n int) *Pool {
+	rt, err := cpython.Start()
+	if err != nil {
+		panic("wsgi: " + err.Error())
+	}
+	threads := wire.PoolSize(n)
+	if threads == 0 {
+		return &Pool{slots: newPool(1), one: newThread(rt)}
+	}
+	return &Pool{slots: newPool(threads), stream: true}
+}
+
+// Shutdown answers new requests of every handler on the pool 503 and
+// waits for the running ones, as Handler.Shutdown does; a second call
+// returns ErrClosed.
+func (p *Pool) Shutdown(ctx context.Context) error { return p.slots.shutdown(ctx) }
 
 // pool bounds how many requests run Python at once: one slot per Python
 // thread. A request takes a slot, locks its goroutine to its OS thread and

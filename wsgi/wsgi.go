@@ -54,6 +54,12 @@ type Options struct {
 	// buffered path, which runs on this bridge, says "asgi".
 	LogPrefix string
 
+	// Pool, when set, is the pool of Python threads the handler runs on,
+	// shared with other handlers (NewPool); Threads is then the pool's.
+	// Shutting down one handler on a shared pool stops them all. The
+	// default, nil, is a pool of the handler's own, of Threads threads.
+	Pool *Pool
+
 	// ScriptName is SCRIPT_NAME: the prefix the application is mounted
 	// under ("/flask"; trailing slashes are dropped), decoded as PATH_INFO
 	// is (not percent-encoded). PATH_INFO is then what
@@ -103,25 +109,23 @@ func New(app *cpython.App, opts *Options) *Handler {
 	if err != nil {
 		panic("wsgi: " + err.Error())
 	}
-	threads, stream := wire.PoolSize(opts.Threads), true
-	if threads == 0 {
-		threads, stream = 1, false
+	p := opts.Pool
+	if p == nil {
+		p = NewPool(opts.Threads)
 	}
-	w, err := rt.NewWSGI(app, threads > 1, opts.Multiprocess)
+	w, err := rt.NewWSGI(app, p.slots.n > 1, opts.Multiprocess)
 	if err != nil {
 		panic("wsgi: " + err.Error())
 	}
 	h := &Handler{
 		app:     w,
-		stream:  stream,
+		stream:  p.stream,
 		maxBody: opts.MaxBody,
 		log:     opts.Logger,
 		prefix:  opts.LogPrefix,
 		script:  strings.TrimRight(opts.ScriptName, "/"),
-		pool:    newPool(threads),
-	}
-	if !stream {
-		h.one = newThread(rt)
+		pool:    p.slots,
+		one:     p.one,
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = -1
@@ -135,5 +139,6 @@ func New(app *cpython.App, opts *Options) *Handler {
 // Shutdown stops the handler: it answers new requests 503, waits for the
 // requests running Python to finish, or for ctx to end, and then names in
 // its error the threads still running. A second Shutdown returns
-// ErrClosed.
+// ErrClosed. On a shared pool it is the pool's Shutdown: every handler on
+// the pool stops.
 func (h *Handler) Shutdown(ctx context.Context) error { return h.pool.shutdown(ctx) }

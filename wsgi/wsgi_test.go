@@ -536,3 +536,37 @@ func TestScriptName(t *testing.T) {
 		}
 	})
 }
+
+// TestSharedPool: two applications on one pool of one thread take turns
+// (a request of the second waits while the first's runs), and shutting
+// the pool down stops both.
+func TestSharedPool(t *testing.T) {
+	both(t, func(t *testing.T, fe string) {
+		pool := wsgi.NewPool(1)
+		slow := serve(t, fe, "sleep", &wsgi.Options{Pool: pool, ScriptName: "/slow"})
+		quick := serve(t, fe, "link", &wsgi.Options{Pool: pool, ScriptName: "/quick"})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			get(t, slow.URL+"/slow?2")
+		}()
+		time.Sleep(300 * time.Millisecond) // the slow request takes the one thread
+		start := time.Now()
+		if resp, body := get(t, quick.URL+"/quick/x"); resp.StatusCode != 200 || !strings.HasPrefix(body, "/quick|/x|") {
+			t.Errorf("quick: %d %q", resp.StatusCode, body)
+		}
+		// It could only run once the slow one let the thread go.
+		if d := time.Since(start); d < time.Second {
+			t.Errorf("the quick request took %v: it did not wait for the shared thread", d)
+		}
+		<-done
+		if err := pool.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range []string{slow.URL + "/slow?0", quick.URL + "/quick/"} {
+			if r, _ := get(t, u); r.StatusCode != 503 {
+				t.Errorf("%s after the pool's shutdown: %d", u, r.StatusCode)
+			}
+		}
+	})
+}
