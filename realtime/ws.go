@@ -82,7 +82,7 @@ func (hd *holds) holdSocket(conn *websocket.Conn, raw net.Conn, r *http.Request,
 			} else {
 				closeSocket(conn, websocket.CloseTryAgainLater, "too slow")
 			}
-			waitClosed(conn, gone)
+			waitClosed(conn, gone, cancel)
 			return
 		case <-gone:
 			return
@@ -101,13 +101,16 @@ func closeSocket(conn *websocket.Conn, code int, reason string) {
 	conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeWait))
 }
 
-// waitClosed gives the peer closeWait to answer the close, then closes.
-func waitClosed(conn *websocket.Conn, gone <-chan struct{}) {
+// waitClosed gives the peer closeWait to answer the close, then closes,
+// and calls off the message being posted, if one waits for a thread, so
+// that the socket's end does not wait for a queue.
+func waitClosed(conn *websocket.Conn, gone <-chan struct{}, cancel func()) {
 	select {
 	case <-gone:
 	case <-time.After(closeWait):
 	}
 	conn.Close()
+	cancel()
 	<-gone
 }
 
