@@ -24,32 +24,15 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/asgi"
+	"github.com/m0serve/m0/internal/testutil"
 	"github.com/valyala/fasthttp"
 )
-
-// lockedBuffer collects log output written from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // Every test shares this handler (its loop starts once), served by
 // both front ends.
 var (
 	handler *asgi.Handler
-	logs    = &lockedBuffer{}
+	logs    = &testutil.LockedBuffer{}
 	urls    = map[string]string{}
 	file    string // what /pathsend sends
 )

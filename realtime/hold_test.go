@@ -2,7 +2,6 @@ package realtime_test
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/m0serve/m0/internal/testutil"
 	"github.com/m0serve/m0/realtime"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
@@ -86,28 +86,10 @@ func (a *app) Posts() []post {
 	return append([]post(nil), a.posts...)
 }
 
-// lockedBuffer collects log lines from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type fixture struct {
 	hub  *realtime.Hub
 	app  *app
-	logs *lockedBuffer
+	logs *testutil.LockedBuffer
 	base map[string]string // by front end
 }
 
@@ -119,7 +101,7 @@ var frontends = []string{"net/http", "fasthttp", "fasthttp, kept"}
 // holds around app under both front ends.
 func serve(t *testing.T, opts *realtime.Options) *fixture {
 	t.Helper()
-	f := &fixture{app: &app{}, logs: &lockedBuffer{}, base: map[string]string{}}
+	f := &fixture{app: &app{}, logs: &testutil.LockedBuffer{}, base: map[string]string{}}
 	if opts == nil {
 		opts = realtime.DefaultOptions()
 	}
@@ -559,7 +541,7 @@ func TestLongReplay(t *testing.T) {
 // TestHoldMount: a signed stream URL is held without the application; a
 // refused grant is a 403 and one log line; the mount's other paths 404.
 func TestHoldMount(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &testutil.LockedBuffer{}
 	hub := realtime.New(&realtime.Options{ReplayFrames: 64, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	keys := realtime.GrantKeys{Key: []byte(strings.Repeat("k", 32))}
 	now := time.Now()

@@ -2,7 +2,6 @@ package wsgi_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,30 +21,13 @@ import (
 
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/internal/host"
+	"github.com/m0serve/m0/internal/testutil"
 	"github.com/m0serve/m0/wsgi"
 )
 
-// lockedBuffer collects log output written from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type server struct {
 	URL string
-	log *lockedBuffer
+	log *testutil.LockedBuffer
 	h   *wsgi.Handler
 }
 
@@ -68,7 +50,7 @@ func serve(t *testing.T, fe, attr string, opts *wsgi.Options) *server {
 	if err != nil {
 		t.Fatalf("LoadApp: %v", err)
 	}
-	log := &lockedBuffer{}
+	log := &testutil.LockedBuffer{}
 	if opts == nil {
 		opts = wsgi.DefaultOptions()
 	}

@@ -3,8 +3,10 @@
 package testutil
 
 import (
+	"bytes"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -96,4 +98,23 @@ func BenchServeFastHTTP(b *testing.B, serve fasthttp.RequestHandler) {
 			b.Fatal(ctx.Response.StatusCode())
 		}
 	}
+}
+
+// LockedBuffer collects output written from several goroutines (a test's
+// log handler).
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
