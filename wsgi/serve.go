@@ -35,25 +35,25 @@ var (
 // thread (or, with no pool, on the one Python thread) and hands the
 // response to x.
 func (h *Handler) serve(ctx context.Context, x exchange, env *cpython.Environ, body []byte) error {
-	slot, ok := h.pool.acquire(ctx)
+	slot, ok := h.pool.slots.acquire(ctx)
 	if !ok {
 		return errUnavailable
 	}
-	if h.one != nil {
-		defer h.pool.release(slot)
-		h.one.do(func() {
+	if h.pool.one != nil {
+		defer h.pool.slots.release(slot)
+		h.pool.one.do(func() {
 			t, res, err := h.app.Call(env, body, false)
 			defer t.Release()
 			h.finish(x, t, res, err)
 		})
 		return nil
 	}
-	t, res, err := h.app.Call(env, body, h.stream)
+	t, res, err := h.app.Call(env, body, h.pool.stream)
 	if err == nil && res.Stream {
 		x.stream(t, res.Status, &stream{h: h, x: x, t: t, slot: slot, part: t.Body()})
 		return nil
 	}
-	defer h.pool.release(slot)
+	defer h.pool.slots.release(slot)
 	defer t.Release()
 	h.finish(x, t, res, err)
 	return nil
@@ -206,7 +206,7 @@ func (s *stream) close() {
 		s.t.ClearInterrupt()
 	}
 	s.t.Release()
-	s.h.pool.release(s.slot)
+	s.h.pool.slots.release(s.slot)
 }
 
 func (h *Handler) logError(x exchange, msg string, err error) {

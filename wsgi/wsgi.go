@@ -83,10 +83,8 @@ var ErrClosed = wire.Closed("wsgi")
 // requests fasthttp parsed (ServeFastHTTP), as m0serve does.
 type Handler struct {
 	app     *cpython.WSGI
-	pool    *pool
-	one     *thread // with no pool, the one Python thread
-	stream  bool    // a body without a Content-Length streams from its thread
-	maxBody int64   // -1: no cap
+	pool    *Pool // its own, or shared (Options.Pool)
+	maxBody int64 // -1: no cap
 	log     *slog.Logger
 	prefix  string // Options.LogPrefix
 	script  string // Options.ScriptName
@@ -119,13 +117,11 @@ func New(app *cpython.App, opts *Options) *Handler {
 	}
 	h := &Handler{
 		app:     w,
-		stream:  p.stream,
 		maxBody: opts.MaxBody,
 		log:     opts.Logger,
 		prefix:  opts.LogPrefix,
 		script:  strings.TrimRight(opts.ScriptName, "/"),
-		pool:    p.slots,
-		one:     p.one,
+		pool:    p,
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = -1
@@ -141,4 +137,4 @@ func New(app *cpython.App, opts *Options) *Handler {
 // its error the threads still running. A second Shutdown returns
 // ErrClosed. On a shared pool it is the pool's Shutdown: every handler on
 // the pool stops.
-func (h *Handler) Shutdown(ctx context.Context) error { return h.pool.shutdown(ctx) }
+func (h *Handler) Shutdown(ctx context.Context) error { return h.pool.Shutdown(ctx) }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -525,21 +526,26 @@ func TestScriptName(t *testing.T) {
 func TestSharedPool(t *testing.T) {
 	both(t, func(t *testing.T, fe string) {
 		pool := wsgi.NewPool(1)
-		slow := serve(t, fe, "sleep", &wsgi.Options{Pool: pool, ScriptName: "/slow"})
+		slow := serve(t, fe, "mark", &wsgi.Options{Pool: pool, ScriptName: "/slow"})
 		quick := serve(t, fe, "link", &wsgi.Options{Pool: pool, ScriptName: "/quick"})
+		marks := filepath.Join(t.TempDir(), "marks")
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			get(t, slow.URL+"/slow?2")
+			get(t, slow.URL+"/slow?"+marks)
 		}()
-		time.Sleep(300 * time.Millisecond) // the slow request takes the one thread
-		start := time.Now()
+		read := func() string { b, _ := os.ReadFile(marks); return string(b) }
+		for deadline := time.Now().Add(10 * time.Second); read() == ""; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the slow request never started")
+			}
+		}
+		// The slow request holds the one thread: the quick one waits for it.
 		if resp, body := get(t, quick.URL+"/quick/x"); resp.StatusCode != 200 || !strings.HasPrefix(body, "/quick|/x|") {
 			t.Errorf("quick: %d %q", resp.StatusCode, body)
 		}
-		// It could only run once the slow one let the thread go.
-		if d := time.Since(start); d < time.Second {
-			t.Errorf("the quick request took %v: it did not wait for the shared thread", d)
+		if got := read(); got != "started\ndone\n" {
+			t.Errorf("the quick request ran while the slow one held the shared thread (marks %q)", got)
 		}
 		<-done
 		if err := pool.Shutdown(context.Background()); err != nil {

@@ -241,3 +241,20 @@ def _link(environ, start_response):
 
 
 link = validator(_link)
+
+
+def _mark(environ, start_response):
+    # Notes in the file the query names that it started, sleeps half a
+    # second, then notes that it is done: its order against other requests
+    # shows, without a clock.
+    path = environ["QUERY_STRING"]
+    with open(path, "a") as f:
+        f.write("started\n")
+    time.sleep(0.5)
+    with open(path, "a") as f:
+        f.write("done\n")
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "4")])
+    return [b"done"]
+
+
+mark = validator(_mark)
