@@ -72,6 +72,36 @@ func appendPosition(b []byte, id ID) []byte {
 	return appendEvent(b, id.String(), PositionEvent, nil)
 }
 
+// idleTimer fires once a held connection has been sent nothing for the
+// hub's Heartbeat (its C is nil when the heartbeat is off).
+type idleTimer struct {
+	C <-chan time.Time
+	t *time.Timer
+	d time.Duration
+}
+
+func newIdleTimer(d time.Duration) *idleTimer {
+	it := &idleTimer{d: d}
+	if d > 0 {
+		it.t = time.NewTimer(d)
+		it.C = it.t.C
+	}
+	return it
+}
+
+// sent starts the wait again: something went out.
+func (it *idleTimer) sent() {
+	if it.t != nil {
+		it.t.Reset(it.d)
+	}
+}
+
+func (it *idleTimer) stop() {
+	if it.t != nil {
+		it.t.Stop()
+	}
+}
+
 // heartbeat is the comment an idle stream is sent.
 var heartbeat = []byte(":\n\n")
 
@@ -151,13 +181,8 @@ func (h *Hub) stream(s *Subscription, out sink, gone <-chan struct{}) (clean boo
 			return false
 		}
 	}
-	var tick <-chan time.Time
-	var timer *time.Timer
-	if h.opts.Heartbeat > 0 {
-		timer = time.NewTimer(h.opts.Heartbeat)
-		defer timer.Stop()
-		tick = timer.C
-	}
+	idle := newIdleTimer(h.opts.Heartbeat)
+	defer idle.stop()
 	var err error
 	for {
 		select {
@@ -174,7 +199,7 @@ func (h *Hub) stream(s *Subscription, out sink, gone <-chan struct{}) (clean boo
 				}
 				return b
 			})
-		case <-tick:
+		case <-idle.C:
 			err = send(func(b []byte) []byte { return append(b, heartbeat...) })
 		case <-s.Done():
 			if s.Drained() {
@@ -187,8 +212,6 @@ func (h *Hub) stream(s *Subscription, out sink, gone <-chan struct{}) (clean boo
 		if err != nil {
 			return false
 		}
-		if timer != nil {
-			timer.Reset(h.opts.Heartbeat)
-		}
+		idle.sent()
 	}
 }

@@ -57,13 +57,8 @@ func (hd *holds) holdSocket(conn *websocket.Conn, raw net.Conn, r *http.Request,
 		}
 	}()
 
-	var tick <-chan time.Time
-	var timer *time.Timer
-	if h.opts.Heartbeat > 0 {
-		timer = time.NewTimer(h.opts.Heartbeat)
-		defer timer.Stop()
-		tick = timer.C
-	}
+	idle := newIdleTimer(h.opts.Heartbeat)
+	defer idle.stop()
 	for {
 		var err error
 		select {
@@ -74,7 +69,7 @@ func (hd *holds) holdSocket(conn *websocket.Conn, raw net.Conn, r *http.Request,
 				mt = websocket.TextMessage
 			}
 			err = conn.WriteMessage(mt, f.Data)
-		case <-tick:
+		case <-idle.C:
 			err = conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeStall))
 		case <-s.Done():
 			if s.Drained() {
@@ -90,9 +85,7 @@ func (hd *holds) holdSocket(conn *websocket.Conn, raw net.Conn, r *http.Request,
 		if err != nil {
 			return
 		}
-		if timer != nil {
-			timer.Reset(h.opts.Heartbeat)
-		}
+		idle.sent()
 	}
 }
 
