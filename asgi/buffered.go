@@ -31,6 +31,10 @@ type BufferedOptions struct {
 	// Logger receives application errors. Nil, the default, means
 	// slog.Default().
 	Logger *slog.Logger
+
+	// RootPath is the scope's root_path, as Options.RootPath: a request
+	// whose path is not under it is answered 404 without the application.
+	RootPath string
 }
 
 // AutoThreads, as BufferedOptions.Threads, runs min(cores, 8) pool
@@ -78,7 +82,8 @@ func NewBuffered(app *cpython.App, opts *BufferedOptions) *Buffered {
 	if err != nil {
 		panic("asgi: " + err.Error())
 	}
-	h := wsgi.New(wrapped.App, &wsgi.Options{Threads: opts.Threads, MaxBody: opts.MaxBody, Logger: opts.Logger, LogPrefix: "asgi"})
+	h := wsgi.New(wrapped.App, &wsgi.Options{Threads: opts.Threads, MaxBody: opts.MaxBody, Logger: opts.Logger, LogPrefix: "asgi",
+		ScriptName: opts.RootPath})
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()

@@ -138,13 +138,20 @@ func New(opts *Options) *Hub {
 // other processes. ok is false, and nothing is sent, for a channel name
 // ValidChannel refuses or data over MaxFrame bytes. data is copied.
 func (h *Hub) Publish(channel string, data []byte) (id ID, ok bool) {
+	return h.publish(channel, ID{}, data)
+}
+
+// publish is Publish as event id, or the next id when id is zero.
+func (h *Hub) publish(channel string, id ID, data []byte) (ID, bool) {
 	if !ValidChannel(channel) || len(data) > MaxFrame {
 		h.refused.Add(1)
 		return ID{}, false
 	}
-	f := &Frame{Channel: channel, Data: bytes.Clone(data)}
+	f := &Frame{ID: id, Channel: channel, Data: bytes.Clone(data)}
 	h.mu.Lock()
-	f.ID = h.ids.Next()
+	if f.ID.IsZero() {
+		f.ID = h.ids.Next()
+	}
 	h.deliverLocked(f)
 	h.mu.Unlock()
 	h.published.Add(1)
@@ -154,6 +161,23 @@ func (h *Hub) Publish(channel string, data []byte) (id ID, ok bool) {
 		}
 	}
 	return f.ID, true
+}
+
+// NextID allocates the next event id from the hub's source, for a frame
+// published with PublishID.
+func (h *Hub) NextID() ID { return h.ids.Next() }
+
+// PublishID is Publish with an id the caller took from NextID (a
+// producer numbers its frames itself). ok is false, and nothing is sent,
+// also for an id the hub's source cannot have handed out: zero, of another
+// epoch, or newer than its newest.
+func (h *Hub) PublishID(channel string, id ID, data []byte) (ok bool) {
+	if newest := h.ids.Newest(); id.IsZero() || id.Epoch != newest.Epoch || id.Seq > newest.Seq {
+		h.refused.Add(1)
+		return false
+	}
+	_, ok = h.publish(channel, id, data)
+	return ok
 }
 
 // Deliver journals a frame another process published and hands it to this

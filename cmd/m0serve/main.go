@@ -18,5 +18,5 @@ func main() {
 	if code, ok := pid1.RunAsInit(); ok {
 		os.Exit(code)
 	}
-	os.Exit(host.Main(os.Args[1:], os.Getenv, pyapp.Worker))
+	os.Exit(host.Main(os.Args[1:], os.Getenv, &pyapp.App{}))
 }

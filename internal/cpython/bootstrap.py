@@ -369,7 +369,8 @@ class _BufferedASGI:
             headers.append((name.lower().replace("_", "-").encode("latin-1"), value.encode("latin-1")))
         uri = environ.get("REQUEST_URI") or environ.get("RAW_URI") or environ.get("PATH_INFO", "/")
         raw_path = uri.split("?", 1)[0].encode("latin-1")
-        path = environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8", "replace")
+        # ASGI's path is the whole path; root_path is the mount's prefix in it.
+        path = (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")).encode("latin-1").decode("utf-8", "replace")
         client = None
         if environ.get("REMOTE_ADDR"):
             client = (environ["REMOTE_ADDR"], int(environ.get("REMOTE_PORT") or 0))

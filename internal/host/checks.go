@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"github.com/m0serve/m0/internal/boot"
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/observe"
 	"github.com/m0serve/m0/realtime"
@@ -32,10 +30,8 @@ type Check struct {
 // its default.
 var pending = map[string]string{
 	"workers":       "several worker processes",
-	"threads":       "several accept loops (free-threaded CPython)",
 	"spawn-workers": "spawned workers",
 	"pg-listen":     "the PostgreSQL bus",
-	"mount":         "mounted applications",
 	"reload":        "reloading",
 	"reload-dir":    "reloading",
 }
@@ -83,12 +79,8 @@ func ConfigChecks(c *Config) []Check {
 	}
 	for _, e := range flaglessEnv {
 		if v, ok := c.Env[e.name]; ok && v != e.def && e.set == nil {
-			shown := v
-			if strings.HasPrefix(e.name, "M0_GRANT_KEY") {
-				shown = "(set)"
-			}
 			add(e.name, false,
-				fmt.Sprintf("%s=%s is for %s, which this m0serve does not support yet", e.name, shown, e.feature),
+				fmt.Sprintf("%s=%s is for %s, which this m0serve does not support yet", e.name, v, e.feature),
 				"unset "+e.name)
 		}
 	}
@@ -131,74 +123,41 @@ type Plan struct {
 	// EventLoop is the loop the ASGI executor runs ("uvloop" or
 	// "asyncio"), or "" when no executor serves the application.
 	EventLoop string
+	// MaxWorkers and MaxThreads are what the application declares; 0 is
+	// any number.
+	MaxWorkers, MaxThreads int
+	// Mounts are the applications mounted under prefixes, for the doctor.
+	Mounts []MountReport
+}
+
+// MountReport is what the doctor says of one mount.
+type MountReport struct {
+	Prefix   string `json:"prefix"`
+	Spec     string `json:"spec"`
+	Protocol string `json:"protocol,omitempty"` // "wsgi", "asgi" or "hold"; empty when it did not load
+	Mode     string `json:"mode,omitempty"`     // "pool", "executor", "buffered", "loop" or "hold"
 }
 
 // NewPlan runs the checks serving applies, in order: the configuration,
-// the interpreter, and, when the configuration names one and everything
-// before passed, the application, which it imports.
-func NewPlan(c *Config) *Plan {
-	p := &Plan{Config: c, Checks: ConfigChecks(c)}
+// what the application declares against it, and the application's own
+// (for m0serve: the interpreter, then the import).
+func NewPlan(c *Config, app App) *Plan {
+	p := &Plan{Config: c}
+	for _, ch := range ConfigChecks(c) {
+		p.Checks = append(p.Checks, ch)
+		if ch.Name == "threads-and-workers" {
+			p.Checks = append(p.Checks, topologyChecks(c, app)...)
+		}
+	}
 	p.AppDir, _ = filepath.Abs(c.AppDir)
-	rt, err := boot.Python()
-	if err != nil {
-		p.fail("python", err)
-	} else {
-		in := rt.Interp
-		p.Python = &in
-		p.Checks = append(p.Checks, Check{Name: "python", OK: true})
-	}
-	if c.App == "" || p.Err() != nil {
-		return p
-	}
-	app, err := boot.Load(c.App, c.AppDir, c.Protocol)
-	if err != nil {
-		p.fail("app", err)
-		return p
-	}
-	p.App = app
-	p.Checks = append(p.Checks, Check{Name: "app", OK: true})
-	if c.Realtime && app.Protocol == "asgi" {
-		p.Checks = append(p.Checks, Check{
-			Name: "realtime", Exit: ExitConfig,
-			Detail: "--realtime holds streams for WSGI views, and " + app.Spec + " is an ASGI application",
-			Fix:    "leave --realtime unset: an ASGI application holds its streams and WebSockets itself",
-		})
-		return p
-	}
-	if app.Protocol == "asgi" && !c.ASGIBuffered() {
-		p.checkLoop(rt)
-	}
+	p.MaxWorkers, p.MaxThreads = app.MaxWorkers(), app.MaxThreads()
+	app.Check(p)
 	return p
 }
 
-// checkLoop resolves the event loop the ASGI executor will run.
-func (p *Plan) checkLoop(rt *cpython.Runtime) {
-	have := false
-	err := rt.Main(func(t cpython.Thread) error {
-		s, err := t.Eval(`__import__("importlib.util").util.find_spec("uvloop") is not None`)
-		have = s == "True"
-		return err
-	})
-	switch want := p.Config.Loop; {
-	case err != nil:
-		p.fail("loop", &StartupError{Msg: "cannot look for uvloop: " + err.Error()})
-		return
-	case want == "uvloop" && !have:
-		p.Checks = append(p.Checks, Check{
-			Name: "loop", Exit: ExitConfig,
-			Detail: "--loop uvloop, and uvloop is not installed in this interpreter",
-			Fix:    "pip install uvloop into the application's environment, or pass --loop auto or asyncio",
-		})
-		return
-	case want == "asyncio" || !have:
-		p.EventLoop = "asyncio"
-	default:
-		p.EventLoop = "uvloop"
-	}
-	p.Checks = append(p.Checks, Check{Name: "loop", OK: true})
-}
-
-func (p *Plan) fail(name string, err error) {
+// Fail appends a failed check for err: its exit code, and the found and
+// fix of a *Refusal.
+func (p *Plan) Fail(name string, err error) {
 	ch := Check{Name: name, Exit: ExitCode(err), Detail: err.Error(), err: err}
 	var r *Refusal
 	var s *StartupError

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/internal/wire"
+	"github.com/m0serve/m0/realtime"
 	"github.com/m0serve/m0/static"
 )
 
@@ -74,6 +75,31 @@ type Config struct {
 	// StreamKeepAlive is the TCP keepalive of held sockets
 	// (M0_STREAM_KEEPALIVE_S); 0 leaves them as they are.
 	StreamKeepAlive time.Duration
+	// GrantKey and GrantKeyPrev sign and verify the grants of hold mounts
+	// (M0_GRANT_KEY, M0_GRANT_KEY_PREV); GrantCookie names the session
+	// cookie a grant is bound to (M0_GRANT_COOKIE).
+	GrantKey, GrantKeyPrev, GrantCookie string
+}
+
+// GrantKeys returns the keys hold mounts verify grants with, or the
+// refusal of a key that is missing or too short.
+func GrantKeys(c *Config) (realtime.GrantKeys, error) {
+	k := realtime.GrantKeys{Key: []byte(c.GrantKey), Cookie: c.GrantCookie}
+	if c.GrantKeyPrev != "" {
+		k.Prev = []byte(c.GrantKeyPrev)
+	}
+	switch {
+	case c.GrantKey == "":
+		return k, &Refusal{Found: "--mount PREFIX=hold verifies grants, and M0_GRANT_KEY is not set",
+			Fix: fmt.Sprintf("set M0_GRANT_KEY to a secret of %d bytes or more, the one the application signs with", realtime.MinGrantKey)}
+	case len(k.Key) < realtime.MinGrantKey:
+		return k, &Refusal{Found: fmt.Sprintf("M0_GRANT_KEY is %d bytes", len(k.Key)),
+			Fix: fmt.Sprintf("set M0_GRANT_KEY to a secret of %d bytes or more", realtime.MinGrantKey)}
+	case k.Prev != nil && len(k.Prev) < realtime.MinGrantKey:
+		return k, &Refusal{Found: fmt.Sprintf("M0_GRANT_KEY_PREV is %d bytes", len(k.Prev)),
+			Fix: fmt.Sprintf("set M0_GRANT_KEY_PREV to the previous key, of %d bytes or more, or unset it", realtime.MinGrantKey)}
+	}
+	return k, nil
 }
 
 // flaglessEnv are the variables without a flag: each one's default, the
@@ -101,9 +127,21 @@ var flaglessEnv = []struct {
 		return nil
 	}},
 	{"M0_APP_TICK_MS", "", "producers", nil},
-	{"M0_GRANT_KEY", "", "grants (--mount PREFIX=hold)", nil},
-	{"M0_GRANT_KEY_PREV", "", "grants (--mount PREFIX=hold)", nil},
-	{"M0_GRANT_COOKIE", "sessionid", "grants (--mount PREFIX=hold)", nil},
+	{"M0_GRANT_KEY", "", "grants (--mount PREFIX=hold)", func(c *Config, v string) error {
+		c.GrantKey = v
+		return nil
+	}},
+	{"M0_GRANT_KEY_PREV", "", "grants (--mount PREFIX=hold)", func(c *Config, v string) error {
+		c.GrantKeyPrev = v
+		return nil
+	}},
+	{"M0_GRANT_COOKIE", "sessionid", "grants (--mount PREFIX=hold)", func(c *Config, v string) error {
+		if v == "" || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", r) }) {
+			return fmt.Errorf("want a cookie name, not %q", v)
+		}
+		c.GrantCookie = v
+		return nil
+	}},
 	{"M0_INVERTED", "0", "the inverted ASGI loop", nil},
 }
 

@@ -29,6 +29,11 @@ type DoctorReport struct {
 	Notes    []string                  `json:"notes"`
 	Topology map[string]any            `json:"topology"`
 	Realtime map[string]any            `json:"realtime"`
+	// Declares is what the application declares: max_workers and
+	// max_threads (0: any number).
+	Declares map[string]int `json:"declares"`
+	// Mounts are the applications mounted under prefixes, in order.
+	Mounts []MountReport `json:"mounts"`
 	Checks   []Check                   `json:"checks"`
 	Exit     int                       `json:"exit"`
 }
@@ -43,6 +48,8 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 		Checks:   p.Checks,
 		Notes:    append([]string{}, c.Notes...),
 		Exit:     ExitCode(p.Err()),
+		Declares: map[string]int{"max_workers": p.MaxWorkers, "max_threads": p.MaxThreads},
+		Mounts:   append([]MountReport{}, p.Mounts...),
 	}
 	if p.Python != nil {
 		in := p.Python
@@ -181,6 +188,8 @@ func UsageReport(err error) *DoctorReport {
 		Topology: map[string]any{},
 		Checks:   []Check{{Name: "arguments", Detail: err.Error(), Fix: "see m0serve --help", Exit: ExitUsage}},
 		Notes:    []string{},
+		Declares: map[string]int{},
+		Mounts:   []MountReport{},
 		Exit:     ExitUsage,
 	}
 }

@@ -6,10 +6,10 @@ import (
 	"os"
 )
 
-// Main runs the command line args with the environment getenv: --help,
-// the doctor, or the configuration's checks and then the worker build
-// makes for it, served until a drain. It returns the process's exit code.
-func Main(args []string, getenv func(string) string, build func(*Config, *Plan) (*Worker, error)) int {
+// Main runs the command line args with the environment getenv for app:
+// --help, the doctor, or the checks and then the application served until
+// a drain. It returns the process's exit code.
+func Main(args []string, getenv func(string) string, app App) int {
 	slog.SetDefault(slog.New(NewLogHandler(os.Stderr, nil)))
 	cfg, err := Parse(args, getenv)
 	switch {
@@ -22,13 +22,17 @@ func Main(args []string, getenv func(string) string, build func(*Config, *Plan) 
 	case err != nil:
 		return Report(os.Stderr, err)
 	}
+	return Serve(cfg, getenv, app)
+}
+
+// Serve runs a parsed configuration for app: the doctor, or the checks
+// and then the application served until a drain. It returns the process's
+// exit code.
+func Serve(cfg *Config, getenv func(string) string, app App) int {
 	for _, note := range cfg.Notes {
 		fmt.Fprintln(os.Stderr, note)
 	}
-	if cfg.App == "" && !cfg.Doctor {
-		return Report(os.Stderr, &UsageError{Msg: "no application given (usage: m0serve [flags] MODULE[:ATTR]; see m0serve --help)"})
-	}
-	plan := NewPlan(cfg)
+	plan := NewPlan(cfg, app)
 	if cfg.Doctor {
 		report := NewReport(plan, getenv)
 		report.Print(os.Stdout)
@@ -40,9 +44,5 @@ func Main(args []string, getenv func(string) string, build func(*Config, *Plan) 
 	if err := ApplyQoS(cfg); err != nil {
 		return Report(os.Stderr, err)
 	}
-	w, err := build(cfg, plan)
-	if err != nil {
-		return Report(os.Stderr, err)
-	}
-	return Report(os.Stderr, w.Run())
+	return Report(os.Stderr, Run(plan, app, os.Stdout, os.Stderr))
 }

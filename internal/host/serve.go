@@ -11,8 +11,11 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/m0serve/m0/realtime"
 )
 
 // DrainTimeout bounds the whole drain: in-flight requests, the thread pool's
@@ -24,32 +27,6 @@ const DrainTimeout = 5 * time.Second
 // still running when ctx ends.
 type Shutdowner interface {
 	Shutdown(ctx context.Context) error
-}
-
-// Worker is one serving process: its configuration, what it serves, and the
-// pieces its drain stops.
-type Worker struct {
-	Config   *Config
-	Spec     string // the application spec, for the banner
-	Protocol string // for the banner
-	// EventLoop, for an ASGI application on the executor, is its loop
-	// ("uvloop" or "asyncio"), which the banner names in place of the
-	// blocking threads.
-	EventLoop string
-	Handler   http.Handler
-	// Drain is stopped in order after the listener, within DrainTimeout.
-	Drain []Shutdowner
-	// Ready, if set, runs after the armed line and before the listener
-	// opens and the banner prints: an ASGI application's lifespan startup.
-	// A SIGTERM or SIGINT meanwhile ends Run with nil and nothing served;
-	// an error ends it with that error.
-	Ready func(ctx context.Context) error
-	// Draining is called as the drain begins, before in-flight requests
-	// are waited for: a streaming response hears that its client is gone.
-	Draining []func()
-
-	Stdout io.Writer // the ready lines; nil means os.Stdout
-	Stderr io.Writer // drain reports; nil means os.Stderr
 }
 
 // Listen opens the listener for host and port: an IPv4 address listens on
@@ -71,46 +48,81 @@ func Listen(host string, port int) (net.Listener, error) {
 	return ln, nil
 }
 
-// Run listens, prints the ready lines, serves until SIGTERM or SIGINT, and
-// drains. It returns nil after a drain, however it ended: a drain that runs
-// out of time names what was still running on Stderr.
-func (w *Worker) Run() error {
-	stdout, stderr := w.Stdout, w.Stderr
-	if stdout == nil {
-		stdout = os.Stdout
+// NewHub returns the process's hub for a configuration, or nil when
+// nothing needs one: under --realtime, or when want (the application has a
+// producer).
+func NewHub(c *Config, want bool) *realtime.Hub {
+	if !c.Realtime && !want {
+		return nil
 	}
-	if stderr == nil {
-		stderr = os.Stderr
-	}
+	return realtime.New(&realtime.Options{ReplayFrames: c.ReplayFrames, Heartbeat: c.SSEHeartbeat,
+		KeepAlive: c.StreamKeepAlive})
+}
+
+// Run makes the application's loops, starts its producer, listens, prints
+// the ready lines, serves until SIGTERM or SIGINT, and drains. It returns
+// nil after a drain, however it ended: a drain that runs out of time names
+// what was still running on stderr. plan is the one that passed.
+func Run(plan *Plan, app App, stdout, stderr io.Writer) error {
+	cfg := plan.Config
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(stop)
 
+	prod, _ := app.(Producing)
+	var producer Producer
+	if prod != nil {
+		producer = prod.Producer()
+	}
+	hub := NewHub(cfg, producer != nil)
 	fmt.Fprintf(stdout, "[worker 0] pid=%d armed for a graceful stop\n", os.Getpid())
-	if w.Ready != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		ready := make(chan error, 1)
-		go func() { ready <- w.Ready(ctx) }()
-		select {
-		case err := <-ready:
-			cancel()
-			if err != nil {
-				return err
-			}
-		case <-stop:
-			cancel()
-			return nil // stopped during start-up: nothing was served
+
+	// One loop per --threads, each with a handler of its own.
+	loops := make([]*Loop, cfg.Threads)
+	for i := range loops {
+		l, err := app.Make(Context{Worker: i, Workers: cfg.Threads, Config: cfg, Hub: hub})
+		if err != nil {
+			return makeErr("the application's make", err)
+		}
+		if loops[i], err = wrap(l, cfg, hub); err != nil {
+			return err
 		}
 	}
-	ln, err := Listen(w.Config.Host, w.Config.Port)
+	var draining []func()
+	var drain []Shutdowner
+	if hub != nil {
+		draining = append(draining, hub.Drain)
+		drain = append(drain, hub)
+	}
+	if producer != nil {
+		if err := producer.Make(Context{Workers: cfg.Threads, Config: cfg, Hub: hub}); err != nil {
+			return makeErr("the producer's make", err)
+		}
+	}
+	for _, l := range loops {
+		draining = append(draining, l.Draining...)
+		drain = append(drain, l.Drain...)
+	}
+	if err := ready(loops, stop); err != nil || stopped(stop) {
+		return err // nil: stopped during start-up, nothing was served
+	}
+	ln, err := Listen(cfg.Host, cfg.Port)
 	if err != nil {
 		return err
 	}
-	srv := newServer(w.Handler, w.Config.Limits())
-	fmt.Fprintln(stdout, w.banner(ln.Addr()))
+	servers := make([]server, len(loops))
+	served := make(chan error, len(loops))
+	for i, l := range loops {
+		servers[i] = newServer(l.Handler, cfg.Limits())
+		go func(s server) { served <- s.Serve(ln) }(servers[i])
+	}
+	var runs *producerRun
+	if producer != nil {
+		runs = startProducer(producer, hubPublisher{hub})
+		drain = append([]Shutdowner{runs}, drain...)
+	}
+	fmt.Fprintln(stdout, banner(plan, app, ln.Addr()))
 
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	select {
 	case <-stop:
 	case err := <-served:
@@ -121,13 +133,25 @@ func (w *Worker) Run() error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer cancel()
-	for _, f := range w.Draining {
+	for _, f := range draining {
 		f()
 	}
-	if err := srv.Shutdown(ctx); err != nil {
+	var wg sync.WaitGroup
+	inFlight := make(chan struct{}, len(servers))
+	for _, s := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if s.Shutdown(ctx) != nil {
+				inFlight <- struct{}{}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(inFlight) > 0 {
 		fmt.Fprintf(stderr, "m0serve: requests still in flight after %s; exiting anyway\n", DrainTimeout)
 	}
-	for _, d := range w.Drain {
+	for _, d := range drain {
 		if err := d.Shutdown(ctx); err != nil {
 			fmt.Fprintf(stderr, "m0serve: %v after the %s drain; exiting anyway\n", err, DrainTimeout)
 		}
@@ -135,8 +159,47 @@ func (w *Worker) Run() error {
 	return nil
 }
 
-func (w *Worker) banner(addr net.Addr) string {
-	c := w.Config
+// ready runs the loops' start-up steps, all at once; a SIGTERM or SIGINT
+// meanwhile ends them (and is put back for the caller to see).
+func ready(loops []*Loop, stop chan os.Signal) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, len(loops))
+	n := 0
+	for _, l := range loops {
+		if l.Ready != nil {
+			n++
+			go func() { done <- l.Ready(ctx) }()
+		}
+	}
+	for ; n > 0; n-- {
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+		case sig := <-stop:
+			stop <- sig
+			return nil
+		}
+	}
+	return nil
+}
+
+// stopped reports whether a signal to stop is waiting, leaving it there.
+func stopped(stop chan os.Signal) bool {
+	select {
+	case sig := <-stop:
+		stop <- sig
+		return true
+	default:
+		return false
+	}
+}
+
+// banner is the ready line.
+func banner(p *Plan, app App, addr net.Addr) string {
+	c := p.Config
 	host := c.Host
 	if strings.Contains(host, ":") {
 		host = "[" + host + "]"
@@ -145,14 +208,10 @@ func (w *Worker) banner(addr net.Addr) string {
 	if a, ok := addr.(*net.TCPAddr); ok {
 		port = a.Port
 	}
-	s := fmt.Sprintf("🔥 m0serve: %s on http://%s:%d (protocol=%s workers=1)", w.Spec, host, port, w.Protocol)
-	if w.EventLoop != "" {
-		return s + " loop=pump event-loop=" + w.EventLoop
+	name, protocol, mode := app.Banner(p)
+	workers := fmt.Sprintf("workers=%d", c.Workers)
+	if c.Threads > 1 {
+		workers += fmt.Sprintf(" threads=%d", c.Threads)
 	}
-	threads, auto := c.PoolSize()
-	s += fmt.Sprintf(" blocking-threads=%d", threads)
-	if auto {
-		s += " (auto)"
-	}
-	return s
+	return fmt.Sprintf("🔥 m0serve: %s on http://%s:%d (protocol=%s %s) %s", name, host, port, protocol, workers, mode)
 }

@@ -1,90 +1,357 @@
-// Package pyapp assembles what m0serve serves for a Python application:
-// the bridge its protocol and the configuration choose, the static
-// directories in front of it, and the middleware the flags ask for.
+// Package pyapp is m0serve's application: the Python application the
+// command line names, or the several it mounts under prefixes, each behind
+// the bridge its protocol and the configuration choose.
 package pyapp
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
-	"os"
+	"strings"
 
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/asgi"
 	"github.com/m0serve/m0/internal/boot"
+	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/host"
-	"github.com/m0serve/m0/metrics"
+	"github.com/m0serve/m0/internal/mount"
 	"github.com/m0serve/m0/realtime"
-	"github.com/m0serve/m0/static"
 	"github.com/m0serve/m0/wsgi"
 )
 
-// Worker returns the worker that serves the application plan loaded.
-func Worker(cfg *host.Config, plan *host.Plan) (*host.Worker, error) {
-	w := &host.Worker{Config: cfg, Spec: plan.App.Spec, Protocol: plan.App.Protocol}
-	var app http.Handler
+// HoldSpec is the spec of a hold mount: --mount PREFIX=hold.
+const HoldSpec = "hold"
+
+// App is m0serve's application for the host. Check loads it; Make builds
+// its handler.
+type App struct {
+	apps []*mounted // the positional application at "", then the mounts
+	keys realtime.GrantKeys
+}
+
+// mounted is one application and the prefix it is served under: "" for
+// the positional one, which claims every path no mount does.
+type mounted struct {
+	prefix, spec string
+	app          *cpython.App // nil for a hold mount
+	eventLoop    string       // the ASGI executor's loop
+}
+
+func (m *mounted) protocol() string {
+	if m.app == nil {
+		return HoldSpec
+	}
+	return m.app.Protocol
+}
+
+// mode is how the mount runs: "pool" or "loop" for WSGI, "executor" or
+// "buffered" for ASGI, "hold" for a hold mount.
+func (m *mounted) mode(c *host.Config) string {
 	switch {
-	case plan.App.Protocol == "asgi" && !cfg.ASGIBuffered():
-		a := asgi.New(plan.App, &asgi.Options{Loop: cfg.Loop, MaxBody: cfg.MaxBody, CloseTimeout: cfg.IdleTimeout})
-		app = a
-		w.EventLoop = a.Loop()
-		w.Ready = func(ctx context.Context) error { return lifespanErr(a.Startup(ctx)) }
-		w.Draining = []func(){a.Drain}
-		w.Drain = []host.Shutdowner{a, host.PythonDrain()}
-	case plan.App.Protocol == "asgi":
-		b := asgi.NewBuffered(plan.App, &asgi.BufferedOptions{Threads: cfg.BlockingThreads, MaxBody: cfg.MaxBody})
-		app = b
-		w.Ready = func(ctx context.Context) error { return lifespanErr(b.Startup(ctx)) }
-		w.Drain = []host.Shutdowner{b, host.PythonDrain()}
+	case m.app == nil:
+		return HoldSpec
+	case m.app.Protocol == "asgi" && c.ASGIBuffered():
+		return "buffered"
+	case m.app.Protocol == "asgi":
+		return "executor"
+	case c.BlockingThreads == 0:
+		return "loop"
+	}
+	return "pool"
+}
+
+// MaxWorkers is any number: each worker imports the application afresh.
+func (a *App) MaxWorkers() int { return 0 }
+
+// MaxThreads is 1: the loops of one process would share one interpreter,
+// which runs one Python thread at a time.
+func (a *App) MaxThreads() int { return 1 }
+
+// Check runs the interpreter's check and imports every application: the
+// positional one, then each mount in the order given.
+func (a *App) Check(p *host.Plan) {
+	c := p.Config
+	if c.App == "" && len(c.Mounts) == 0 {
+		if !c.Doctor {
+			p.Fail("app", &boot.UsageError{Msg: "no application given (usage: m0serve [flags] MODULE[:ATTR]; see m0serve --help)"})
+		}
+		if p.Err() != nil {
+			return
+		}
+	}
+	rt, err := boot.Python()
+	if err != nil {
+		p.Fail("python", err)
+	} else {
+		in := rt.Interp
+		p.Python = &in
+		p.Checks = append(p.Checks, host.Check{Name: "python", OK: true})
+	}
+	if p.Err() != nil || c.App == "" && len(c.Mounts) == 0 {
+		return
+	}
+	if c.App != "" {
+		app, err := boot.Load(c.App, c.AppDir, c.Protocol)
+		if err != nil {
+			p.Fail("app", err)
+			return
+		}
+		p.App = app
+		a.apps = append(a.apps, &mounted{spec: c.App, app: app})
+		p.Checks = append(p.Checks, host.Check{Name: "app", OK: true})
+	}
+	if !a.checkMounts(p) {
+		return
+	}
+	a.checkRealtime(p)
+	if p.Err() != nil {
+		return
+	}
+	for _, m := range a.apps {
+		if m.app != nil && m.mode(c) == "executor" {
+			if p.EventLoop == "" && !checkLoop(p, rt) {
+				return
+			}
+			m.eventLoop = p.EventLoop
+		}
+	}
+}
+
+// checkMounts imports each mount's application.
+func (a *App) checkMounts(p *host.Plan) bool {
+	c := p.Config
+	seen := map[string]bool{}
+	if c.App != "" {
+		seen[""] = true
+	}
+	for _, v := range c.Mounts {
+		prefix, spec, _ := strings.Cut(v, "=")
+		prefix = strings.TrimRight(prefix, "/")
+		if seen[prefix] {
+			p.Checks = append(p.Checks, host.Check{Name: "mount", Exit: host.ExitConfig,
+				Detail: fmt.Sprintf("--mount %s: %s is served already", v, cmp.Or(prefix, "/ (the positional application)")),
+				Fix:    "give each mount a prefix of its own"})
+			return false
+		}
+		seen[prefix] = true
+		m := &mounted{prefix: prefix, spec: spec}
+		report := host.MountReport{Prefix: cmp.Or(prefix, "/"), Spec: spec}
+		if spec != HoldSpec {
+			app, err := boot.Load(spec, c.AppDir, "")
+			if err != nil {
+				p.Mounts = append(p.Mounts, report)
+				p.Fail("mount", mountErr(v, err))
+				return false
+			}
+			m.app = app
+		}
+		a.apps = append(a.apps, m)
+		report.Protocol, report.Mode = m.protocol(), m.mode(c)
+		p.Mounts = append(p.Mounts, report)
+	}
+	if len(c.Mounts) > 0 {
+		p.Checks = append(p.Checks, host.Check{Name: "mount", OK: true})
+	}
+	return true
+}
+
+// mountErr names the mount in an application's refusal or start-up error.
+func mountErr(v string, err error) error {
+	var r *boot.Refusal
+	var s *boot.StartupError
+	switch {
+	case errors.As(err, &r):
+		return &boot.Refusal{Found: "--mount " + v + ": " + r.Found, Fix: r.Fix}
+	case errors.As(err, &s):
+		return &boot.StartupError{Msg: "--mount " + v + ": " + s.Msg, Detail: s.Detail}
+	}
+	return err
+}
+
+// checkRealtime: --realtime holds streams for WSGI views and hold mounts,
+// and a hold mount needs --realtime and a grant key.
+func (a *App) checkRealtime(p *host.Plan) {
+	c := p.Config
+	refuse := func(detail, fix string) {
+		p.Checks = append(p.Checks, host.Check{Name: "realtime", Exit: host.ExitConfig, Detail: detail, Fix: fix})
+	}
+	holds, wsgiApps := 0, 0
+	var asgiSpec string
+	for _, m := range a.apps {
+		switch m.protocol() {
+		case HoldSpec:
+			holds++
+		case "wsgi":
+			wsgiApps++
+		default:
+			asgiSpec = m.app.Spec
+		}
+	}
+	switch {
+	case c.Realtime && wsgiApps == 0 && holds == 0:
+		refuse("--realtime holds streams for WSGI views, and "+asgiSpec+" is an ASGI application",
+			"leave --realtime unset: an ASGI application holds its streams and WebSockets itself")
+		return
+	case holds > 0 && !c.Realtime:
+		refuse("--mount PREFIX=hold holds streams, and --realtime is not set",
+			"pass --realtime or set M0_REALTIME=1")
+		return
+	case holds > 0:
+		keys, err := host.GrantKeys(c)
+		if err != nil {
+			p.Fail("grant-key", err)
+			return
+		}
+		a.keys = keys
+	}
+	if c.Realtime || holds > 0 {
+		p.Checks = append(p.Checks, host.Check{Name: "realtime", OK: true})
+	}
+}
+
+// checkLoop resolves the event loop the ASGI executors will run.
+func checkLoop(p *host.Plan, rt *cpython.Runtime) bool {
+	have := false
+	err := rt.Main(func(t cpython.Thread) error {
+		s, err := t.Eval(`__import__("importlib.util").util.find_spec("uvloop") is not None`)
+		have = s == "True"
+		return err
+	})
+	switch want := p.Config.Loop; {
+	case err != nil:
+		p.Fail("loop", &boot.StartupError{Msg: "cannot look for uvloop: " + err.Error()})
+		return false
+	case want == "uvloop" && !have:
+		p.Checks = append(p.Checks, host.Check{
+			Name: "loop", Exit: host.ExitConfig,
+			Detail: "--loop uvloop, and uvloop is not installed in this interpreter",
+			Fix:    "pip install uvloop into the application's environment, or pass --loop auto or asyncio",
+		})
+		return false
+	case want == "asyncio" || !have:
+		p.EventLoop = "asyncio"
 	default:
-		h := wsgi.New(plan.App, &wsgi.Options{Threads: cfg.BlockingThreads, MaxBody: cfg.MaxBody})
-		app = h
-		w.Drain = []host.Shutdowner{h, host.PythonDrain()}
+		p.EventLoop = "uvloop"
 	}
-	// --realtime (WSGI only; the plan refuses it beside ASGI): the views'
-	// holds, and the hub m0pub.publish reaches. The drain ends the held
-	// connections first, so that clients reconnect elsewhere.
-	var hub *realtime.Hub
-	if cfg.Realtime {
-		hub = realtime.New(&realtime.Options{ReplayFrames: cfg.ReplayFrames, Heartbeat: cfg.SSEHeartbeat,
-			KeepAlive: cfg.StreamKeepAlive})
-		m0.PublishTo(hub)
-		app = realtime.Holds(hub, &realtime.HoldOptions{MaxMessage: cfg.MaxBody, KeepHijackedConns: host.KeepsHijackedConns})(app)
-		w.Draining = append([]func(){hub.Drain}, w.Draining...)
-		w.Drain = append([]host.Shutdowner{hub}, w.Drain...)
+	p.Checks = append(p.Checks, host.Check{Name: "loop", OK: true})
+	return true
+}
+
+// Banner names the application, or the mounts, and how they run.
+func (a *App) Banner(p *host.Plan) (name, protocol, mode string) {
+	c := p.Config
+	if len(c.Mounts) == 0 {
+		m := a.apps[0]
+		return m.app.Spec, m.app.Protocol, loopMode(c, m)
 	}
-	// Static directories go in front of the application, the first named
-	// outermost; a miss falls through to the next, then to the application.
-	var headers []static.Header
-	for _, v := range cfg.StaticHeaders {
-		hd, err := static.ParseHeader(v)
-		if err != nil {
-			return nil, &boot.UsageError{Msg: "--static-header: " + err.Error()}
+	var names, protocols, modes []string
+	for _, m := range a.apps {
+		spec := m.spec
+		if m.app != nil {
+			spec = m.app.Spec
 		}
-		headers = append(headers, hd)
-	}
-	dirs := cfg.StaticDirs()
-	for i := len(dirs) - 1; i >= 0; i-- {
-		s, err := static.New(dirs[i].Dir, &static.Options{Prefix: dirs[i].Prefix, CacheControl: cfg.StaticCacheControl,
-			Headers: headers, Next: app})
-		if err != nil {
-			return nil, &boot.Refusal{Found: err.Error(), Fix: "name a directory this process can open"}
+		names = append(names, cmp.Or(m.prefix, "/")+"="+spec)
+		if !contains(protocols, m.protocol()) {
+			protocols = append(protocols, m.protocol())
 		}
-		app = s
-	}
-	h := m0.Health(cfg.HealthPath)(app)
-	if cfg.Metrics {
-		var opts []metrics.Option
-		if hub != nil {
-			opts = append(opts, metrics.Realtime(hub))
+		if mm := loopMode(c, m); !contains(modes, mm) && m.app != nil {
+			modes = append(modes, mm)
 		}
-		h = metrics.Middleware(metrics.Path, opts...)(h)
 	}
-	if cfg.AccessLog {
-		h = m0.AccessLog(os.Stdout)(h)
+	return strings.Join(names, ","), strings.Join(protocols, "+"), strings.Join(modes, " ")
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
 	}
-	w.Handler = h
-	return w, nil
+	return false
+}
+
+// loopMode is the banner's end for one application: its executor's loop,
+// or its pool.
+func loopMode(c *host.Config, m *mounted) string {
+	if m.eventLoop != "" {
+		return "loop=pump event-loop=" + m.eventLoop
+	}
+	threads, auto := c.PoolSize()
+	s := fmt.Sprintf("blocking-threads=%d", threads)
+	if auto {
+		s += " (auto)"
+	}
+	return s
+}
+
+// Make builds the handler of the loop: each application behind its
+// bridge, under its prefix, and the router of the prefixes when there are
+// mounts.
+func (a *App) Make(ctx host.Context) (*host.Loop, error) {
+	c := ctx.Config
+	l := &host.Loop{}
+	m0.PublishTo(ctx.Hub)
+	var pool *wsgi.Pool
+	var routes []mount.Route
+	for _, m := range a.apps {
+		var h http.Handler
+		switch m.mode(c) {
+		case HoldSpec:
+			h = ctx.Hub.HoldMount(m.prefix, &realtime.MountOptions{Keys: a.keys, KeepHijackedConns: host.KeepsHijackedConns})
+		case "executor":
+			x := asgi.New(m.app, &asgi.Options{Loop: c.Loop, MaxBody: c.MaxBody, CloseTimeout: c.IdleTimeout, RootPath: m.prefix})
+			h = x
+			l.Ready = chain(l.Ready, func(ctx context.Context) error { return lifespanErr(x.Startup(ctx)) })
+			l.Draining = append(l.Draining, x.Drain)
+			l.Drain = append(l.Drain, x)
+		case "buffered":
+			b := asgi.NewBuffered(m.app, &asgi.BufferedOptions{Threads: c.BlockingThreads, MaxBody: c.MaxBody, RootPath: m.prefix})
+			h = b
+			l.Ready = chain(l.Ready, func(ctx context.Context) error { return lifespanErr(b.Startup(ctx)) })
+			l.Drain = append(l.Drain, b)
+		default:
+			// The WSGI applications share one pool; shutting it down
+			// stops them all.
+			if pool == nil {
+				pool = wsgi.NewPool(c.BlockingThreads)
+				l.Drain = append(l.Drain, pool)
+			}
+			h = wsgi.New(m.app, &wsgi.Options{Pool: pool, MaxBody: c.MaxBody, ScriptName: m.prefix})
+			// --realtime: the views' holds. The hub drains first, so
+			// that clients reconnect elsewhere.
+			if ctx.Hub != nil {
+				h = realtime.Holds(ctx.Hub, &realtime.HoldOptions{MaxMessage: c.MaxBody,
+					KeepHijackedConns: host.KeepsHijackedConns})(h)
+			}
+		}
+		routes = append(routes, mount.Route{Prefix: "/" + strings.TrimPrefix(m.prefix, "/"), Handler: h})
+	}
+	l.Drain = append(l.Drain, host.PythonDrain())
+	if len(routes) == 1 && routes[0].Prefix == "/" {
+		l.Handler = routes[0].Handler
+		return l, nil
+	}
+	r, err := mount.New(routes)
+	if err != nil {
+		return nil, &boot.UsageError{Msg: "--mount: " + err.Error()}
+	}
+	l.Handler = r
+	return l, nil
+}
+
+// chain runs a then b, for the lifespans of several mounts.
+func chain(a, b func(context.Context) error) func(context.Context) error {
+	if a == nil {
+		return b
+	}
+	return func(ctx context.Context) error {
+		if err := a(ctx); err != nil {
+			return err
+		}
+		return b(ctx)
+	}
 }
 
 // lifespanErr makes a failed lifespan startup a start-up error: exit 1.

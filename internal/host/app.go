@@ -1,0 +1,122 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/m0serve/m0/realtime"
+)
+
+// Context is what the host tells each make: which accept loop (worker) and
+// which thread of it the handler is for, and the resolved configuration.
+type Context struct {
+	// Worker counts the accept loops from 0: the worker processes, or the
+	// loops of one process under --threads; Workers is how many there are.
+	Worker, Workers int
+	// Thread is 0 for the loop's own handler and 1 to Threads for the
+	// handler of a pool thread behind it.
+	Thread, Threads int
+	Config          *Config
+	// Hub is the process's channels, under --realtime or when the
+	// application has a producer; nil otherwise.
+	Hub *realtime.Hub
+}
+
+// Loop is what an application makes for one accept loop: its handler and
+// the steps of its start and its drain.
+type Loop struct {
+	Handler http.Handler
+	// Ready, if set, runs before the listener opens: an ASGI lifespan
+	// startup. An error ends start-up with it.
+	Ready func(ctx context.Context) error
+	// Draining is called as the drain begins, before in-flight requests
+	// are waited for.
+	Draining []func()
+	// Drain is stopped in order after the listener, within DrainTimeout.
+	Drain []Shutdowner
+}
+
+// App is what the host serves: m0serve's Python application, or a Go
+// program's (the public package host adapts one).
+type App interface {
+	// Check appends the application's own checks to the plan, after the
+	// configuration's: an interpreter, an import. It runs for the doctor
+	// too, so it starts nothing that serves.
+	Check(p *Plan)
+	// MaxWorkers and MaxThreads are how many workers and loops the
+	// application can run under; 0 is any number.
+	MaxWorkers() int
+	MaxThreads() int
+	// Make builds the handler of one accept loop. An error ends start-up:
+	// a *Refusal, *UsageError or *StartupError with its own exit code, any
+	// other error with 78 and its message.
+	Make(ctx Context) (*Loop, error)
+	// Banner is what the ready line says of the application, for a plan
+	// that passed: its name, its protocol, and the mode it runs in.
+	Banner(p *Plan) (name, protocol, mode string)
+}
+
+// Producing is an App with work on a cadence.
+type Producing interface {
+	Producer() Producer
+}
+
+// Producer is work on a cadence, off the request path. One runs, on a
+// goroutine of worker 0: Make once, then Step until the drain, each Step
+// returning how long to wait before the next.
+type Producer interface {
+	Make(ctx Context) error
+	Step(out Publisher) time.Duration
+}
+
+// Publisher is where a producer's frames go: every loop's held streams.
+type Publisher interface {
+	// Publish hands frame to the subscribers of channel as event id (from
+	// NextID). It returns false, and sends nothing, for a frame the
+	// channel refused: a name realtime.ValidChannel refuses, a frame over
+	// realtime.MaxFrame bytes, or an id the counter did not hand out.
+	Publish(channel string, id realtime.ID, frame []byte) bool
+	// NextID allocates the next event id from the shared counter.
+	NextID() realtime.ID
+}
+
+// makeErr makes an error a make returned an exit: its own code when it
+// has one, 78 and its message otherwise. what names the maker.
+func makeErr(what string, err error) error {
+	var r *Refusal
+	var u *UsageError
+	var s *StartupError
+	if errors.As(err, &r) || errors.As(err, &u) || errors.As(err, &s) {
+		return err
+	}
+	return &Refusal{Found: fmt.Sprintf("%s failed: %v", what, err),
+		Fix: "fix what it reports; a failing make is not retried"}
+}
+
+// topologyChecks are the checks of what the application declares against
+// the configuration.
+func topologyChecks(c *Config, app App) []Check {
+	var cs []Check
+	if n := app.MaxWorkers(); n > 0 {
+		ch := Check{Name: "max-workers", OK: c.Workers <= n}
+		if !ch.OK {
+			ch.Detail = fmt.Sprintf("%d workers, and the application runs under at most %d (max_workers)", c.Workers, n)
+			ch.Fix = fmt.Sprintf("pass --workers or set M0_WORKERS to at most %d", n)
+			ch.Exit = ExitConfig
+		}
+		cs = append(cs, ch)
+	}
+	if n := app.MaxThreads(); n > 0 {
+		ch := Check{Name: "max-threads", OK: c.Threads <= n}
+		if !ch.OK {
+			ch.Detail = fmt.Sprintf("%d threads, and the application runs under at most %d (max_threads)", c.Threads, n)
+			ch.Fix = fmt.Sprintf("pass --threads or set M0_THREADS to at most %d", n)
+			ch.Exit = ExitConfig
+		}
+		cs = append(cs, ch)
+	}
+	return cs
+}
