@@ -110,6 +110,7 @@ func Run(plan *Plan, app App, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ln = &sharedListener{Listener: ln}
 	servers := make([]server, len(loops))
 	served := make(chan error, len(loops))
 	for i, l := range loops {
@@ -214,4 +215,17 @@ func banner(p *Plan, app App, addr net.Addr) string {
 		workers += fmt.Sprintf(" threads=%d", c.Threads)
 	}
 	return fmt.Sprintf("🔥 m0serve: %s on http://%s:%d (protocol=%s %s) %s", name, host, port, protocol, workers, mode)
+}
+
+// sharedListener is the listener of every loop: the first loop's drain
+// closes it, and the others' find it closed.
+type sharedListener struct {
+	net.Listener
+	once sync.Once
+	err  error
+}
+
+func (l *sharedListener) Close() error {
+	l.once.Do(func() { l.err = l.Listener.Close() })
+	return l.err
 }
