@@ -109,7 +109,7 @@ func (badProdApp) Producer() host.Producer { return failingProducer{} }
 
 type failingProducer struct{}
 
-func (failingProducer) Make(host.Context) error            { return errors.New("no clock source") }
+func (failingProducer) Make(host.Context) error           { return errors.New("no clock source") }
 func (failingProducer) Step(host.Publisher) time.Duration { return time.Second }
 
 // server is a child serving one of apps.

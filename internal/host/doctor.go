@@ -34,8 +34,8 @@ type DoctorReport struct {
 	Declares map[string]int `json:"declares"`
 	// Mounts are the applications mounted under prefixes, in order.
 	Mounts []MountReport `json:"mounts"`
-	Checks   []Check                   `json:"checks"`
-	Exit     int                       `json:"exit"`
+	Checks []Check       `json:"checks"`
+	Exit   int           `json:"exit"`
 }
 
 // NewReport describes a plan. getenv is usually os.Getenv.
