@@ -1,0 +1,230 @@
+"""--mount PREFIX=SPEC and --mount PREFIX=hold: several applications in one
+process, each under its prefix and in its own mode, their links built under
+the prefix (Flask url_for, Django reverse, Starlette and FastAPI url_for),
+and a stream held against a grant the application signed."""
+
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+import requests
+from conftest import APPS, HTTP_TIMEOUT, M0SERVE, READY_RE, free_port
+
+MOUNTS = APPS / "mounts"
+KEY = "k" * 40  # M0_GRANT_KEY: 32 bytes or more
+MIXED = ("--mount", "/flask=flask_links:app", "--mount", "/dj=django_links",
+         "--mount", "/api=starlette_links:app", "--mount", "/fast=fastapi_links:app",
+         "--mount", "/streams=hold", "--realtime")
+
+
+@pytest.fixture(scope="module")
+def mixed(serve_module):
+    return serve_module(None, app_dir=MOUNTS, args=MIXED, env={"M0_GRANT_KEY": KEY, "M0_GRANT_COOKIE": None})
+
+
+def test_banner_names_every_mount(mixed):
+    m = READY_RE.match(mixed.ready_line)
+    assert m, mixed.ready_line
+    assert m["spec"] == ("/flask=flask_links:app,/dj=django_links:application,/api=starlette_links:app,"
+                         "/fast=fastapi_links:app,/streams=hold"), mixed.ready_line
+    assert m["protocol"] == "wsgi+asgi+hold" and m["threads"] and m["loop"], mixed.ready_line
+
+
+def test_flask_url_for_under_the_prefix(mixed):
+    r = mixed.get("/flask/")
+    assert r.status_code == 200, r.text
+    assert r.json() == {"url": "/flask/items/3", "external": mixed.url("/flask/items/3"),
+                        "script_name": "/flask", "path_info": "/"}
+    # The link it built works.
+    assert mixed.get("/flask/items/3").json() == {"n": 3}
+    # The prefix alone is the application's, with an empty PATH_INFO, which
+    # Flask redirects to the prefix's root as it does under any server.
+    r = mixed.get("/flask", allow_redirects=False)
+    assert r.status_code == 308 and r.headers["Location"].endswith("/flask/"), r.headers
+
+
+def test_django_reverse_under_the_prefix(mixed):
+    r = mixed.get("/dj/")
+    assert r.status_code == 200, r.text
+    assert r.json() == {"url": "/dj/items/3/", "absolute": mixed.url("/dj/items/3/"),
+                        "script_name": "/dj", "path_info": "/", "path": "/dj/"}
+    assert mixed.get("/dj/items/3/").json() == {"n": 3}
+
+
+def test_asgi_root_path_and_url_for(mixed):
+    r = mixed.get("/api/")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["url"] == mixed.url("/api/items/3") and body["root_path"] == "/api" and body["path"] == "/api/", body
+    assert mixed.get("/api/items/3").json() == {"n": 3}
+    # Each ASGI mount has its own executor and lifespan: this one ran once.
+    assert body["startups"] == 1
+    r = mixed.get("/fast/")
+    assert r.json() == {"url": mixed.url("/fast/items/3"), "root_path": "/fast"}, r.text
+    assert mixed.get("/fast/items/3").json() == {"n": 3}
+    assert mixed.get("/fast/docs").status_code == 200
+    assert "/fast/openapi.json" in mixed.get("/fast/docs").text
+
+
+@pytest.mark.parametrize("path", ["/", "/nothing", "/flaskish", "/apis/x", "/streamsx"])
+def test_unclaimed_paths_are_404_in_go(mixed, path):
+    """A path no mount claims never reaches Python: Go's plain 404."""
+    r = mixed.get(path)
+    assert r.status_code == 404 and r.text == "Not Found\n", (path, r.text)
+
+
+def test_longest_prefix_wins(serve):
+    s = serve(None, app_dir=MOUNTS, args=("--mount", "/a=flask_links:app", "--mount", "/a/b=django_links"))
+    assert s.get("/a/").json()["script_name"] == "/a"
+    assert s.get("/a/b/").json()["script_name"] == "/a/b"
+    assert s.get("/a/b/items/4/").json() == {"n": 4}
+    # /a/bc is not under /a/b: Flask's own 404 under /a, not the server's.
+    r = s.get("/a/bc")
+    assert r.status_code == 404 and "<!doctype html>" in r.text, r.text
+
+
+def test_positional_app_serves_what_no_mount_claims(serve):
+    s = serve("flask_links:app", app_dir=MOUNTS, args=("--mount", "/dj=django_links"))
+    assert s.get("/").json()["script_name"] == ""
+    assert s.get("/items/5").json() == {"n": 5}
+    assert s.get("/dj/").json()["script_name"] == "/dj"
+
+
+def read_events(response, n):
+    """The first n frames (id and data) of an SSE response; comments and
+    named events (m0-position) skipped."""
+    events, event = [], {}
+    for line in response.iter_lines(decode_unicode=True):
+        if line == "":
+            if "data" in event and "event" not in event:
+                events.append(event)
+                if len(events) == n:
+                    return events
+            event = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            event[name] = value[1:] if value.startswith(" ") else value
+    raise AssertionError(f"the stream ended after {events}")
+
+
+def signed(server, channel, session=None, ttl=60):
+    cookies = {"sessionid": session} if session else None
+    r = server.get(f"/flask/grant?channel={channel}&ttl={ttl}", cookies=cookies)
+    assert r.status_code == 200, r.text
+    return r.json()["url"]
+
+
+def publish(server, channel, text):
+    r = server.post("/flask/publish", data={"channel": channel, "text": text})
+    assert r.status_code == 200, r.text
+    return r.json()["id"]
+
+
+def test_hold_mount_holds_a_signed_stream(mixed):
+    url = signed(mixed, "news")
+    assert url.startswith("/streams?") and "ch=news" in url, url
+    with requests.get(mixed.url(url), stream=True, timeout=HTTP_TIMEOUT) as r:
+        assert r.status_code == 200 and r.headers["Content-Type"] == "text/event-stream", r.headers
+        fid = publish(mixed, "news", "hello")
+        events = read_events(r, 1)
+    assert events[0]["id"] == fid and events[0]["data"] == "hello", events
+
+
+def test_hold_mount_binds_the_session(mixed):
+    url = signed(mixed, "news", session="s3ss10n")
+    ok = requests.get(mixed.url(url), cookies={"sessionid": "s3ss10n"}, stream=True, timeout=HTTP_TIMEOUT)
+    assert ok.status_code == 200
+    ok.close()
+    for cookies in ({"sessionid": "another"}, None):
+        r = requests.get(mixed.url(url), cookies=cookies, timeout=HTTP_TIMEOUT)
+        assert r.status_code == 403, (cookies, r.text)
+
+
+def tamper(url, field, value):
+    return re.sub(rf"([?&]{field}=)[^&]*", lambda m: m.group(1) + value, url)
+
+
+def test_forged_grants_get_403_and_one_line_each(mixed):
+    url = signed(mixed, "news")
+    forged = {
+        "re-targeted": tamper(url, "ch", "secrets"),
+        "extended": tamper(url, "exp", str(int(time.time()) + 3600)),
+        "forged signature": tamper(url, "sig", "A" * 43),
+        "no signature": re.sub(r"&sig=[^&]*", "", url),
+        "another prefix": url.replace("/streams?", "/streams/x?"),
+    }
+    mark = mixed.mark()
+    for what, bad in forged.items():
+        r = requests.get(mixed.url(bad), timeout=HTTP_TIMEOUT)
+        want = 404 if what == "another prefix" else 403
+        assert r.status_code == want, (what, bad, r.status_code, r.text)
+    expired = signed(mixed, "news", ttl=1)
+    time.sleep(2.1)
+    assert requests.get(mixed.url(expired), timeout=HTTP_TIMEOUT).status_code == 403
+    lines = [line for line in mixed.stderr_since(mark).splitlines() if "a grant is refused" in line]
+    assert len(lines) == 5, lines
+
+
+def test_rotated_key(serve):
+    """M0_GRANT_KEY_PREV still verifies during a rotation; a grant signed
+    with a key that is neither is refused."""
+    old, new = "o" * 40, "n" * 40
+    env = {"M0_GRANT_KEY": old}
+    s = serve(None, app_dir=MOUNTS, args=("--mount", "/flask=flask_links:app", "--mount", "/streams=hold",
+                                          "--realtime"), env=env)
+    url = signed(s, "news")
+    assert s.stop() == 0
+    s = serve(None, app_dir=MOUNTS, args=("--mount", "/flask=flask_links:app", "--mount", "/streams=hold",
+                                          "--realtime"), env={"M0_GRANT_KEY": new, "M0_GRANT_KEY_PREV": old})
+    with requests.get(s.url(url), stream=True, timeout=HTTP_TIMEOUT) as r:
+        assert r.status_code == 200
+    assert s.stop() == 0
+    s = serve(None, app_dir=MOUNTS, args=("--mount", "/flask=flask_links:app", "--mount", "/streams=hold",
+                                          "--realtime"), env={"M0_GRANT_KEY": new})
+    assert requests.get(s.url(url), timeout=HTTP_TIMEOUT).status_code == 403
+
+
+def refused(args, env=None):
+    proc = subprocess.run([str(M0SERVE), "--host", "127.0.0.1", "--port", str(free_port()),
+                           "--app-dir", str(MOUNTS), *args],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                          env={k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None})
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.parametrize("args,env,want", [
+    (("--mount", "/s=hold", "--realtime"), {}, "M0_GRANT_KEY is not set"),
+    (("--mount", "/s=hold", "--realtime"), {"M0_GRANT_KEY": "short"}, "M0_GRANT_KEY is 5 bytes"),
+    (("--mount", "/s=hold"), {"M0_GRANT_KEY": KEY}, "--realtime is not set"),
+    (("--mount", "/a=flask_links:app", "--mount", "/a/=django_links"), {}, "/a is served already"),
+    (("--mount", "/api=starlette_links:app", "--realtime"), {}, "is an ASGI application"),
+])
+def test_refusals(args, env, want):
+    code, stderr = refused(args, {"M0_GRANT_KEY": None, **env} if "M0_GRANT_KEY" not in env else env)
+    assert code == 78 and want in stderr, (code, stderr)
+    assert len(stderr.strip().splitlines()) == 1, stderr
+
+
+def test_a_mount_that_fails_to_import_names_it():
+    code, stderr = refused(("--mount", "/x=no_such_module_here:app"))
+    assert code == 1 and "--mount /x=no_such_module_here:app" in stderr, stderr
+
+
+def test_doctor_lists_the_mounts():
+    proc = subprocess.run([str(M0SERVE), "--doctor", "--app-dir", str(MOUNTS), *MIXED],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "M0_GRANT_KEY": KEY})
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert proc.returncode == 0 and report["exit"] == 0, report["checks"]
+    assert report["mounts"] == [
+        {"prefix": "/flask", "spec": "flask_links:app", "protocol": "wsgi", "mode": "pool"},
+        {"prefix": "/dj", "spec": "django_links", "protocol": "wsgi", "mode": "pool"},
+        {"prefix": "/api", "spec": "starlette_links:app", "protocol": "asgi", "mode": "executor"},
+        {"prefix": "/fast", "spec": "fastapi_links:app", "protocol": "asgi", "mode": "executor"},
+        {"prefix": "/streams", "spec": "hold", "protocol": "hold", "mode": "hold"},
+    ], report["mounts"]
+    assert report["env"]["M0_GRANT_KEY"] == "set" and KEY not in proc.stdout
+    assert report["declares"] == {"max_workers": 0, "max_threads": 1}
