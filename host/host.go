@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 
 	ihost "github.com/m0serve/m0/internal/host"
 	"github.com/m0serve/m0/internal/pid1"
@@ -36,8 +35,13 @@ type Config = ihost.Config
 // accept loops (workers, or loops under --threads), Thread is 0 for a
 // loop's handler and 1 to Threads for a pool thread's, Config is the
 // resolved configuration, and Hub the process's channels (nil unless
-// --realtime is set or the application has a producer).
+// --realtime is set or the application has a producer). Its Ready and
+// Drain methods hand the host the start-up steps and the drain of what
+// Make built: an ASGI handler's lifespan, a bridge's Shutdown.
 type Context = ihost.Context
+
+// Shutdowner is what Context.Drain stops: every m0 handler is one.
+type Shutdowner = ihost.Shutdowner
 
 // Producer is work on a cadence, off the request path: Make once, on worker
 // 0, then Step until the drain, each Step returning how long to wait before
@@ -48,6 +52,11 @@ type Producer = ihost.Producer
 // from NextID, the shared counter; Publish returns false for a frame a
 // channel refused.
 type Publisher = ihost.Publisher
+
+// GrantKeys returns the keys of M0_GRANT_KEY, M0_GRANT_KEY_PREV and
+// M0_GRANT_COOKIE, for a hold mount (realtime.Hub.HoldMount), or the
+// refusal of a key that is missing or shorter than realtime.MinGrantKey.
+func GrantKeys(c *Config) (realtime.GrantKeys, error) { return ihost.GrantKeys(c) }
 
 // Application is what a Go program hands the host: a factory of handlers.
 // Make returning an error ends the process with exit 78 and its message;
@@ -108,9 +117,10 @@ type goApp struct {
 	app Application
 }
 
-// pythonSettings are the settings of a Python application alone, which a
-// Go program refuses.
-var pythonSettings = []string{"protocol", "loop", "app-dir", "mount"}
+// pythonSettings are m0serve's settings for the Python application it
+// loads, which a Go program refuses: a Go program that loads Python
+// applications itself takes --app-dir and --loop through ctx.Config.
+var pythonSettings = []string{"protocol", "mount"}
 
 func (a *goApp) Check(p *ihost.Plan) {
 	c := p.Config
@@ -123,7 +133,7 @@ func (a *goApp) Check(p *ihost.Plan) {
 		if c.Sources[s] != ihost.FromDefault {
 			p.Checks = append(p.Checks, ihost.Check{Name: s, Exit: ihost.ExitConfig,
 				Detail: fmt.Sprintf("--%s is for a Python application, and %s serves a Go one", s, name()),
-				Fix:    fmt.Sprintf("leave --%s unset (M0_%s too)", s, strings.ToUpper(strings.ReplaceAll(s, "-", "_")))})
+				Fix:    fmt.Sprintf("leave --%s unset", s)})
 			return
 		}
 	}
@@ -170,6 +180,8 @@ func (a *goApp) Banner(p *ihost.Plan) (string, string, string) {
 func (a *goApp) Make(ctx Context) (*ihost.Loop, error) {
 	n := PoolThreads(ctx.Config)
 	ctx.Threads = n
+	l := &ihost.Loop{}
+	ctx = ihost.WithLoop(ctx, l)
 	h, err := a.app.Make(ctx)
 	if err != nil {
 		return nil, err
@@ -183,7 +195,8 @@ func (a *goApp) Make(ctx Context) (*ihost.Loop, error) {
 			KeepHijackedConns: ihost.KeepsHijackedConns})(h)
 	}
 	if n == 0 {
-		return &ihost.Loop{Handler: loop}, nil
+		l.Handler = loop
+		return l, nil
 	}
 	threads := make([]http.Handler, n)
 	for i := range threads {
@@ -197,7 +210,9 @@ func (a *goApp) Make(ctx Context) (*ihost.Loop, error) {
 		}
 	}
 	ph, p := newPool(h, loop, threads)
-	return &ihost.Loop{Handler: ph, Drain: []ihost.Shutdowner{p}}, nil
+	l.Handler = ph
+	l.Drain = append([]ihost.Shutdowner{p}, l.Drain...)
+	return l, nil
 }
 
 // name is the program's, for the banner and the refusals.

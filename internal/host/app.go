@@ -23,6 +23,50 @@ type Context struct {
 	// Hub is the process's channels, under --realtime or when the
 	// application has a producer; nil otherwise.
 	Hub *realtime.Hub
+
+	loop *Loop // what Ready and Drain add to, for the loop being made
+}
+
+// WithLoop returns ctx whose Ready and Drain add to l.
+func WithLoop(ctx Context, l *Loop) Context {
+	ctx.loop = l
+	return ctx
+}
+
+// Ready adds a step the host runs before it listens: an ASGI handler's
+// Startup (its lifespan), say. An error ends start-up with it.
+func (c Context) Ready(f func(ctx context.Context) error) {
+	if c.loop == nil {
+		panic("host: Context.Ready outside Make")
+	}
+	c.loop.Ready = chainReady(c.loop.Ready, f)
+}
+
+// Drain adds a piece the drain stops, in order, after the listener and
+// within DrainTimeout: a wsgi, asgi or static handler's Shutdown. One
+// that also has a Drain method (asgi.Handler, realtime.Hub) hears it as
+// the drain begins, before in-flight requests are waited for.
+func (c Context) Drain(s Shutdowner) {
+	if c.loop == nil {
+		panic("host: Context.Drain outside Make")
+	}
+	if d, ok := s.(interface{ Drain() }); ok {
+		c.loop.Draining = append(c.loop.Draining, d.Drain)
+	}
+	c.loop.Drain = append(c.loop.Drain, s)
+}
+
+// chainReady runs a then b.
+func chainReady(a, b func(context.Context) error) func(context.Context) error {
+	if a == nil {
+		return b
+	}
+	return func(ctx context.Context) error {
+		if err := a(ctx); err != nil {
+			return err
+		}
+		return b(ctx)
+	}
 }
 
 // Loop is what an application makes for one accept loop: its handler and

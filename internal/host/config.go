@@ -79,6 +79,9 @@ type Config struct {
 	// (M0_GRANT_KEY, M0_GRANT_KEY_PREV); GrantCookie names the session
 	// cookie a grant is bound to (M0_GRANT_COOKIE).
 	GrantKey, GrantKeyPrev, GrantCookie string
+	// AppTick is the cadence a producer is asked to step at
+	// (M0_APP_TICK_MS); 0 leaves it to the producer.
+	AppTick time.Duration
 }
 
 // GrantKeys returns the keys hold mounts verify grants with, or the
@@ -126,7 +129,18 @@ var flaglessEnv = []struct {
 		c.StreamKeepAlive = time.Duration(n) * time.Second
 		return nil
 	}},
-	{"M0_APP_TICK_MS", "", "producers", nil},
+	{"M0_APP_TICK_MS", "", "producers", func(c *Config, v string) error {
+		if v == "" {
+			c.AppTick = 0
+			return nil
+		}
+		n, err := strconv.ParseUint(v, 10, 31)
+		if err != nil || n == 0 {
+			return fmt.Errorf("want a whole number of milliseconds above 0, not %q", v)
+		}
+		c.AppTick = time.Duration(n) * time.Millisecond
+		return nil
+	}},
 	{"M0_GRANT_KEY", "", "grants (--mount PREFIX=hold)", func(c *Config, v string) error {
 		c.GrantKey = v
 		return nil

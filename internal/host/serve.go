@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -110,12 +111,20 @@ func Run(plan *Plan, app App, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ln = &sharedListener{Listener: ln}
 	servers := make([]server, len(loops))
 	served := make(chan error, len(loops))
+	var fan *fanListener
+	if len(loops) > 1 {
+		fan = newFan(ln, len(loops))
+		go fan.run()
+	}
 	for i, l := range loops {
 		servers[i] = newServer(l.Handler, cfg.Limits())
-		go func(s server) { served <- s.Serve(ln) }(servers[i])
+		var lln net.Listener = ln
+		if fan != nil {
+			lln = fan.loops[i]
+		}
+		go func(s server) { served <- s.Serve(lln) }(servers[i])
 	}
 	var runs *producerRun
 	if producer != nil {
@@ -228,4 +237,103 @@ type sharedListener struct {
 func (l *sharedListener) Close() error {
 	l.once.Do(func() { l.err = l.Listener.Close() })
 	return l.err
+}
+
+// fanListener accepts for several loops: each connection goes to the
+// loop with the fewest open, the next in turn among equals, so that the
+// loops share the load whatever the scheduler does.
+type fanListener struct {
+	net.Listener
+	loops []*loopListener
+	next  int
+	mu    sync.Mutex
+}
+
+// loopListener is one loop's side of a fanListener.
+type loopListener struct {
+	fan   *fanListener
+	conns chan net.Conn
+	open  atomic.Int64
+}
+
+func newFan(ln net.Listener, n int) *fanListener {
+	f := &fanListener{Listener: &sharedListener{Listener: ln}}
+	for range n {
+		f.loops = append(f.loops, &loopListener{fan: f, conns: make(chan net.Conn)})
+	}
+	return f
+}
+
+// run accepts until the listener closes, then closes every loop's side.
+func (f *fanListener) run() {
+	defer func() {
+		for _, l := range f.loops {
+			close(l.conns)
+		}
+	}()
+	for {
+		c, err := f.Listener.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return
+		}
+		l := f.pick()
+		l.open.Add(1)
+		l.conns <- &fanConn{Conn: c, l: l}
+	}
+}
+
+func (f *fanListener) pick() *loopListener {
+	best := -1
+	for i := range f.loops {
+		j := (f.next + i) % len(f.loops)
+		if best < 0 || f.loops[j].open.Load() < f.loops[best].open.Load() {
+			best = j
+		}
+	}
+	f.next = (best + 1) % len(f.loops)
+	return f.loops[best]
+}
+
+func (l *loopListener) Accept() (net.Conn, error) {
+	c, ok := <-l.conns
+	if !ok {
+		return nil, net.ErrClosed
+	}
+	return c, nil
+}
+
+func (l *loopListener) Close() error   { return l.fan.Close() }
+func (l *loopListener) Addr() net.Addr { return l.fan.Addr() }
+
+// fanConn counts itself open on its loop until it is closed.
+type fanConn struct {
+	net.Conn
+	l    *loopListener
+	once sync.Once
+}
+
+func (c *fanConn) Close() error {
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return c.Conn.Close()
+}
+
+// SyscallConn gives the connection's descriptor (wire.WatchClose, the
+// keepalive of held sockets).
+func (c *fanConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
+}
+
+// CloseWrite half-closes the connection when the underlying one can.
+func (c *fanConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
 }

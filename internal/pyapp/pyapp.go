@@ -292,6 +292,7 @@ func loopMode(c *host.Config, m *mounted) string {
 func (a *App) Make(ctx host.Context) (*host.Loop, error) {
 	c := ctx.Config
 	l := &host.Loop{}
+	ctx = host.WithLoop(ctx, l)
 	m0.PublishTo(ctx.Hub)
 	var pool *wsgi.Pool
 	var routes []mount.Route
@@ -303,20 +304,19 @@ func (a *App) Make(ctx host.Context) (*host.Loop, error) {
 		case "executor":
 			x := asgi.New(m.app, &asgi.Options{Loop: c.Loop, MaxBody: c.MaxBody, CloseTimeout: c.IdleTimeout, RootPath: m.prefix})
 			h = x
-			l.Ready = chain(l.Ready, func(ctx context.Context) error { return lifespanErr(x.Startup(ctx)) })
-			l.Draining = append(l.Draining, x.Drain)
-			l.Drain = append(l.Drain, x)
+			ctx.Ready(func(ctx context.Context) error { return lifespanErr(x.Startup(ctx)) })
+			ctx.Drain(x)
 		case "buffered":
 			b := asgi.NewBuffered(m.app, &asgi.BufferedOptions{Threads: c.BlockingThreads, MaxBody: c.MaxBody, RootPath: m.prefix})
 			h = b
-			l.Ready = chain(l.Ready, func(ctx context.Context) error { return lifespanErr(b.Startup(ctx)) })
-			l.Drain = append(l.Drain, b)
+			ctx.Ready(func(ctx context.Context) error { return lifespanErr(b.Startup(ctx)) })
+			ctx.Drain(b)
 		default:
 			// The WSGI applications share one pool; shutting it down
 			// stops them all.
 			if pool == nil {
 				pool = wsgi.NewPool(c.BlockingThreads)
-				l.Drain = append(l.Drain, pool)
+				ctx.Drain(pool)
 			}
 			h = wsgi.New(m.app, &wsgi.Options{Pool: pool, MaxBody: c.MaxBody, ScriptName: m.prefix})
 			// --realtime: the views' holds. The hub drains first, so
@@ -328,7 +328,7 @@ func (a *App) Make(ctx host.Context) (*host.Loop, error) {
 		}
 		routes = append(routes, mount.Route{Prefix: "/" + strings.TrimPrefix(m.prefix, "/"), Handler: h})
 	}
-	l.Drain = append(l.Drain, host.PythonDrain())
+	ctx.Drain(host.PythonDrain())
 	if len(routes) == 1 && routes[0].Prefix == "/" {
 		l.Handler = routes[0].Handler
 		return l, nil
@@ -339,19 +339,6 @@ func (a *App) Make(ctx host.Context) (*host.Loop, error) {
 	}
 	l.Handler = r
 	return l, nil
-}
-
-// chain runs a then b, for the lifespans of several mounts.
-func chain(a, b func(context.Context) error) func(context.Context) error {
-	if a == nil {
-		return b
-	}
-	return func(ctx context.Context) error {
-		if err := a(ctx); err != nil {
-			return err
-		}
-		return b(ctx)
-	}
 }
 
 // lifespanErr makes a failed lifespan startup a start-up error: exit 1.

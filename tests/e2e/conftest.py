@@ -26,7 +26,7 @@ HOST = "127.0.0.1"
 READY_PREFIX = "🔥 m0serve:"
 READY_RE = re.compile(
     r"^🔥 m0serve: (?P<spec>\S+) on http://(?P<host>\[[^\]]+\]|[^:/\s]+):(?P<port>\d+) "
-    r"\(protocol=(?P<protocol>(?:wsgi|asgi|hold)(?:\+(?:wsgi|asgi|hold))*) workers=1\) "
+    r"\(protocol=(?P<protocol>(?:wsgi|asgi|hold|go)(?:\+(?:wsgi|asgi|hold))*) workers=1\) "
     r"(?:blocking-threads=(?P<threads>\d+)(?P<auto> \(auto\))?)?"
     r"(?: ?loop=pump event-loop=(?P<loop>uvloop|asyncio))?$"
 )
@@ -239,14 +239,16 @@ class Server:
     """One m0serve subprocess in its own process group."""
 
     def __init__(self, spec, workdir, app_dir=APPS, blocking_threads=None, env=None,
-                 args=(), validated=False):
+                 args=(), validated=False, binary=None):
         self.spec = spec
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.host = HOST
         self.validated = validated
-        self.argv = [str(M0SERVE), "--host", HOST, "--port", str(self.port), "--app-dir", str(app_dir)]
+        # binary: a Go program on the m0 host (examples/go_host), in place of m0serve.
+        self.binary = Path(binary or M0SERVE)
+        self.argv = [str(self.binary), "--host", HOST, "--port", str(self.port), "--app-dir", str(app_dir)]
         if blocking_threads is not None:
             self.argv += ["--blocking-threads", str(blocking_threads)]
         self.argv += [*args, spec] if spec is not None else list(args)
@@ -261,8 +263,8 @@ class Server:
     # -- lifecycle
 
     def start(self):
-        if not M0SERVE.exists():
-            pytest.fail(f"m0serve binary not found at {M0SERVE} (build it: go build -o .bin/m0serve ./cmd/m0serve)")
+        if not self.binary.exists():
+            pytest.fail(f"{self.binary} not found (build it: go build -o .bin/ ./cmd/m0serve ./examples/go_host ./examples/mixed)")
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                          cwd=self.workdir, env=self.env, start_new_session=True)

@@ -1,0 +1,94 @@
+// Command mixed is one Go binary serving a Go JSON handler, a Flask
+// application under /flask, a FastAPI application under /api, static files
+// under /static, and a clock a Go producer publishes, which the Flask page
+// shows live over SSE through a signed stream URL held at /streams.
+//
+//	export M0_GRANT_KEY=$(head -c 32 /dev/urandom | base64)
+//	go run ./examples/mixed --app-dir examples/mixed --port 8000
+//
+// Open http://localhost:8000/flask/ and watch the clock.
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/m0serve/m0"
+	"github.com/m0serve/m0/asgi"
+	"github.com/m0serve/m0/host"
+	"github.com/m0serve/m0/realtime"
+	"github.com/m0serve/m0/static"
+	"github.com/m0serve/m0/wsgi"
+)
+
+type app struct{}
+
+// MaxThreads is 1: the Python applications share the process's one
+// interpreter, so more loops would only copy their handlers.
+func (app) MaxThreads() int { return 1 }
+
+func (app) Make(ctx host.Context) (http.Handler, error) {
+	cfg := ctx.Config
+	keys, err := host.GrantKeys(cfg)
+	if err != nil {
+		return nil, err // exit 78: the stream URLs cannot be verified
+	}
+	dir := cfg.AppDir
+	flask, err := m0.LoadApp("flask_site.app:app", &m0.LoadOptions{Dir: dir, Protocol: "wsgi"})
+	if err != nil {
+		return nil, err
+	}
+	api, err := m0.LoadApp("api.main:app", &m0.LoadOptions{Dir: dir, Protocol: "asgi"})
+	if err != nil {
+		return nil, err
+	}
+	files, err := static.New(filepath.Join(dir, "static"), &static.Options{Prefix: "/static"})
+	if err != nil {
+		return nil, err
+	}
+	// Flask sees SCRIPT_NAME=/flask, FastAPI root_path=/api, so the links
+	// they build carry the prefix.
+	flaskH := wsgi.New(flask, &wsgi.Options{Threads: cfg.BlockingThreads, MaxBody: cfg.MaxBody, ScriptName: "/flask"})
+	apiH := asgi.New(api, &asgi.Options{Loop: cfg.Loop, MaxBody: cfg.MaxBody, RootPath: "/api"})
+	ctx.Ready(apiH.Startup) // FastAPI's lifespan, before the listener opens
+	ctx.Drain(apiH)
+	ctx.Drain(flaskH)
+	ctx.Drain(files)
+	// m0pub.publish in the Flask views reaches the same hub as the clock.
+	m0.PublishTo(ctx.Hub)
+
+	mux := http.NewServeMux()
+	mux.Handle("/flask/", flaskH)
+	mux.Handle("/api/", apiH)
+	mux.Handle("/static/", files)
+	mux.Handle("GET /streams", ctx.Hub.HoldMount("/streams", &realtime.MountOptions{Keys: keys}))
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"hello": "from Go", "go": runtime.Version(),
+			"newest_event": ctx.Hub.Newest().String()})
+	})
+	mux.Handle("GET /{$}", http.RedirectHandler("/flask/", http.StatusFound))
+	return mux, nil
+}
+
+// Producer publishes the time to "clock" every second (M0_APP_TICK_MS).
+func (app) Producer() host.Producer { return &clock{every: time.Second} }
+
+type clock struct{ every time.Duration }
+
+func (c *clock) Make(ctx host.Context) error {
+	if ctx.Config.AppTick > 0 {
+		c.every = ctx.Config.AppTick
+	}
+	return nil
+}
+
+func (c *clock) Step(out host.Publisher) time.Duration {
+	out.Publish("clock", out.NextID(), []byte(time.Now().UTC().Format("15:04:05.000")))
+	return c.every
+}
+
+func main() { host.Main(app{}) }
