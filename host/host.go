@@ -23,7 +23,6 @@ import (
 
 	ihost "github.com/m0serve/m0/internal/host"
 	"github.com/m0serve/m0/internal/pid1"
-	"github.com/m0serve/m0/internal/wire"
 	"github.com/m0serve/m0/realtime"
 )
 
@@ -137,6 +136,7 @@ func (a *goApp) Check(p *ihost.Plan) {
 			return
 		}
 	}
+	p.Protocol = "go"
 	p.Checks = append(p.Checks, ihost.Check{Name: "app", OK: true})
 }
 
@@ -164,12 +164,7 @@ func (a *goApp) Producer() Producer {
 // PoolThreads is the pool behind each loop of a Go application: the
 // --blocking-threads given, or none when it is left at its default (a Go
 // handler runs on the goroutines of its loop unless a pool is asked for).
-func PoolThreads(c *Config) int {
-	if c.Sources["blocking-threads"] == ihost.FromDefault {
-		return 0
-	}
-	return wire.PoolSize(c.BlockingThreads)
-}
+func PoolThreads(c *Config) int { return ihost.GoPoolThreads(c) }
 
 func (a *goApp) Banner(p *ihost.Plan) (string, string, string) {
 	return name(), "go", fmt.Sprintf("blocking-threads=%d", PoolThreads(p.Config))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/observe"
+	"github.com/m0serve/m0/internal/wire"
 	"github.com/m0serve/m0/realtime"
 )
 
@@ -128,6 +129,20 @@ type Plan struct {
 	MaxWorkers, MaxThreads int
 	// Mounts are the applications mounted under prefixes, for the doctor.
 	Mounts []MountReport
+	// Protocol is what the doctor's topology says the application speaks:
+	// "wsgi", "asgi", the mounts' joined by "+", or "go"; "" is the
+	// loaded application's.
+	Protocol string
+}
+
+// GoPoolThreads is the pool behind each loop of a Go application: the
+// --blocking-threads given, or none when it is left at its default (a Go
+// handler runs on the goroutines of its loop unless a pool is asked for).
+func GoPoolThreads(c *Config) int {
+	if c.Sources["blocking-threads"] == FromDefault {
+		return 0
+	}
+	return wire.PoolSize(c.BlockingThreads)
 }
 
 // MountReport is what the doctor says of one mount.

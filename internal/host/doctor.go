@@ -99,6 +99,12 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 	if p.App != nil {
 		protocol = p.App.Protocol
 	}
+	if p.Protocol != "" {
+		protocol = p.Protocol
+	}
+	if protocol == "go" {
+		threads, auto = GoPoolThreads(c), false
+	}
 	r.Topology = map[string]any{
 		"mode":                  "single",
 		"workers":               c.Workers,

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/m0serve/m0"
@@ -152,6 +153,13 @@ func (a *App) checkMounts(p *host.Plan) bool {
 		p.Mounts = append(p.Mounts, report)
 	}
 	if len(c.Mounts) > 0 {
+		var protocols []string
+		for _, m := range a.apps {
+			if !slices.Contains(protocols, m.protocol()) {
+				protocols = append(protocols, m.protocol())
+			}
+		}
+		p.Protocol = strings.Join(protocols, "+")
 		p.Checks = append(p.Checks, host.Check{Name: "mount", OK: true})
 	}
 	return true
@@ -253,23 +261,14 @@ func (a *App) Banner(p *host.Plan) (name, protocol, mode string) {
 			spec = m.app.Spec
 		}
 		names = append(names, cmp.Or(m.prefix, "/")+"="+spec)
-		if !contains(protocols, m.protocol()) {
+		if !slices.Contains(protocols, m.protocol()) {
 			protocols = append(protocols, m.protocol())
 		}
-		if mm := loopMode(c, m); !contains(modes, mm) && m.app != nil {
+		if mm := loopMode(c, m); !slices.Contains(modes, mm) && m.app != nil {
 			modes = append(modes, mm)
 		}
 	}
 	return strings.Join(names, ","), strings.Join(protocols, "+"), strings.Join(modes, " ")
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // loopMode is the banner's end for one application: its executor's loop,

@@ -228,3 +228,4 @@ def test_doctor_lists_the_mounts():
     ], report["mounts"]
     assert report["env"]["M0_GRANT_KEY"] == "set" and KEY not in proc.stdout
     assert report["declares"] == {"max_workers": 0, "max_threads": 1}
+    assert report["topology"]["protocol"] == "wsgi+asgi+hold", report["topology"]
