@@ -69,7 +69,6 @@ func TestParse(t *testing.T) {
 		{name: "flagless variable at its default", args: []string{"app"}, env: env("M0_SSE_HEARTBEAT_MS", "15000"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
 		{name: "grant key set", args: []string{"app"}, env: env("M0_GRANT_KEY", "k"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
 		{name: "grant cookie not a cookie name", args: []string{"app"}, env: env("M0_GRANT_COOKIE", "a b"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault, note: "ignored M0_GRANT_COOKIE=a b"},
-		{name: "threads and workers", args: []string{"--threads", "2", "--workers", "2", "app"}, env: env(), code: ExitConfig},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

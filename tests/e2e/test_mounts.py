@@ -86,6 +86,17 @@ def test_longest_prefix_wins(serve):
     assert r.status_code == 404 and "<!doctype html>" in r.text, r.text
 
 
+def test_buffered_asgi_mount_sees_root_path(serve):
+    """--blocking-threads N > 0 puts ASGI mounts on the buffered path: the
+    scope is the same, root_path beside the whole path."""
+    s = serve(None, app_dir=MOUNTS, blocking_threads=2,
+              args=("--mount", "/api=starlette_links:app", "--mount", "/flask=flask_links:app"))
+    body = s.get("/api/").json()
+    assert body["url"] == s.url("/api/items/3") and body["root_path"] == "/api" and body["path"] == "/api/", body
+    assert s.get("/api/items/3").json() == {"n": 3}
+    assert s.get("/flask/").json()["script_name"] == "/flask"
+
+
 def test_positional_app_serves_what_no_mount_claims(serve):
     s = serve("flask_links:app", app_dir=MOUNTS, args=("--mount", "/dj=django_links"))
     assert s.get("/").json()["script_name"] == ""
@@ -201,6 +212,7 @@ def refused(args, env=None):
     (("--mount", "/s=hold"), {"M0_GRANT_KEY": KEY}, "--realtime is not set"),
     (("--mount", "/a=flask_links:app", "--mount", "/a/=django_links"), {}, "/a is served already"),
     (("--mount", "/api=starlette_links:app", "--realtime"), {}, "is an ASGI application"),
+    (("--threads", "2", "--mount", "/a=flask_links:app"), {}, "at most 1 (max_threads)"),
 ])
 def test_refusals(args, env, want):
     code, stderr = refused(args, {"M0_GRANT_KEY": None, **env} if "M0_GRANT_KEY" not in env else env)
