@@ -955,3 +955,61 @@ func TestDrainEndsStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestRootPath: an application mounted under a prefix sees it as
+// root_path beside the whole path, on the executor and on the buffered
+// path alike, under both front ends.
+func TestRootPath(t *testing.T) {
+	dir, _ := filepath.Abs("testdata")
+	app, err := m0.LoadApp("bridge:app", &m0.LoadOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := asgi.New(app, &asgi.Options{RootPath: "/api", MaxBody: asgi.DefaultMaxBody})
+	buf := asgi.NewBuffered(app, &asgi.BufferedOptions{Threads: 1, RootPath: "/api", MaxBody: asgi.DefaultMaxBody})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ex.Shutdown(ctx)
+		buf.Shutdown(ctx)
+	})
+	for name, h := range map[string]interface {
+		http.Handler
+		ServeFastHTTP(*fasthttp.RequestCtx)
+	}{"executor": ex, "buffered": buf} {
+		for _, fe := range frontends {
+			t.Run(name+"/"+fe, func(t *testing.T) {
+				base := serveHandler(t, fe, h)
+				resp, body := get(t, base+"/api/scope")
+				var s map[string]any
+				if err := json.Unmarshal([]byte(body), &s); err != nil || resp.StatusCode != 200 {
+					t.Fatalf("GET /api/scope: %d %q", resp.StatusCode, body)
+				}
+				if s["root_path"] != "/api" || s["path"] != "/api/scope" || s["raw_path"] != "/api/scope" {
+					t.Errorf("root_path %v, path %v, raw_path %v", s["root_path"], s["path"], s["raw_path"])
+				}
+			})
+		}
+	}
+}
+
+// serveHandler serves h under the front end fe until the test ends.
+func serveHandler(t *testing.T, fe string, h interface {
+	http.Handler
+	ServeFastHTTP(*fasthttp.RequestCtx)
+}) string {
+	t.Helper()
+	if fe == "net/http" {
+		s := httptest.NewServer(h)
+		t.Cleanup(s.Close)
+		return s.URL
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &fasthttp.Server{Handler: h.ServeFastHTTP}
+	go fs.Serve(ln)
+	t.Cleanup(func() { fs.Shutdown() })
+	return "http://" + ln.Addr().String()
+}

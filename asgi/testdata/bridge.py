@@ -166,6 +166,9 @@ async def app(scope, receive, send):
     if scope["type"] == "websocket":
         return await websocket(scope, receive, send)
     path = scope["path"]
+    # Routed as a framework routes: the path below the mount's root_path.
+    if scope["root_path"] and path.startswith(scope["root_path"]):
+        path = path[len(scope["root_path"]):]
     if path == "/scope":
         s = {k: v for k, v in scope.items()}
         return await respond(send, 200, json.dumps(_jsonable(s)).encode(), [(b"content-type", b"application/json")])
