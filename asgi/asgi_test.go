@@ -577,22 +577,7 @@ func TestShutdownWaitsForWebSockets(t *testing.T) {
 }
 
 // serveWith serves h under the front end fe until the test ends.
-func serveWith(t *testing.T, fe string, h *asgi.Handler) string {
-	t.Helper()
-	if fe == "net/http" {
-		s := httptest.NewServer(h)
-		t.Cleanup(s.Close)
-		return s.URL
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs := &fasthttp.Server{Handler: h.ServeFastHTTP}
-	go fs.Serve(ln)
-	t.Cleanup(func() { fs.Shutdown() })
-	return "http://" + ln.Addr().String()
-}
+func serveWith(t *testing.T, fe string, h *asgi.Handler) string { return serveHandler(t, fe, h) }
 
 // TestWebSocketDenialResponse checks the extension: a handshake answered
 // with the application's own HTTP response, its body in parts.

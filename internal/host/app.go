@@ -141,23 +141,23 @@ func makeErr(what string, err error) error {
 }
 
 // topologyChecks are the checks of what the application declares against
-// the configuration.
+// the configuration: max_workers and max_threads.
 func topologyChecks(c *Config, app App) []Check {
 	var cs []Check
-	if n := app.MaxWorkers(); n > 0 {
-		ch := Check{Name: "max-workers", OK: c.Workers <= n}
-		if !ch.OK {
-			ch.Detail = fmt.Sprintf("%d workers, and the application runs under at most %d (max_workers)", c.Workers, n)
-			ch.Fix = fmt.Sprintf("pass --workers or set M0_WORKERS to at most %d", n)
-			ch.Exit = ExitConfig
+	for _, d := range []struct {
+		what, setting string
+		have, most    int
+	}{
+		{"workers", "M0_WORKERS", c.Workers, app.MaxWorkers()},
+		{"threads", "M0_THREADS", c.Threads, app.MaxThreads()},
+	} {
+		if d.most <= 0 {
+			continue
 		}
-		cs = append(cs, ch)
-	}
-	if n := app.MaxThreads(); n > 0 {
-		ch := Check{Name: "max-threads", OK: c.Threads <= n}
+		ch := Check{Name: "max-" + d.what, OK: d.have <= d.most}
 		if !ch.OK {
-			ch.Detail = fmt.Sprintf("%d threads, and the application runs under at most %d (max_threads)", c.Threads, n)
-			ch.Fix = fmt.Sprintf("pass --threads or set M0_THREADS to at most %d", n)
+			ch.Detail = fmt.Sprintf("%d %s, and the application runs under at most %d (max_%s)", d.have, d.what, d.most, d.what)
+			ch.Fix = fmt.Sprintf("pass --%s or set %s to at most %d", d.what, d.setting, d.most)
 			ch.Exit = ExitConfig
 		}
 		cs = append(cs, ch)
