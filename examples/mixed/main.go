@@ -30,7 +30,22 @@ type app struct{}
 // interpreter, so more loops would only copy their handlers.
 func (app) MaxThreads() int { return 1 }
 
+// hello is the Go JSON handler: on a pool thread when there is a pool
+// (--blocking-threads N), on the loop otherwise.
+func hello(ctx host.Context) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"hello": "from Go", "go": runtime.Version(),
+			"thread": ctx.Thread, "newest_event": ctx.Hub.Newest().String()})
+	}
+}
+
 func (app) Make(ctx host.Context) (http.Handler, error) {
+	mux := host.NewMux()
+	mux.HandleFunc("GET /hello", hello(ctx))
+	if ctx.Thread > 0 {
+		return mux, nil // a pool thread's handler: the Go routes alone
+	}
 	cfg := ctx.Config
 	keys, err := host.GrantKeys(cfg)
 	if err != nil {
@@ -60,17 +75,14 @@ func (app) Make(ctx host.Context) (http.Handler, error) {
 	// m0pub.publish in the Flask views reaches the same hub as the clock.
 	m0.PublishTo(ctx.Hub)
 
-	mux := http.NewServeMux()
-	mux.Handle("/flask/", flaskH)
-	mux.Handle("/api/", apiH)
-	mux.Handle("/static/", files)
-	mux.Handle("GET /streams", ctx.Hub.HoldMount("/streams", &realtime.MountOptions{Keys: keys}))
-	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"hello": "from Go", "go": runtime.Version(),
-			"newest_event": ctx.Hub.Newest().String()})
-	})
-	mux.Handle("GET /{$}", http.RedirectHandler("/flask/", http.StatusFound))
+	// The Python applications run on their own pools and the stream is
+	// held by the host, so their routes are answered on the loop and
+	// never queued behind the Go pool.
+	mux.HandleLoop("/flask/", flaskH)
+	mux.HandleLoop("/api/", apiH)
+	mux.HandleLoop("/static/", files)
+	mux.HandleLoop("GET /streams", ctx.Hub.HoldMount("/streams", &realtime.MountOptions{Keys: keys}))
+	mux.HandleLoop("GET /{$}", http.RedirectHandler("/flask/", http.StatusFound))
 	return mux, nil
 }
 

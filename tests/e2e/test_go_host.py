@@ -116,3 +116,17 @@ def test_mixed_page_shows_the_go_clock_in_a_browser(mixed, browser_factory):  # 
     url = page.evaluate("source.url")
     assert url.startswith(mixed.url("/streams?ch=clock&")) and "&sig=" in url, url
     assert page.evaluate("source.readyState") == 1, url
+
+
+def test_mixed_under_a_go_pool(serve):
+    """--blocking-threads 2: the Go handler runs on a pool thread, the
+    Python mounts and the held stream on the loop (a stream begun on a pool
+    thread would be refused with 409)."""
+    s = serve(None, binary=MIXED, app_dir=EXAMPLES / "mixed", blocking_threads=2,
+              env={"M0_GRANT_KEY": KEY, "M0_APP_TICK_MS": "100", "M0_GRANT_COOKIE": None})
+    assert {s.get("/hello").json()["thread"] for _ in range(10)} <= {1, 2}
+    assert s.get("/api/items/2").json() == {"n": 2}
+    url = re.search(r'new EventSource\("([^"]+)"\)', s.get("/flask/").text)[1].replace("\\u0026", "&")
+    with requests.get(s.url(url), stream=True, timeout=HTTP_TIMEOUT) as r:
+        assert r.status_code == 200, r.text
+        assert len(read_events(r, 1)) == 1
