@@ -23,6 +23,7 @@ import (
 
 	ihost "github.com/m0serve/m0/internal/host"
 	"github.com/m0serve/m0/internal/pid1"
+	"github.com/m0serve/m0/internal/stack"
 	"github.com/m0serve/m0/realtime"
 )
 
@@ -98,7 +99,7 @@ func Serve(app Application, cfg *Config) int {
 	if cfg == nil {
 		cfg = ParseFlags()
 	}
-	return ihost.Serve(cfg, os.Getenv, &goApp{app: app})
+	return ihost.Serve(cfg, os.Getenv, &goApp{app: app}, stack.Wrap)
 }
 
 // Main runs the process for app: as PID 1 it first becomes a child of an

@@ -103,6 +103,9 @@ func (p *pool) thread(h http.Handler, fast bool) {
 			} else {
 				g := &holdGuard{ResponseWriter: j.w}
 				h.ServeHTTP(g, j.r)
+				if !g.wrote {
+					g.WriteHeader(http.StatusOK) // a hold with no body is refused too
+				}
 			}
 			j.done <- struct{}{}
 		}

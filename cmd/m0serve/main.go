@@ -12,11 +12,12 @@ import (
 	"github.com/m0serve/m0/internal/host"
 	"github.com/m0serve/m0/internal/pid1"
 	"github.com/m0serve/m0/internal/pyapp"
+	"github.com/m0serve/m0/internal/stack"
 )
 
 func main() {
 	if code, ok := pid1.RunAsInit(); ok {
 		os.Exit(code)
 	}
-	os.Exit(host.Main(os.Args[1:], os.Getenv, &pyapp.App{}))
+	os.Exit(host.Main(os.Args[1:], os.Getenv, &pyapp.App{}, stack.Wrap))
 }

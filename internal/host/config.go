@@ -93,7 +93,7 @@ func GrantKeys(c *Config) (realtime.GrantKeys, error) {
 	}
 	switch {
 	case c.GrantKey == "":
-		return k, &Refusal{Found: "--mount PREFIX=hold verifies grants, and M0_GRANT_KEY is not set",
+		return k, &Refusal{Found: "a hold mount verifies grants, and M0_GRANT_KEY is not set",
 			Fix: fmt.Sprintf("set M0_GRANT_KEY to a secret of %d bytes or more, the one the application signs with", realtime.MinGrantKey)}
 	case len(k.Key) < realtime.MinGrantKey:
 		return k, &Refusal{Found: fmt.Sprintf("M0_GRANT_KEY is %d bytes", len(k.Key)),
@@ -426,7 +426,11 @@ func Parse(args []string, getenv func(string) string) (*Config, error) {
 			if err := e.set(c, v); err == nil {
 				continue
 			} else {
-				c.Notes = append(c.Notes, fmt.Sprintf("m0serve: ignored %s=%s (%v); using the default, %s", e.name, v, err, e.def))
+				using := "using the default, " + e.def
+				if e.def == "" {
+					using = "leaving it unset"
+				}
+				c.Notes = append(c.Notes, fmt.Sprintf("m0serve: ignored %s=%s (%v); %s", e.name, v, err, using))
 			}
 		}
 		e.set(c, e.def)

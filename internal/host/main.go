@@ -9,7 +9,7 @@ import (
 // Main runs the command line args with the environment getenv for app:
 // --help, the doctor, or the checks and then the application served until
 // a drain. It returns the process's exit code.
-func Main(args []string, getenv func(string) string, app App) int {
+func Main(args []string, getenv func(string) string, app App, wrap Wrapper) int {
 	slog.SetDefault(slog.New(NewLogHandler(os.Stderr, nil)))
 	cfg, err := Parse(args, getenv)
 	switch {
@@ -22,13 +22,15 @@ func Main(args []string, getenv func(string) string, app App) int {
 	case err != nil:
 		return Report(os.Stderr, err)
 	}
-	return Serve(cfg, getenv, app)
+	return Serve(cfg, getenv, app, wrap)
 }
 
 // Serve runs a parsed configuration for app: the doctor, or the checks
-// and then the application served until a drain. It returns the process's
-// exit code.
-func Serve(cfg *Config, getenv func(string) string, app App) int {
+// and then the application, wrapped by wrap, served until a drain. Log
+// lines go to stderr in m0serve's format. It returns the process's exit
+// code.
+func Serve(cfg *Config, getenv func(string) string, app App, wrap Wrapper) int {
+	slog.SetDefault(slog.New(NewLogHandler(os.Stderr, nil)))
 	for _, note := range cfg.Notes {
 		fmt.Fprintln(os.Stderr, note)
 	}
@@ -44,5 +46,5 @@ func Serve(cfg *Config, getenv func(string) string, app App) int {
 	if err := ApplyQoS(cfg); err != nil {
 		return Report(os.Stderr, err)
 	}
-	return Report(os.Stderr, Run(plan, app, os.Stdout, os.Stderr))
+	return Report(os.Stderr, Run(plan, app, wrap, os.Stdout, os.Stderr))
 }

@@ -60,11 +60,16 @@ func NewHub(c *Config, want bool) *realtime.Hub {
 		KeepAlive: c.StreamKeepAlive})
 }
 
+// Wrapper puts what the flags ask for around a loop (package stack): the
+// host takes it as an argument, so that it links the metrics only through
+// its callers.
+type Wrapper func(l *Loop, c *Config, hub *realtime.Hub) (*Loop, error)
+
 // Run makes the application's loops, starts its producer, listens, prints
 // the ready lines, serves until SIGTERM or SIGINT, and drains. It returns
 // nil after a drain, however it ended: a drain that runs out of time names
 // what was still running on stderr. plan is the one that passed.
-func Run(plan *Plan, app App, stdout, stderr io.Writer) error {
+func Run(plan *Plan, app App, wrap Wrapper, stdout, stderr io.Writer) error {
 	cfg := plan.Config
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)

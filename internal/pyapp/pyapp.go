@@ -204,7 +204,7 @@ func (a *App) checkRealtime(p *host.Plan) {
 		return
 	case holds > 0 && !c.Realtime:
 		refuse("--mount PREFIX=hold holds streams, and --realtime is not set",
-			"pass --realtime or set M0_REALTIME=1")
+			"pass --realtime")
 		return
 	case holds > 0:
 		keys, err := host.GrantKeys(c)
@@ -321,8 +321,10 @@ func (a *App) Make(ctx host.Context) (*host.Loop, error) {
 			// --realtime: the views' holds. The hub drains first, so
 			// that clients reconnect elsewhere.
 			if ctx.Hub != nil {
+				// A held socket's messages are posted under the mount's
+				// prefix, where its application sees them.
 				h = realtime.Holds(ctx.Hub, &realtime.HoldOptions{MaxMessage: c.MaxBody,
-					KeepHijackedConns: host.KeepsHijackedConns})(h)
+					MessagePath: m.prefix + realtime.MessagePath, KeepHijackedConns: host.KeepsHijackedConns})(h)
 			}
 		}
 		routes = append(routes, mount.Route{Prefix: "/" + strings.TrimPrefix(m.prefix, "/"), Handler: h})

@@ -241,3 +241,21 @@ def test_doctor_lists_the_mounts():
     assert report["env"]["M0_GRANT_KEY"] == "set" and KEY not in proc.stdout
     assert report["declares"] == {"max_workers": 0, "max_threads": 1}
     assert report["topology"]["protocol"] == "wsgi+asgi+hold", report["topology"]
+
+
+def test_socket_messages_under_a_mount(serve):
+    """A WSGI application mounted at /rt under --realtime holds a WebSocket,
+    and the socket's messages are posted to it under its prefix
+    (SCRIPT_NAME=/rt, PATH_INFO=/ws/message)."""
+    from websockets.sync.client import connect as ws_connect
+
+    from conftest import APPS, wait_until
+    s = serve(None, app_dir=APPS, args=("--realtime", "--mount", "/rt=realtime_app:application"))
+    with ws_connect(s.url("/rt/ws?c=sock").replace("http", "ws", 1), open_timeout=HTTP_TIMEOUT) as ws:
+        ws.send("hello")
+        posts = wait_until(lambda: [p for p in s.get_json("/rt/posts") if p["channel"] == "sock"], 10,
+                           "the message posted to the mounted application")
+        assert posts[-1]["body"] == "hello" and posts[-1]["opcode"] == "1", posts
+        s.post("/rt/publish?c=sock", data=b"back")
+        assert ws.recv(timeout=HTTP_TIMEOUT) == "back"
+    assert "refused a WebSocket message" not in s.stderr

@@ -1,0 +1,53 @@
+// Package stack is what the host puts around every application's loop,
+// Go or Python: the static directories, the health path, the metrics and
+// the access log the flags ask for.
+package stack
+
+import (
+	"os"
+
+	"github.com/m0serve/m0"
+	"github.com/m0serve/m0/internal/host"
+	"github.com/m0serve/m0/metrics"
+	"github.com/m0serve/m0/realtime"
+	"github.com/m0serve/m0/static"
+)
+
+// Wrap puts what the flags ask for around a loop's handler, whatever the
+// application: the static directories in front of it, the first named
+// outermost (a miss falls through to the next, then to the application),
+// then the health path, the metrics and the access log.
+func Wrap(l *host.Loop, c *host.Config, hub *realtime.Hub) (*host.Loop, error) {
+	var headers []static.Header
+	for _, v := range c.StaticHeaders {
+		hd, err := static.ParseHeader(v)
+		if err != nil {
+			return nil, &host.UsageError{Msg: "--static-header: " + err.Error()}
+		}
+		headers = append(headers, hd)
+	}
+	h := l.Handler
+	dirs := c.StaticDirs()
+	for i := len(dirs) - 1; i >= 0; i-- {
+		s, err := static.New(dirs[i].Dir, &static.Options{Prefix: dirs[i].Prefix, CacheControl: c.StaticCacheControl,
+			Headers: headers, Next: h})
+		if err != nil {
+			return nil, &host.Refusal{Found: err.Error(), Fix: "name a directory this process can open"}
+		}
+		h = s
+	}
+	h = m0.Health(c.HealthPath)(h)
+	if c.Metrics {
+		var opts []metrics.Option
+		if hub != nil {
+			opts = append(opts, metrics.Realtime(hub))
+		}
+		h = metrics.Middleware(metrics.Path, opts...)(h)
+	}
+	if c.AccessLog {
+		h = m0.AccessLog(os.Stdout)(h)
+	}
+	w := *l
+	w.Handler = h
+	return &w, nil
+}
