@@ -205,7 +205,7 @@ func (a *goApp) Make(ctx Context) (*ihost.Loop, error) {
 			return nil, fmt.Errorf("Make returned no handler for worker %d, thread %d", ctx.Worker, i+1)
 		}
 	}
-	ph, p := newPool(h, loop, threads)
+	ph, p := newPool(h, loop, threads, ctx.Hub != nil)
 	l.Handler = ph
 	l.Drain = append([]ihost.Shutdowner{p}, l.Drain...)
 	return l, nil

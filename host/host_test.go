@@ -59,7 +59,41 @@ func (counting) Make(ctx host.Context) (http.Handler, error) {
 	}
 	mux.HandleFunc("GET /hold-pool", hold)
 	mux.HandleLoopFunc("GET /hold-loop", hold)
+	mux.HandleFunc("GET /hold-pool-silent", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(realtime.HeaderHold, "stream")
+		w.Header().Set(realtime.HeaderChannel, "clock")
+	})
+	mux.HandleFunc("GET /panic", func(w http.ResponseWriter, r *http.Request) { panic("a view's bug") })
+	// /meet answers once n requests are in at once (n from the query), or
+	// 504 after 5 s: it shows how many run together.
+	mux.HandleFunc("GET /meet", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		if !meet(n) {
+			w.WriteHeader(http.StatusGatewayTimeout)
+		}
+		io.WriteString(w, who)
+	})
 	return mux, nil
+}
+
+var (
+	meetMu  sync.Mutex
+	meeting = sync.NewCond(&meetMu)
+	inside  int
+)
+
+// meet waits until n callers are inside at once, or 5 s.
+func meet(n int) bool {
+	meetMu.Lock()
+	defer meetMu.Unlock()
+	inside++
+	meeting.Broadcast()
+	deadline := time.Now().Add(5 * time.Second)
+	go func() { time.Sleep(5 * time.Second); meeting.Broadcast() }()
+	for inside < n && time.Now().Before(deadline) {
+		meeting.Wait()
+	}
+	return inside >= n
 }
 
 type failing struct{}
@@ -290,9 +324,11 @@ func TestNoPoolByDefault(t *testing.T) {
 // 409; the same route registered on the loop holds the stream.
 func TestHoldOnPoolThread(t *testing.T) {
 	s := start(t, "counting", nil, "--host", "127.0.0.1", "--port", freePort(t), "--blocking-threads", "1", "--realtime")
-	code, body := s.get("/hold-pool")
-	if code != http.StatusConflict || !strings.Contains(body, "M0-Hold") {
-		t.Fatalf("a hold on a pool thread: %d %q, want 409", code, body)
+	for _, path := range []string{"/hold-pool", "/hold-pool-silent"} {
+		code, body := s.get(path)
+		if code != http.StatusConflict || !strings.Contains(body, "M0-Hold") {
+			t.Fatalf("a hold on a pool thread (%s): %d %q, want 409", path, code, body)
+		}
 	}
 	resp, err := http.Get(s.base + "/hold-loop")
 	if err != nil {
@@ -419,33 +455,78 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-// TestPoolServesConcurrently: requests at once are spread over the pool
-// threads, each served by its own handler.
+// TestPoolServesConcurrently: three requests at once run on the three
+// pool threads together, each on its own handler.
 func TestPoolServesConcurrently(t *testing.T) {
 	s := start(t, "counting", nil, "--host", "127.0.0.1", "--port", freePort(t), "--blocking-threads", "3")
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	threads := map[string]bool{}
-	for i := 0; i < 60; i++ {
+	for i := 0; i < 3; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := http.Get(s.base + "/who")
+			resp, err := http.Get(s.base + "/meet?n=3")
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("/meet: %d: the three did not run at once", resp.StatusCode)
+			}
 			mu.Lock()
 			threads[string(b)] = true
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
+	if len(threads) != 3 {
+		t.Errorf("served by %v, want three pool threads", threads)
+	}
 	for who := range threads {
 		if !regexp.MustCompile(`^worker=0 thread=[123]$`).MatchString(who) {
 			t.Errorf("served by %q", who)
 		}
+	}
+}
+
+// TestPoolWithoutHub: without --realtime nothing is held, so an M0-Hold
+// answer from a pool thread is an ordinary response, as on the loop; and
+// a pool thread's panic ends its request only, as on the loop.
+func TestPoolWithoutHub(t *testing.T) {
+	s := start(t, "counting", nil, "--host", "127.0.0.1", "--port", freePort(t), "--blocking-threads", "1")
+	if code, body := s.get("/hold-pool"); code != 200 || body != "held?" {
+		t.Fatalf("/hold-pool without a hub: %d %q", code, body)
+	}
+	if _, err := http.Get(s.base + "/panic"); err == nil {
+		t.Fatal("a panicking view's request was answered")
+	}
+	if code, body := s.get("/who"); code != 200 || body != "worker=0 thread=1" {
+		t.Fatalf("after a panic on the pool thread: %d %q", code, body)
+	}
+}
+
+// TestMuxOnLoop: a route is answered on the loop when the pattern that
+// serves it was registered with HandleLoop, not when a longer one claims
+// the path.
+func TestMuxOnLoop(t *testing.T) {
+	m := host.NewMux()
+	noop := func(http.ResponseWriter, *http.Request) {}
+	m.HandleLoopFunc("GET /a/", noop)
+	m.HandleFunc("GET /a/b", noop)
+	m.HandleFunc("POST /a/", noop)
+	for path, want := range map[string]bool{"GET /a/c": true, "HEAD /a/c": true, "GET /a/b": false, "POST /a/c": false, "GET /z": false} {
+		method, p, _ := strings.Cut(path, " ")
+		r, _ := http.NewRequest(method, "http://x"+p, nil)
+		if got := m.OnLoop(r); got != want {
+			t.Errorf("%s: OnLoop %v, want %v", path, got, want)
+		}
+	}
+	var zero host.Mux // usable without NewMux, as http.ServeMux is
+	zero.HandleLoopFunc("GET /x", noop)
+	if r, _ := http.NewRequest("GET", "http://x/x", nil); !zero.OnLoop(r) {
+		t.Error("a zero Mux's loop route is not on the loop")
 	}
 }

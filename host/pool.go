@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"sync"
@@ -28,10 +29,12 @@ type FastLoopRouter interface {
 // pool is a loop's handler under --blocking-threads N: the requests its
 // router keeps on the loop are answered there, the others are queued for N
 // OS threads, each serving one request at a time with a handler of its own.
-// A stream (M0-Hold) begun on a pool thread is refused with 409.
+// Where the host holds streams (guard), a stream (M0-Hold) begun on a pool
+// thread is refused with 409.
 type pool struct {
 	router LoopRouter
 	loop   http.Handler // the loop's handler, with its holds
+	guard  bool
 	jobs   chan *job
 	stop   chan struct{}
 	once   sync.Once
@@ -41,15 +44,16 @@ type pool struct {
 // fastPool is a pool whose handlers all serve fasthttp.
 type fastPool struct {
 	*pool
-	router FastLoopRouter
-	loop   fasthttp.RequestHandler
+	fastRouter FastLoopRouter
+	fastLoop   fasthttp.RequestHandler
 }
 
 type job struct {
-	w    http.ResponseWriter
-	r    *http.Request
-	fast *fasthttp.RequestCtx
-	done chan struct{}
+	w     http.ResponseWriter
+	r     *http.Request
+	fast  *fasthttp.RequestCtx
+	done  chan struct{}
+	panic any // what the handler panicked with, for the request's goroutine
 }
 
 var jobs = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
@@ -59,9 +63,10 @@ type fastHandler interface {
 }
 
 // newPool starts a pool thread for each of threads, behind own (the loop's
-// handler as the application made it) served as loop.
-func newPool(own, loop http.Handler, threads []http.Handler) (http.Handler, *pool) {
-	p := &pool{loop: loop, jobs: make(chan *job), stop: make(chan struct{})}
+// handler as the application made it) served as loop; guard refuses holds
+// begun on the pool threads.
+func newPool(own, loop http.Handler, threads []http.Handler, guard bool) (http.Handler, *pool) {
+	p := &pool{loop: loop, guard: guard, jobs: make(chan *job), stop: make(chan struct{})}
 	p.router, _ = own.(LoopRouter)
 	fast := true
 	for _, h := range threads {
@@ -77,8 +82,8 @@ func newPool(own, loop http.Handler, threads []http.Handler) (http.Handler, *poo
 	if !fast {
 		return p, p
 	}
-	fp := &fastPool{pool: p, loop: fl.ServeFastHTTP}
-	fp.router, _ = own.(FastLoopRouter)
+	fp := &fastPool{pool: p, fastLoop: fl.ServeFastHTTP}
+	fp.fastRouter, _ = own.(FastLoopRouter)
 	return fp, p
 }
 
@@ -97,29 +102,49 @@ func (p *pool) thread(h http.Handler, fast bool) {
 		case <-p.stop:
 			return
 		case j := <-p.jobs:
-			if j.fast != nil {
-				fh(j.fast)
-				refuseFastHold(j.fast)
-			} else {
-				g := &holdGuard{ResponseWriter: j.w}
-				h.ServeHTTP(g, j.r)
-				if !g.wrote {
-					g.WriteHeader(http.StatusOK) // a hold with no body is refused too
-				}
-			}
+			p.serve(j, h, fh)
 			j.done <- struct{}{}
 		}
 	}
 }
 
+// serve runs one job; a panic is handed back to the request's goroutine,
+// where it does what it would have done without a pool.
+func (p *pool) serve(j *job, h http.Handler, fh fasthttp.RequestHandler) {
+	defer func() { j.panic = recover() }()
+	if j.fast != nil {
+		fh(j.fast)
+		if p.guard {
+			refuseFastHold(j.fast)
+		}
+		return
+	}
+	if !p.guard {
+		h.ServeHTTP(j.w, j.r)
+		return
+	}
+	hw := realtime.NewHoldWriter(j.w)
+	h.ServeHTTP(hw, j.r)
+	if held, _ := hw.Held(); held {
+		refuseHold(j.w)
+	}
+}
+
 // queue hands j to a pool thread and waits for it to be served; false
-// when the pool has stopped.
-func (p *pool) queue(j *job) bool {
+// when the pool has stopped or the request ended (its client left) while
+// it waited.
+func (p *pool) queue(j *job, gone <-chan struct{}) bool {
 	select {
 	case p.jobs <- j:
 		<-j.done
+		if v := j.panic; v != nil {
+			j.panic = nil
+			panic(v)
+		}
 		return true
 	case <-p.stop:
+		return false
+	case <-gone:
 		return false
 	}
 }
@@ -131,7 +156,7 @@ func (p *pool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	j := jobs.Get().(*job)
 	j.w, j.r = w, r
-	ok := p.queue(j)
+	ok := p.queue(j, r.Context().Done())
 	j.w, j.r = nil, nil
 	jobs.Put(j)
 	if !ok {
@@ -140,13 +165,13 @@ func (p *pool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *fastPool) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
-	if p.router != nil && p.router.OnLoopFast(ctx) {
-		p.loop(ctx)
+	if p.fastRouter != nil && p.fastRouter.OnLoopFast(ctx) {
+		p.fastLoop(ctx)
 		return
 	}
 	j := jobs.Get().(*job)
 	j.fast = ctx
-	ok := p.queue(j)
+	ok := p.queue(j, nil)
 	j.fast = nil
 	jobs.Put(j)
 	if !ok {
@@ -171,49 +196,21 @@ func (p *pool) Shutdown(ctx context.Context) error {
 // holdRefusal is the body of the 409 a stream begun on a pool thread gets.
 const holdRefusal = "a stream (M0-Hold) is begun on the loop, not on a pool thread: register its route with Mux.HandleLoop\n"
 
-// holdGuard refuses a response a pool thread's handler begins with
-// M0-Hold: 409 in its place, and the handler's body discarded.
-type holdGuard struct {
-	http.ResponseWriter
-	wrote, refused bool
-}
-
-func (g *holdGuard) WriteHeader(code int) {
-	if g.wrote {
-		return
-	}
-	g.wrote = true
-	h := g.Header()
-	if h.Get(realtime.HeaderHold) == "" {
-		g.ResponseWriter.WriteHeader(code)
-		return
-	}
-	g.refused = true
+// refuseHold answers 409 in place of a hold a pool thread's handler
+// approved (realtime.HoldWriter kept all of it from the client).
+func refuseHold(w http.ResponseWriter) {
+	h := w.Header()
 	for k := range h {
 		delete(h, k)
 	}
 	h.Set("Content-Type", "text/plain; charset=utf-8")
-	g.ResponseWriter.WriteHeader(http.StatusConflict)
-	g.ResponseWriter.Write([]byte(holdRefusal))
+	w.WriteHeader(http.StatusConflict)
+	io.WriteString(w, holdRefusal)
 }
 
-func (g *holdGuard) Write(b []byte) (int, error) {
-	if !g.wrote {
-		g.WriteHeader(http.StatusOK)
-	}
-	if g.refused {
-		return len(b), nil
-	}
-	return g.ResponseWriter.Write(b)
-}
-
-// Unwrap is for http.ResponseController: Flush and deadlines reach the
-// connection's writer.
-func (g *holdGuard) Unwrap() http.ResponseWriter { return g.ResponseWriter }
-
-// refuseFastHold is holdGuard for fasthttp, once the handler returned.
+// refuseFastHold is refuseHold for fasthttp, once the handler returned.
 func refuseFastHold(ctx *fasthttp.RequestCtx) {
-	if len(ctx.Response.Header.Peek(realtime.HeaderHold)) == 0 {
+	if ctx.Hijacked() || len(ctx.Response.Header.Peek(realtime.HeaderHold)) == 0 {
 		return
 	}
 	ctx.Response.Reset()
@@ -228,16 +225,19 @@ func refuseFastHold(ctx *fasthttp.RequestCtx) {
 // quick answers a slow view must not wait behind.
 type Mux struct {
 	http.ServeMux
-	loop http.ServeMux
+	loop map[string]bool // the patterns HandleLoop registered
 }
 
 // NewMux returns an empty Mux.
-func NewMux() *Mux { return &Mux{} }
+func NewMux() *Mux { return &Mux{loop: map[string]bool{}} }
 
 // HandleLoop registers h for pattern, answered on the loop.
 func (m *Mux) HandleLoop(pattern string, h http.Handler) {
 	m.ServeMux.Handle(pattern, h)
-	m.loop.Handle(pattern, h)
+	if m.loop == nil {
+		m.loop = map[string]bool{}
+	}
+	m.loop[pattern] = true
 }
 
 // HandleLoopFunc registers f for pattern, answered on the loop.
@@ -245,12 +245,12 @@ func (m *Mux) HandleLoopFunc(pattern string, f func(http.ResponseWriter, *http.R
 	m.HandleLoop(pattern, http.HandlerFunc(f))
 }
 
-// OnLoop reports whether r's route was registered with HandleLoop.
+// OnLoop reports whether the route that serves r was registered with
+// HandleLoop.
 func (m *Mux) OnLoop(r *http.Request) bool {
-	_, pattern := m.loop.Handler(r)
-	if pattern == "" {
+	if len(m.loop) == 0 {
 		return false
 	}
-	_, all := m.ServeMux.Handler(r)
-	return all == pattern
+	_, pattern := m.ServeMux.Handler(r)
+	return m.loop[pattern]
 }

@@ -111,17 +111,15 @@ func (hd *holds) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hd.hub.ServeSSE(w, r, retryChannel)
 		return
 	}
-	hw := &holdWriter{ResponseWriter: w}
+	hw := NewHoldWriter(w)
 	hd.next.ServeHTTP(hw, r)
-	if !hw.wrote && w.Header().Get(HeaderHold) != "" {
-		hw.held, hw.status = true, http.StatusOK
-	}
-	if !hw.held {
+	held, status := hw.Held()
+	if !held {
 		return
 	}
 	hdr := w.Header()
 	kind, channel := hdr.Get(HeaderHold), hdr.Get(HeaderChannel)
-	if !hd.valid(kind, channel, hw.status, wsup.IsNetUpgrade(r), r.Method, r.URL.Path) {
+	if !hd.valid(kind, channel, status, wsup.IsNetUpgrade(r), r.Method, r.URL.Path) {
 		for k := range hdr {
 			delete(hdr, k)
 		}
@@ -178,16 +176,31 @@ func quote(s string) string {
 	return `"` + s + `"`
 }
 
-// holdWriter is the ResponseWriter a handler under Holds writes to: a
-// response that approves a hold is kept from the client.
-type holdWriter struct {
+// HoldWriter is the ResponseWriter of a handler whose answer may approve a
+// hold: a response carrying M0-Hold is kept from the client, its header
+// and its body, and Held says so once the handler has returned. Holds
+// serves its handler through one; so does a server that refuses holds
+// where they cannot be kept (the Go host's pool threads).
+type HoldWriter struct {
 	http.ResponseWriter
 	wrote  bool
 	held   bool
 	status int
 }
 
-func (w *holdWriter) WriteHeader(code int) {
+// NewHoldWriter returns a HoldWriter writing to w.
+func NewHoldWriter(w http.ResponseWriter) *HoldWriter { return &HoldWriter{ResponseWriter: w} }
+
+// Held reports, once the handler has returned, whether its response
+// approved a hold (with nothing of it sent), and with which status.
+func (w *HoldWriter) Held() (bool, int) {
+	if !w.wrote && w.Header().Get(HeaderHold) != "" {
+		w.held, w.status = true, http.StatusOK
+	}
+	return w.held, w.status
+}
+
+func (w *HoldWriter) WriteHeader(code int) {
 	if w.wrote {
 		return
 	}
@@ -199,7 +212,7 @@ func (w *holdWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *holdWriter) Write(p []byte) (int, error) {
+func (w *HoldWriter) Write(p []byte) (int, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -209,7 +222,7 @@ func (w *holdWriter) Write(p []byte) (int, error) {
 	return w.ResponseWriter.Write(p)
 }
 
-func (w *holdWriter) ReadFrom(r io.Reader) (int64, error) {
+func (w *HoldWriter) ReadFrom(r io.Reader) (int64, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -222,24 +235,24 @@ func (w *holdWriter) ReadFrom(r io.Reader) (int64, error) {
 	return io.Copy(w.ResponseWriter, r)
 }
 
-func (w *holdWriter) Flush() {
+func (w *HoldWriter) Flush() {
 	if !w.held {
 		http.NewResponseController(w.ResponseWriter).Flush()
 	}
 }
 
-func (w *holdWriter) FlushError() error {
+func (w *HoldWriter) FlushError() error {
 	if w.held {
 		return nil
 	}
 	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
-func (w *holdWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+func (w *HoldWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return http.NewResponseController(w.ResponseWriter).Hijack()
 }
 
-func (w *holdWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *HoldWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type fastHolds struct {
 	*holds
