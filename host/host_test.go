@@ -132,6 +132,10 @@ func (p *ticker) Step(out host.Publisher) time.Duration {
 	p.n++
 	if p.n == 1 {
 		fmt.Fprintf(os.Stderr, "refused channel published=%v\n", out.Publish("\x01reserved", out.NextID(), []byte("x")))
+		id := out.NextID()
+		first := out.Publish("other", id, []byte("x"))
+		fmt.Fprintf(os.Stderr, "id published=%v twice=%v made up=%v\n", first, out.Publish("other", id, []byte("x")),
+			out.Publish("other", realtime.ID{Epoch: id.Epoch, Seq: id.Seq + 1000}, []byte("x")))
 	}
 	out.Publish("clock", out.NextID(), []byte("tick "+strconv.Itoa(p.n)))
 	return 20 * time.Millisecond
@@ -369,6 +373,7 @@ func TestProducer(t *testing.T) {
 		last = id
 	}
 	waitFor(t, s.stderr, "refused channel published=false")
+	waitFor(t, s.stderr, "id published=true twice=false made up=false")
 }
 
 // waitFor waits up to 5 s for the child to write want to stderr, which

@@ -37,6 +37,39 @@ func TestPublishRefuses(t *testing.T) {
 	}
 }
 
+// TestPublishID: a frame numbered by NextID is published as that id, and
+// an id the hub's counter cannot have handed out is refused.
+func TestPublishID(t *testing.T) {
+	h := New(nil)
+	sub, err := h.Subscribe("room", false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	id := h.NextID()
+	if !h.PublishID("room", id, []byte("x")) {
+		t.Fatal("an id from NextID was refused")
+	}
+	if f := <-sub.C(); f.ID != id || string(f.Data) != "x" {
+		t.Fatalf("frame %v %q", f.ID, f.Data)
+	}
+	for name, bad := range map[string]ID{
+		"zero":        {},
+		"other epoch": {Epoch: id.Epoch + 1, Seq: id.Seq},
+		"not yet":     {Epoch: id.Epoch, Seq: id.Seq + 1},
+	} {
+		if h.PublishID("room", bad, []byte("x")) {
+			t.Errorf("%s id %v published", name, bad)
+		}
+	}
+	if h.PublishID("\x00internal", h.NextID(), []byte("x")) {
+		t.Error("a reserved channel took a frame")
+	}
+	if st := h.Stats(); st.Published != 1 || st.Refused != 4 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
 func FuzzSubscribe(f *testing.F) {
 	for _, s := range []string{"", "x-1", "1-1", "\x00", "room"} {
 		f.Add("room", s)

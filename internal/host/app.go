@@ -121,7 +121,11 @@ type Publisher interface {
 	// Publish hands frame to the subscribers of channel as event id (from
 	// NextID). It returns false, and sends nothing, for a frame the
 	// channel refused: a name realtime.ValidChannel refuses, a frame over
-	// realtime.MaxFrame bytes, or an id the counter did not hand out.
+	// realtime.MaxFrame bytes, or an id NextID did not hand out or that
+	// was published already. Publish each id as soon as it is taken: a
+	// frame published after one numbered later reaches live streams out
+	// of order, and a client that resumes from the later one is not sent
+	// it.
 	Publish(channel string, id realtime.ID, frame []byte) bool
 	// NextID allocates the next event id from the shared counter.
 	NextID() realtime.ID

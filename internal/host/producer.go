@@ -9,14 +9,46 @@ import (
 	"github.com/m0serve/m0/realtime"
 )
 
-// hubPublisher is the Publisher of a process's hub.
-type hubPublisher struct{ hub *realtime.Hub }
-
-func (p hubPublisher) Publish(channel string, id realtime.ID, frame []byte) bool {
-	return p.hub.PublishID(channel, id, frame)
+// hubPublisher is the Publisher of a process's hub. It publishes only an
+// id it handed out and has not published yet.
+type hubPublisher struct {
+	hub   *realtime.Hub
+	mu    sync.Mutex
+	taken map[realtime.ID]struct{} // handed out by NextID, not published
 }
 
-func (p hubPublisher) NextID() realtime.ID { return p.hub.NextID() }
+// maxTaken bounds the ids taken and not published that are remembered;
+// past it the oldest is forgotten (and refused).
+const maxTaken = 1024
+
+func newPublisher(hub *realtime.Hub) *hubPublisher {
+	return &hubPublisher{hub: hub, taken: map[realtime.ID]struct{}{}}
+}
+
+func (p *hubPublisher) NextID() realtime.ID {
+	id := p.hub.NextID()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.taken) >= maxTaken {
+		oldest := id
+		for t := range p.taken {
+			if t.Seq < oldest.Seq {
+				oldest = t
+			}
+		}
+		delete(p.taken, oldest)
+	}
+	p.taken[id] = struct{}{}
+	return id
+}
+
+func (p *hubPublisher) Publish(channel string, id realtime.ID, frame []byte) bool {
+	p.mu.Lock()
+	_, ok := p.taken[id]
+	delete(p.taken, id)
+	p.mu.Unlock()
+	return ok && p.hub.PublishID(channel, id, frame)
+}
 
 // producerRun is a producer stepping on a goroutine of its own until the
 // drain stops it.

@@ -132,7 +132,7 @@ func Run(plan *Plan, app App, wrap Wrapper, stdout, stderr io.Writer) error {
 	}
 	var runs *producerRun
 	if producer != nil {
-		runs = startProducer(producer, hubPublisher{hub})
+		runs = startProducer(producer, newPublisher(hub))
 		drain = append([]Shutdowner{runs}, drain...)
 	}
 	fmt.Fprintln(stdout, banner(plan, app, ln.Addr()))
