@@ -108,11 +108,15 @@ func Run(plan *Plan, app App, wrap Wrapper, stdout, stderr io.Writer) error {
 		draining = append(draining, l.Draining...)
 		drain = append(drain, l.Drain...)
 	}
+	// From here every way out drains what was made: a lifespan that
+	// started is shut down, whatever ended the start-up of another.
 	if err := ready(loops, stop); err != nil || stopped(stop) {
+		finish(nil, draining, drain, stderr)
 		return err // nil: stopped during start-up, nothing was served
 	}
 	ln, err := Listen(cfg.Host, cfg.Port)
 	if err != nil {
+		finish(nil, draining, drain, stderr)
 		return err
 	}
 	servers := make([]server, len(loops))
@@ -137,14 +141,22 @@ func Run(plan *Plan, app App, wrap Wrapper, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout, banner(plan, app, ln.Addr()))
 
+	var failed error
 	select {
 	case <-stop:
 	case err := <-served:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return &StartupError{Msg: "serving stopped: " + err.Error()}
+			failed = &StartupError{Msg: "serving stopped: " + err.Error()}
 		}
 	}
+	finish(servers, draining, drain, stderr)
+	return failed
+}
 
+// finish is the drain, within DrainTimeout: draining is told, the servers
+// finish their requests, then drain is stopped in order. What is still
+// running when the time is up is named on stderr.
+func finish(servers []server, draining []func(), drain []Shutdowner, stderr io.Writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer cancel()
 	for _, f := range draining {
@@ -170,7 +182,6 @@ func Run(plan *Plan, app App, wrap Wrapper, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "m0serve: %v after the %s drain; exiting anyway\n", err, DrainTimeout)
 		}
 	}
-	return nil
 }
 
 // ready runs the loops' start-up steps, all at once; a SIGTERM or SIGINT
@@ -227,5 +238,9 @@ func banner(p *Plan, app App, addr net.Addr) string {
 	if c.Threads > 1 {
 		workers += fmt.Sprintf(" threads=%d", c.Threads)
 	}
-	return fmt.Sprintf("🔥 m0serve: %s on http://%s:%d (protocol=%s %s) %s", name, host, port, protocol, workers, mode)
+	line := fmt.Sprintf("🔥 m0serve: %s on http://%s:%d (protocol=%s %s)", name, host, port, protocol, workers)
+	if mode != "" {
+		line += " " + mode // none when every mount is a hold
+	}
+	return line
 }

@@ -136,6 +136,12 @@ func (a *App) checkMounts(p *host.Plan) bool {
 				Fix:    "give each mount a prefix of its own"})
 			return false
 		}
+		if spec == HoldSpec && prefix == "" {
+			p.Checks = append(p.Checks, host.Check{Name: "mount", Exit: host.ExitConfig,
+				Detail: fmt.Sprintf("--mount %s: a hold mount answers its prefix alone, and / is every path", v),
+				Fix:    "mount it under a prefix of its own, as --mount /streams=hold"})
+			return false
+		}
 		seen[prefix] = true
 		m := &mounted{prefix: prefix, spec: spec}
 		report := host.MountReport{Prefix: cmp.Or(prefix, "/"), Spec: spec}
@@ -327,7 +333,7 @@ func (a *App) Make(ctx host.Context) (*host.Loop, error) {
 					MessagePath: m.prefix + realtime.MessagePath, KeepHijackedConns: host.KeepsHijackedConns})(h)
 			}
 		}
-		routes = append(routes, mount.Route{Prefix: "/" + strings.TrimPrefix(m.prefix, "/"), Handler: h})
+		routes = append(routes, mount.Route{Prefix: cmp.Or(m.prefix, "/"), Handler: h})
 	}
 	ctx.Drain(host.PythonDrain())
 	if len(routes) == 1 && routes[0].Prefix == "/" {
@@ -336,7 +342,7 @@ func (a *App) Make(ctx host.Context) (*host.Loop, error) {
 	}
 	r, err := mount.New(routes)
 	if err != nil {
-		return nil, &boot.UsageError{Msg: "--mount: " + err.Error()}
+		return nil, err // checkMounts refused such prefixes already
 	}
 	l.Handler = r
 	return l, nil

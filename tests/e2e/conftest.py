@@ -26,9 +26,9 @@ HOST = "127.0.0.1"
 READY_PREFIX = "🔥 m0serve:"
 READY_RE = re.compile(
     r"^🔥 m0serve: (?P<spec>\S+) on http://(?P<host>\[[^\]]+\]|[^:/\s]+):(?P<port>\d+) "
-    r"\(protocol=(?P<protocol>(?:wsgi|asgi|hold|go)(?:\+(?:wsgi|asgi|hold))*) workers=1\) "
-    r"(?:blocking-threads=(?P<threads>\d+)(?P<auto> \(auto\))?)?"
-    r"(?: ?loop=pump event-loop=(?P<loop>uvloop|asyncio))?$"
+    r"\(protocol=(?P<protocol>(?:wsgi|asgi|hold|go)(?:\+(?:wsgi|asgi|hold))*) workers=1(?: threads=\d+)?\)"
+    r"(?: blocking-threads=(?P<threads>\d+)(?P<auto> \(auto\))?)?"
+    r"(?: loop=pump event-loop=(?P<loop>uvloop|asyncio))?$"
 )
 RECORD_START = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d [A-Z]+ ")
 WORKER_RE = re.compile(r"^\[worker 0\] pid=(?P<pid>\d+) armed for a graceful stop$")

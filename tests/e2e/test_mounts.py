@@ -213,6 +213,7 @@ def refused(args, env=None):
     (("--mount", "/a=flask_links:app", "--mount", "/a/=django_links"), {}, "/a is served already"),
     (("--mount", "/api=starlette_links:app", "--realtime"), {}, "is an ASGI application"),
     (("--threads", "2", "--mount", "/a=flask_links:app"), {}, "at most 1 (max_threads)"),
+    (("--mount", "/=hold", "--realtime"), {"M0_GRANT_KEY": KEY}, "a hold mount answers its prefix alone"),
 ])
 def test_refusals(args, env, want):
     code, stderr = refused(args, {"M0_GRANT_KEY": None, **env} if "M0_GRANT_KEY" not in env else env)
@@ -259,3 +260,17 @@ def test_socket_messages_under_a_mount(serve):
         s.post("/rt/publish?c=sock", data=b"back")
         assert ws.recv(timeout=HTTP_TIMEOUT) == "back"
     assert "refused a WebSocket message" not in s.stderr
+
+
+def test_a_failed_lifespan_shuts_down_the_mounts_that_started(tmp_path):
+    """/a's lifespan starts, /b's fails: the start-up ends with exit 1,
+    and /a's lifespan is shut down first, as a drain would."""
+    from conftest import APPS
+    closed = tmp_path / "closed"
+    proc = subprocess.run([str(M0SERVE), "--host", "127.0.0.1", "--port", str(free_port()), "--app-dir", str(APPS),
+                           "--mount", "/a=asgi_lifespans:starlette_state",
+                           "--mount", "/b=asgi_lifespans:starlette_failing"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "M0_TEST_SHUTDOWN_FILE": str(closed)})
+    assert proc.returncode == 1 and "startup exploded" in proc.stderr, proc.stderr
+    assert closed.read_text() == "closed db\n", proc.stderr
