@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/m0serve/m0/internal/boot"
 	ihost "github.com/m0serve/m0/internal/host"
 	"github.com/m0serve/m0/internal/pid1"
 	"github.com/m0serve/m0/internal/stack"
@@ -67,6 +68,8 @@ func GrantKeys(c *Config) (realtime.GrantKeys, error) { return ihost.GrantKeys(c
 //	MaxWorkers() int    // at most this many workers (0: any); 1 for state held in the handler
 //	MaxThreads() int    // at most this many loops under --threads (0: any)
 //	Producer() Producer // work on a cadence, publishing to held streams
+//	LoadsPython() bool  // true: Make loads Python applications (m0.LoadApp), so --app-dir,
+//	                    // --loop and --qos apply, and the interpreter is checked first
 type Application interface {
 	Make(ctx Context) (http.Handler, error)
 }
@@ -118,9 +121,17 @@ type goApp struct {
 }
 
 // pythonSettings are m0serve's settings for the Python application it
-// loads, which a Go program refuses: a Go program that loads Python
-// applications itself takes --app-dir and --loop through ctx.Config.
-var pythonSettings = []string{"protocol", "mount"}
+// loads, which a Go program refuses; loaderSettings it takes only when it
+// loads Python applications itself (LoadsPython), through ctx.Config.
+var (
+	pythonSettings = []string{"protocol", "mount"}
+	loaderSettings = []string{"app-dir", "loop", "qos"}
+)
+
+func (a *goApp) loadsPython() bool {
+	l, ok := a.app.(interface{ LoadsPython() bool })
+	return ok && l.LoadsPython()
+}
 
 func (a *goApp) Check(p *ihost.Plan) {
 	c := p.Config
@@ -129,7 +140,11 @@ func (a *goApp) Check(p *ihost.Plan) {
 			name(), c.App)})
 		return
 	}
-	for _, s := range pythonSettings {
+	refused := pythonSettings
+	if !a.loadsPython() {
+		refused = append(refused[:len(refused):len(refused)], loaderSettings...)
+	}
+	for _, s := range refused {
 		if c.Sources[s] != ihost.FromDefault {
 			p.Checks = append(p.Checks, ihost.Check{Name: s, Exit: ihost.ExitConfig,
 				Detail: fmt.Sprintf("--%s is for a Python application, and %s serves a Go one", s, name()),
@@ -138,6 +153,21 @@ func (a *goApp) Check(p *ihost.Plan) {
 		}
 	}
 	p.Protocol = "go"
+	if a.loadsPython() {
+		// The interpreter the program's Python applications run on, and
+		// the loop of their ASGI executors, are checked as m0serve's are.
+		rt, err := boot.Python()
+		if err != nil {
+			p.Fail("python", err)
+			return
+		}
+		in := rt.Interp
+		p.Python = &in
+		p.Checks = append(p.Checks, ihost.Check{Name: "python", OK: true})
+		if !ihost.CheckLoop(p, rt) {
+			return
+		}
+	}
 	p.Checks = append(p.Checks, ihost.Check{Name: "app", OK: true})
 }
 

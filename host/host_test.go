@@ -38,7 +38,8 @@ var apps = map[string]host.Application{
 	"counting": counting{},
 	"failing":  failing{},
 	"single":   single{},
-	"producer": &producerApp{},
+	"producer": &producerApp{every: 20 * time.Millisecond},
+	"hourly":   &producerApp{every: time.Hour},
 	"badprod":  badProdApp{},
 }
 
@@ -108,9 +109,12 @@ func (single) MaxWorkers() int { return 1 }
 
 // producerApp's producer publishes a tick to "clock" every 20 ms, and to a
 // refused channel once, printing what Publish returned.
-type producerApp struct{ counting }
+type producerApp struct {
+	counting
+	every time.Duration // what Step returns
+}
 
-func (a *producerApp) Producer() host.Producer { return &ticker{} }
+func (a *producerApp) Producer() host.Producer { return &ticker{every: a.every} }
 
 func (a *producerApp) Make(ctx host.Context) (http.Handler, error) {
 	if ctx.Hub == nil {
@@ -119,7 +123,10 @@ func (a *producerApp) Make(ctx host.Context) (http.Handler, error) {
 	return a.counting.Make(ctx)
 }
 
-type ticker struct{ n int }
+type ticker struct {
+	n     int
+	every time.Duration
+}
 
 func (p *ticker) Make(ctx host.Context) error {
 	if ctx.Worker != 0 || ctx.Hub == nil {
@@ -138,7 +145,7 @@ func (p *ticker) Step(out host.Publisher) time.Duration {
 			out.Publish("other", realtime.ID{Epoch: id.Epoch, Seq: id.Seq + 1000}, []byte("x")))
 	}
 	out.Publish("clock", out.NextID(), []byte("tick "+strconv.Itoa(p.n)))
-	return 20 * time.Millisecond
+	return p.every
 }
 
 type badProdApp struct{ counting }
@@ -348,6 +355,17 @@ func TestHoldOnPoolThread(t *testing.T) {
 // numbered from the hub's counter; a refused channel's Publish is false.
 func TestProducer(t *testing.T) {
 	s := start(t, "producer", nil, "--host", "127.0.0.1", "--port", freePort(t))
+	testProducer(t, s)
+}
+
+// TestAppTick: M0_APP_TICK_MS is the wait between steps, whatever Step
+// returns (an hour here).
+func TestAppTick(t *testing.T) {
+	s := start(t, "hourly", []string{"M0_APP_TICK_MS=20"}, "--host", "127.0.0.1", "--port", freePort(t))
+	testProducer(t, s)
+}
+
+func testProducer(t *testing.T, s *server) {
 	resp, err := http.Get(s.base + "/hold-loop")
 	if err != nil {
 		t.Fatal(err)
@@ -452,6 +470,10 @@ func TestRefusals(t *testing.T) {
 		{"a python setting", nil, []string{"--protocol", "wsgi"}, 78, "--protocol is for a Python application"},
 		{"a mount", nil, []string{"--mount", "/a=x:y"}, 78, "--mount is for a Python application"},
 		{"threads beside workers", []string{"M0_THREADS=2", "M0_WORKERS=2"}, nil, 78, "use one of --threads and --workers"},
+		{"an app dir, loading no Python", nil, []string{"--app-dir", os.TempDir()}, 78, "--app-dir is for a Python application"},
+		{"a loop, loading no Python", []string{"M0_LOOP=asyncio"}, nil, 78, "--loop is for a Python application"},
+		{"a tick without a producer", []string{"M0_APP_TICK_MS=5"}, nil, 78, "the application has no producer"},
+		{"a grant key too short", []string{"M0_GRANT_KEY=short"}, nil, 78, "M0_GRANT_KEY is 5 bytes"},
 	} {
 		code, _, stderr := exit(t, "counting", c.env, c.args...)
 		if code != c.code || !strings.Contains(stderr, c.want) {

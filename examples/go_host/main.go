@@ -40,23 +40,18 @@ func (app) Make(ctx host.Context) (http.Handler, error) {
 	return mux, nil
 }
 
-// Producer is the clock: it runs on worker 0, off the request path.
-func (app) Producer() host.Producer { return &clock{every: time.Second} }
+// Producer is the clock: it runs on worker 0, off the request path, every
+// second (M0_APP_TICK_MS sets another cadence).
+func (app) Producer() host.Producer { return clock{} }
 
-type clock struct{ every time.Duration }
+type clock struct{}
 
-// Make takes the cadence from M0_APP_TICK_MS, when it is set.
-func (c *clock) Make(ctx host.Context) error {
-	if ctx.Config.AppTick > 0 {
-		c.every = ctx.Config.AppTick
-	}
-	return nil
-}
+func (clock) Make(host.Context) error { return nil }
 
 // Step publishes the time and asks to be called again a tick later.
-func (c *clock) Step(out host.Publisher) time.Duration {
+func (clock) Step(out host.Publisher) time.Duration {
 	out.Publish("clock", out.NextID(), []byte(time.Now().UTC().Format(time.RFC3339Nano)))
-	return c.every
+	return time.Second
 }
 
 const page = `<!doctype html>

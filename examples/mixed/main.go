@@ -30,6 +30,10 @@ type app struct{}
 // interpreter, so more loops would only copy their handlers.
 func (app) MaxThreads() int { return 1 }
 
+// LoadsPython: Make loads the Flask and FastAPI applications, so the host
+// checks the interpreter first and takes --app-dir, --loop and --qos.
+func (app) LoadsPython() bool { return true }
+
 // hello is the Go JSON handler: on a pool thread when there is a pool
 // (--blocking-threads N), on the loop otherwise.
 func hello(ctx host.Context) http.HandlerFunc {
@@ -86,21 +90,17 @@ func (app) Make(ctx host.Context) (http.Handler, error) {
 	return mux, nil
 }
 
-// Producer publishes the time to "clock" every second (M0_APP_TICK_MS).
-func (app) Producer() host.Producer { return &clock{every: time.Second} }
+// Producer publishes the time to "clock" every second (M0_APP_TICK_MS
+// sets another cadence).
+func (app) Producer() host.Producer { return clock{} }
 
-type clock struct{ every time.Duration }
+type clock struct{}
 
-func (c *clock) Make(ctx host.Context) error {
-	if ctx.Config.AppTick > 0 {
-		c.every = ctx.Config.AppTick
-	}
-	return nil
-}
+func (clock) Make(host.Context) error { return nil }
 
-func (c *clock) Step(out host.Publisher) time.Duration {
+func (clock) Step(out host.Publisher) time.Duration {
 	out.Publish("clock", out.NextID(), []byte(time.Now().UTC().Format("15:04:05.000")))
-	return c.every
+	return time.Second
 }
 
 func main() { host.Main(app{}) }

@@ -166,5 +166,14 @@ func topologyChecks(c *Config, app App) []Check {
 		}
 		cs = append(cs, ch)
 	}
+	if c.AppTick > 0 {
+		prod, _ := app.(Producing)
+		ch := Check{Name: "app-tick", OK: prod != nil && prod.Producer() != nil}
+		if !ch.OK {
+			ch.Detail = fmt.Sprintf("M0_APP_TICK_MS=%d sets a producer's cadence, and the application has no producer", c.AppTick.Milliseconds())
+			ch.Fix, ch.Exit = "unset M0_APP_TICK_MS", ExitConfig
+		}
+		cs = append(cs, ch)
+	}
 	return cs
 }

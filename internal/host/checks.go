@@ -85,6 +85,18 @@ func ConfigChecks(c *Config) []Check {
 				"unset "+e.name)
 		}
 	}
+	if c.GrantKey != "" || c.GrantKeyPrev != "" {
+		// The key signs in the application too (m0serve.grant), with or
+		// without a hold mount here: one too short is refused either way.
+		_, err := GrantKeys(c)
+		var r *Refusal
+		errors.As(err, &r)
+		ch := Check{Name: "grant-key", OK: err == nil}
+		if r != nil {
+			ch.Detail, ch.Fix, ch.Exit = r.Found, r.Fix, ExitConfig
+		}
+		cs = append(cs, ch)
+	}
 	for _, m := range c.StaticDirs() {
 		fi, err := os.Stat(m.Dir)
 		if err == nil {
@@ -201,4 +213,33 @@ func (p *Plan) Err() error {
 		}
 	}
 	return nil
+}
+
+// CheckLoop resolves the event loop the ASGI executors will run (--loop),
+// and reports whether it can.
+func CheckLoop(p *Plan, rt *cpython.Runtime) bool {
+	have := false
+	err := rt.Main(func(t cpython.Thread) error {
+		s, err := t.Eval(`__import__("importlib.util").util.find_spec("uvloop") is not None`)
+		have = s == "True"
+		return err
+	})
+	switch want := p.Config.Loop; {
+	case err != nil:
+		p.Fail("loop", &StartupError{Msg: "cannot look for uvloop: " + err.Error()})
+		return false
+	case want == "uvloop" && !have:
+		p.Checks = append(p.Checks, Check{
+			Name: "loop", Exit: ExitConfig,
+			Detail: "--loop uvloop, and uvloop is not installed in this interpreter",
+			Fix:    "pip install uvloop into the application's environment, or pass --loop auto or asyncio",
+		})
+		return false
+	case want == "asyncio" || !have:
+		p.EventLoop = "asyncio"
+	default:
+		p.EventLoop = "uvloop"
+	}
+	p.Checks = append(p.Checks, Check{Name: "loop", OK: true})
+	return true
 }

@@ -79,8 +79,8 @@ type Config struct {
 	// (M0_GRANT_KEY, M0_GRANT_KEY_PREV); GrantCookie names the session
 	// cookie a grant is bound to (M0_GRANT_COOKIE).
 	GrantKey, GrantKeyPrev, GrantCookie string
-	// AppTick is the cadence a producer is asked to step at
-	// (M0_APP_TICK_MS); 0 leaves it to the producer.
+	// AppTick is the wait between a producer's steps, in place of what
+	// its Step returns (M0_APP_TICK_MS); 0 leaves it to the producer.
 	AppTick time.Duration
 }
 

@@ -67,7 +67,9 @@ func TestParse(t *testing.T) {
 		{name: "zero workers by env", args: []string{"app"}, env: env("M0_WORKERS", "0"), code: ExitConfig},
 		{name: "flagless variable for a feature not built", args: []string{"app"}, env: env("M0_INVERTED", "1"), code: ExitConfig},
 		{name: "flagless variable at its default", args: []string{"app"}, env: env("M0_SSE_HEARTBEAT_MS", "15000"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
-		{name: "grant key set", args: []string{"app"}, env: env("M0_GRANT_KEY", "k"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
+		{name: "grant key set", args: []string{"app"}, env: env("M0_GRANT_KEY", strings.Repeat("k", 32)), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
+		{name: "grant key too short", args: []string{"app"}, env: env("M0_GRANT_KEY", "k"), code: ExitConfig},
+		{name: "previous grant key too short", args: []string{"app"}, env: env("M0_GRANT_KEY", strings.Repeat("k", 32), "M0_GRANT_KEY_PREV", "p"), code: ExitConfig},
 		{name: "grant cookie not a cookie name", args: []string{"app"}, env: env("M0_GRANT_COOKIE", "a b"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault, note: "ignored M0_GRANT_COOKIE=a b"},
 	}
 	for _, c := range cases {

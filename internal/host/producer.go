@@ -58,7 +58,9 @@ type producerRun struct {
 	once sync.Once
 }
 
-func startProducer(p Producer, out Publisher) *producerRun {
+// startProducer steps p until the drain; tick, when above 0 (M0_APP_TICK_MS),
+// is the wait between steps in place of what Step returns.
+func startProducer(p Producer, out Publisher, tick time.Duration) *producerRun {
 	r := &producerRun{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
@@ -70,7 +72,11 @@ func startProducer(p Producer, out Publisher) *producerRun {
 				return
 			case <-t.C:
 			}
-			t.Reset(max(p.Step(out), 0))
+			wait := p.Step(out)
+			if tick > 0 {
+				wait = tick
+			}
+			t.Reset(max(wait, 0))
 		}
 	}()
 	return r

@@ -136,7 +136,7 @@ func Run(plan *Plan, app App, wrap Wrapper, stdout, stderr io.Writer) error {
 	}
 	var runs *producerRun
 	if producer != nil {
-		runs = startProducer(producer, newPublisher(hub))
+		runs = startProducer(producer, newPublisher(hub), cfg.AppTick)
 		drain = append([]Shutdowner{runs}, drain...)
 	}
 	fmt.Fprintln(stdout, banner(plan, app, ln.Addr()))

@@ -112,7 +112,7 @@ func (a *App) Check(p *host.Plan) {
 	}
 	for _, m := range a.apps {
 		if m.app != nil && m.mode(c) == "executor" {
-			if p.EventLoop == "" && !checkLoop(p, rt) {
+			if p.EventLoop == "" && !host.CheckLoop(p, rt) {
 				return
 			}
 			m.eventLoop = p.EventLoop
@@ -208,6 +208,11 @@ func (a *App) checkRealtime(p *host.Plan) {
 		refuse("--realtime holds streams for WSGI views, and "+asgiSpec+" is an ASGI application",
 			"leave --realtime unset: an ASGI application holds its streams and WebSockets itself")
 		return
+	case holds == 0 && c.GrantCookie != realtime.DefaultGrantCookie:
+		p.Checks = append(p.Checks, host.Check{Name: "grant-cookie", Exit: host.ExitConfig,
+			Detail: "M0_GRANT_COOKIE=" + c.GrantCookie + " names the session cookie hold mounts bind grants to, and there is none",
+			Fix:    "unset M0_GRANT_COOKIE, or add --mount PREFIX=hold"})
+		return
 	case holds > 0 && !c.Realtime:
 		refuse("--mount PREFIX=hold holds streams, and --realtime is not set",
 			"pass --realtime")
@@ -223,34 +228,6 @@ func (a *App) checkRealtime(p *host.Plan) {
 	if c.Realtime || holds > 0 {
 		p.Checks = append(p.Checks, host.Check{Name: "realtime", OK: true})
 	}
-}
-
-// checkLoop resolves the event loop the ASGI executors will run.
-func checkLoop(p *host.Plan, rt *cpython.Runtime) bool {
-	have := false
-	err := rt.Main(func(t cpython.Thread) error {
-		s, err := t.Eval(`__import__("importlib.util").util.find_spec("uvloop") is not None`)
-		have = s == "True"
-		return err
-	})
-	switch want := p.Config.Loop; {
-	case err != nil:
-		p.Fail("loop", &boot.StartupError{Msg: "cannot look for uvloop: " + err.Error()})
-		return false
-	case want == "uvloop" && !have:
-		p.Checks = append(p.Checks, host.Check{
-			Name: "loop", Exit: host.ExitConfig,
-			Detail: "--loop uvloop, and uvloop is not installed in this interpreter",
-			Fix:    "pip install uvloop into the application's environment, or pass --loop auto or asyncio",
-		})
-		return false
-	case want == "asyncio" || !have:
-		p.EventLoop = "asyncio"
-	default:
-		p.EventLoop = "uvloop"
-	}
-	p.Checks = append(p.Checks, host.Check{Name: "loop", OK: true})
-	return true
 }
 
 // Banner names the application, or the mounts, and how they run.

@@ -248,7 +248,9 @@ class Server:
         self.validated = validated
         # binary: a Go program on the m0 host (examples/go_host), in place of m0serve.
         self.binary = Path(binary or M0SERVE)
-        self.argv = [str(self.binary), "--host", HOST, "--port", str(self.port), "--app-dir", str(app_dir)]
+        self.argv = [str(self.binary), "--host", HOST, "--port", str(self.port)]
+        if app_dir is not None:  # None: a Go program that loads no Python
+            self.argv += ["--app-dir", str(app_dir)]
         if blocking_threads is not None:
             self.argv += ["--blocking-threads", str(blocking_threads)]
         self.argv += [*args, spec] if spec is not None else list(args)

@@ -27,7 +27,7 @@ def run(binary, *args, env=None):
 
 
 def test_go_host_serves_and_its_producer_publishes(serve):
-    s = serve(None, binary=GO_HOST, env={"M0_APP_TICK_MS": "50"})
+    s = serve(None, binary=GO_HOST, app_dir=None, env={"M0_APP_TICK_MS": "50"})
     m = READY_RE.match(s.ready_line)
     assert m and m["spec"] == "go_host" and m["protocol"] == "go" and m["threads"] == "0", s.ready_line
     assert s.get("/hello").json() == {"hello": "world", "worker": 0, "thread": 0}
@@ -43,7 +43,7 @@ def test_go_host_serves_and_its_producer_publishes(serve):
 def test_go_host_pool_threads(serve):
     """M0_BLOCKING_THREADS=2: /hello runs on a pool thread of its own
     handler; the stream is begun on the loop and still held."""
-    s = serve(None, binary=GO_HOST, env={"M0_BLOCKING_THREADS": "2", "M0_APP_TICK_MS": "50"})
+    s = serve(None, binary=GO_HOST, app_dir=None, env={"M0_BLOCKING_THREADS": "2", "M0_APP_TICK_MS": "50"})
     threads = {s.get("/hello").json()["thread"] for _ in range(20)}
     assert threads and threads <= {1, 2}, threads
     with requests.get(s.url("/clock"), stream=True, timeout=HTTP_TIMEOUT) as r:
@@ -51,7 +51,7 @@ def test_go_host_pool_threads(serve):
 
 
 def test_go_host_threads(serve):
-    s = serve(None, binary=GO_HOST, env={"M0_THREADS": "2"})
+    s = serve(None, binary=GO_HOST, app_dir=None, env={"M0_THREADS": "2"})
     assert "threads=2" in s.ready_line
     workers = set()
     for _ in range(30):

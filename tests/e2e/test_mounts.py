@@ -214,6 +214,9 @@ def refused(args, env=None):
     (("--mount", "/api=starlette_links:app", "--realtime"), {}, "is an ASGI application"),
     (("--threads", "2", "--mount", "/a=flask_links:app"), {}, "at most 1 (max_threads)"),
     (("--mount", "/=hold", "--realtime"), {"M0_GRANT_KEY": KEY}, "a hold mount answers its prefix alone"),
+    (("--mount", "/a=flask_links:app"), {"M0_APP_TICK_MS": "5"}, "the application has no producer"),
+    (("--mount", "/a=flask_links:app"), {"M0_GRANT_KEY": "short"}, "M0_GRANT_KEY is 5 bytes"),
+    (("--mount", "/a=flask_links:app"), {"M0_GRANT_COOKIE": "sid"}, "there is none"),
 ])
 def test_refusals(args, env, want):
     code, stderr = refused(args, {"M0_GRANT_KEY": None, **env} if "M0_GRANT_KEY" not in env else env)
