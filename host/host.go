@@ -79,16 +79,9 @@ type Application interface {
 // --help it prints the flags and exits 0; on a command line it cannot read
 // it prints why (the doctor's JSON under --doctor) and exits 2.
 func ParseFlags() *Config {
-	cfg, err := ihost.Parse(os.Args[1:], os.Getenv)
-	switch {
-	case ihost.IsHelp(err):
-		ihost.PrintHelp(os.Stdout)
-		os.Exit(ihost.ExitOK)
-	case err != nil && ihost.WantsDoctor(os.Args[1:]):
-		ihost.UsageReport(err).Print(os.Stdout)
-		os.Exit(ihost.ExitUsage)
-	case err != nil:
-		os.Exit(ihost.Report(os.Stderr, err))
+	cfg, code, done := ihost.ParseArgs(os.Args[1:], os.Getenv)
+	if done {
+		os.Exit(code)
 	}
 	return cfg
 }

@@ -102,8 +102,11 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 	if p.Protocol != "" {
 		protocol = p.Protocol
 	}
+	var frontEndOf any = frontEnd
 	if protocol == "go" {
-		threads, auto = GoPoolThreads(c), false
+		// A Go program's handler chooses: fasthttp when it has
+		// ServeFastHTTP, net/http otherwise; only Make knows.
+		threads, auto, frontEndOf = GoPoolThreads(c), false, nil
 	}
 	r.Topology = map[string]any{
 		"mode":                  "single",
@@ -115,23 +118,27 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 		"streaming":             threads > 0,
 		"loop":                  "n/a",
 		"protocol":              protocol,
-		"front_end":             frontEnd,
+		"front_end":             frontEndOf,
 		"listen":                listenAddr(c.Host, c.Port),
 	}
-	if protocol == "asgi" {
+	if strings.Contains(protocol, "asgi") { // the application's, or a mount's
 		// The executor: one event loop beside Go's (the seed's "pump"); or,
 		// under --blocking-threads N > 0, the buffered path, with no loop.
+		// The pool is the WSGI mounts' beside ASGI ones.
+		alone := protocol == "asgi"
 		r.Topology["asgi_path"] = "buffered"
 		if !c.ASGIBuffered() {
 			r.Topology["asgi_path"] = "executor"
 			r.Topology["loop"] = "pump"
 			r.Topology["event_loop"] = nilIfEmpty(p.EventLoop)
 			r.Topology["eager_tasks"] = p.Python != nil && p.Python.AtLeast(3, 12)
-			r.Topology["pool"] = false
-			r.Topology["streaming"] = true
-			r.Topology["blocking_threads"] = 0
-			r.Topology["blocking_threads_auto"] = false
-		} else {
+			if alone {
+				r.Topology["pool"] = false
+				r.Topology["streaming"] = true
+				r.Topology["blocking_threads"] = 0
+				r.Topology["blocking_threads_auto"] = false
+			}
+		} else if alone {
 			r.Topology["streaming"] = false // bodies are buffered both ways
 		}
 	}

@@ -10,19 +10,29 @@ import (
 // --help, the doctor, or the checks and then the application served until
 // a drain. It returns the process's exit code.
 func Main(args []string, getenv func(string) string, app App, wrap Wrapper) int {
-	slog.SetDefault(slog.New(NewLogHandler(os.Stderr, nil)))
+	cfg, code, done := ParseArgs(args, getenv)
+	if done {
+		return code
+	}
+	return Serve(cfg, getenv, app, wrap)
+}
+
+// ParseArgs reads args and the M0_* variables. When done, the process ends
+// with code: after --help, or a command line it could not read (reported
+// on stderr, or as the doctor's JSON under --doctor).
+func ParseArgs(args []string, getenv func(string) string) (cfg *Config, code int, done bool) {
 	cfg, err := Parse(args, getenv)
 	switch {
 	case IsHelp(err):
 		PrintHelp(os.Stdout)
-		return ExitOK
+		return nil, ExitOK, true
 	case err != nil && WantsDoctor(args):
 		UsageReport(err).Print(os.Stdout)
-		return ExitUsage
+		return nil, ExitUsage, true
 	case err != nil:
-		return Report(os.Stderr, err)
+		return nil, Report(os.Stderr, err), true
 	}
-	return Serve(cfg, getenv, app, wrap)
+	return cfg, 0, false
 }
 
 // Serve runs a parsed configuration for app: the doctor, or the checks

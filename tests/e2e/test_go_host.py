@@ -65,7 +65,8 @@ def test_go_host_doctor_and_refusals():
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert proc.returncode == 0 and report["declares"] == {"max_workers": 0, "max_threads": 0}, report
     assert report["python"] is None and report["mounts"] == []
-    assert report["topology"]["protocol"] == "go" and report["topology"]["blocking_threads"] == 0, report["topology"]
+    topo = report["topology"]
+    assert topo["protocol"] == "go" and topo["blocking_threads"] == 0 and topo["front_end"] is None, topo
     proc = run(GO_HOST, "app:application")
     assert proc.returncode == 2 and "takes no MODULE[:ATTR]" in proc.stderr, proc.stderr
     proc = run(GO_HOST, env={"M0_THREADS": "2", "M0_WORKERS": "2"})

@@ -244,7 +244,11 @@ def test_doctor_lists_the_mounts():
     ], report["mounts"]
     assert report["env"]["M0_GRANT_KEY"] == "set" and KEY not in proc.stdout
     assert report["declares"] == {"max_workers": 0, "max_threads": 1}
-    assert report["topology"]["protocol"] == "wsgi+asgi+hold", report["topology"]
+    topo = report["topology"]
+    assert topo["protocol"] == "wsgi+asgi+hold", topo
+    # The ASGI mounts' executor beside the WSGI mounts' pool.
+    assert topo["loop"] == "pump" and topo["asgi_path"] == "executor" and topo["event_loop"], topo
+    assert topo["pool"] is True and topo["blocking_threads"] >= 1, topo
 
 
 def test_socket_messages_under_a_mount(serve):
