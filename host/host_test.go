@@ -371,15 +371,28 @@ func testProducer(t *testing.T, s *server) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	// The frames' ids, event by event; a named event (m0-position, whose
+	// id is the newest before the stream began, 0 before any frame) is
+	// not a frame.
 	r := bufio.NewReader(resp.Body)
 	var ids []string
+	id, named := "", false
 	for len(ids) < 3 {
 		line, err := r.ReadString('\n')
 		if err != nil {
 			t.Fatalf("%v after %q", err, ids)
 		}
-		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "id: "); ok {
-			ids = append(ids, id)
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case line == "":
+			if id != "" && !named {
+				ids = append(ids, id)
+			}
+			id, named = "", false
+		case strings.HasPrefix(line, "id: "):
+			id = line[len("id: "):]
+		case strings.HasPrefix(line, "event: "):
+			named = true
 		}
 	}
 	var last realtime.ID
