@@ -141,7 +141,7 @@ func (a *goApp) Check(p *ihost.Plan) {
 		if c.Sources[s] != ihost.FromDefault {
 			p.Checks = append(p.Checks, ihost.Check{Name: s, Exit: ihost.ExitConfig,
 				Detail: fmt.Sprintf("--%s is for a Python application, and %s serves a Go one", s, name()),
-				Fix:    fmt.Sprintf("leave --%s unset", s)})
+				Fix:    ihost.LeaveUnset(s)})
 			return
 		}
 	}

@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,6 +41,7 @@ var apps = map[string]host.Application{
 	"single":   single{},
 	"producer": &producerApp{every: 20 * time.Millisecond},
 	"hourly":   &producerApp{every: time.Hour},
+	"second":   failsSecond{},
 	"badprod":  badProdApp{},
 }
 
@@ -95,6 +97,24 @@ func meet(n int) bool {
 		meeting.Wait()
 	}
 	return inside >= n
+}
+
+// failsSecond's Make fails for the second loop; the first's drain runs.
+type failsSecond struct{ counting }
+
+func (a failsSecond) Make(ctx host.Context) (http.Handler, error) {
+	if ctx.Worker == 1 {
+		return nil, errors.New("no second database")
+	}
+	ctx.Drain(printDrain(fmt.Sprintf("drained worker=%d", ctx.Worker)))
+	return a.counting.Make(ctx)
+}
+
+type printDrain string
+
+func (p printDrain) Shutdown(context.Context) error {
+	fmt.Fprintln(os.Stderr, string(p))
+	return nil
 }
 
 type failing struct{}
@@ -432,6 +452,11 @@ func TestFailingMake(t *testing.T) {
 			t.Errorf("%s: exit %d, stderr %q", app, code, stderr)
 		}
 	}
+	// What the first loop made is drained when the second's make fails.
+	code, _, stderr := exit(t, "second", nil, "--port", freePort(t), "--threads", "2")
+	if code != 78 || !strings.Contains(stderr, "make failed: no second database") || !strings.Contains(stderr, "drained worker=0") {
+		t.Errorf("second: exit %d, stderr %q", code, stderr)
+	}
 }
 
 // TestMaxWorkers: an application that runs under one worker refuses two
@@ -484,7 +509,8 @@ func TestRefusals(t *testing.T) {
 		{"a mount", nil, []string{"--mount", "/a=x:y"}, 78, "--mount is for a Python application"},
 		{"threads beside workers", []string{"M0_THREADS=2", "M0_WORKERS=2"}, nil, 78, "use one of --threads and --workers"},
 		{"an app dir, loading no Python", nil, []string{"--app-dir", os.TempDir()}, 78, "--app-dir is for a Python application"},
-		{"a loop, loading no Python", []string{"M0_LOOP=asyncio"}, nil, 78, "--loop is for a Python application"},
+		{"a loop, loading no Python", []string{"M0_LOOP=asyncio"}, nil, 78, "(leave --loop and M0_LOOP unset)"},
+		{"a previous key alone", []string{"M0_GRANT_KEY_PREV=" + strings.Repeat("p", 32)}, nil, 78, "M0_GRANT_KEY_PREV is set, and M0_GRANT_KEY is not"},
 		{"a tick without a producer", []string{"M0_APP_TICK_MS=5"}, nil, 78, "the application has no producer"},
 		{"a grant key too short", []string{"M0_GRANT_KEY=short"}, nil, 78, "M0_GRANT_KEY is 5 bytes"},
 	} {

@@ -76,7 +76,7 @@ func ConfigChecks(c *Config) []Check {
 		}
 		add(s.name, false,
 			fmt.Sprintf("%s=%s asks for %s, which this m0serve does not support yet", how, c.Values[s.name], what),
-			"leave --"+s.name+unsetEnv(s)+" unset")
+			LeaveUnset(s.name))
 	}
 	for _, e := range flaglessEnv {
 		if v, ok := c.Env[e.name]; ok && v != e.def && e.set == nil {
@@ -118,11 +118,15 @@ func ConfigChecks(c *Config) []Check {
 	return cs
 }
 
-func unsetEnv(s setting) string {
-	if s.env == "" {
-		return ""
+// LeaveUnset is the fix of a setting refused when it is set: "leave
+// --NAME and M0_NAME unset", or without the variable when it has none.
+func LeaveUnset(name string) string {
+	for _, s := range settings {
+		if s.name == name && s.env != "" {
+			return "leave --" + name + " and " + s.env + " unset"
+		}
 	}
-	return " and " + s.env
+	return "leave --" + name + " unset"
 }
 
 // Plan is what serving would do with a configuration: its checks, in

@@ -92,6 +92,9 @@ func GrantKeys(c *Config) (realtime.GrantKeys, error) {
 		k.Prev = []byte(c.GrantKeyPrev)
 	}
 	switch {
+	case c.GrantKey == "" && c.GrantKeyPrev != "":
+		return k, &Refusal{Found: "M0_GRANT_KEY_PREV is set, and M0_GRANT_KEY is not",
+			Fix: "set M0_GRANT_KEY to the key grants are signed with now, or unset M0_GRANT_KEY_PREV"}
 	case c.GrantKey == "":
 		return k, &Refusal{Found: "a hold mount verifies grants, and M0_GRANT_KEY is not set",
 			Fix: fmt.Sprintf("set M0_GRANT_KEY to a secret of %d bytes or more, the one the application signs with", realtime.MinGrantKey)}

@@ -124,8 +124,8 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 	if strings.Contains(protocol, "asgi") { // the application's, or a mount's
 		// The executor: one event loop beside Go's (the seed's "pump"); or,
 		// under --blocking-threads N > 0, the buffered path, with no loop.
-		// The pool is the WSGI mounts' beside ASGI ones.
-		alone := protocol == "asgi"
+		// A pool is the WSGI mounts', beside ASGI ones.
+		alone := !strings.Contains(protocol, "wsgi") // no WSGI pool beside it
 		r.Topology["asgi_path"] = "buffered"
 		if !c.ASGIBuffered() {
 			r.Topology["asgi_path"] = "executor"

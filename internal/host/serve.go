@@ -82,42 +82,43 @@ func Run(plan *Plan, app App, wrap Wrapper, stdout, stderr io.Writer) error {
 	hub := NewHub(cfg, producer != nil)
 	fmt.Fprintf(stdout, "[worker 0] pid=%d armed for a graceful stop\n", os.Getpid())
 
-	// One loop per --threads, each with a handler of its own.
-	loops := make([]*Loop, cfg.Threads)
-	for i := range loops {
-		l, err := app.Make(Context{Worker: i, Workers: cfg.Threads, Config: cfg, Hub: hub})
-		if err != nil {
-			return makeErr("the application's make", err)
-		}
-		if loops[i], err = wrap(l, cfg, hub); err != nil {
-			return err
-		}
-	}
+	// Every way out from here drains what was made: a pool started, a
+	// lifespan that started is shut down, whatever ended the start-up.
 	var draining []func()
 	var drain []Shutdowner
 	if hub != nil {
 		draining = append(draining, hub.Drain)
 		drain = append(drain, hub)
 	}
-	if producer != nil {
-		if err := producer.Make(Context{Workers: cfg.Threads, Config: cfg, Hub: hub}); err != nil {
-			return makeErr("the producer's make", err)
-		}
+	abort := func(err error) error {
+		finish(nil, draining, drain, stderr)
+		return err
 	}
-	for _, l := range loops {
+	// One loop per --threads, each with a handler of its own.
+	var loops []*Loop
+	for i := range cfg.Threads {
+		l, err := app.Make(Context{Worker: i, Workers: cfg.Threads, Config: cfg, Hub: hub})
+		if err != nil {
+			return abort(makeErr("the application's make", err))
+		}
 		draining = append(draining, l.Draining...)
 		drain = append(drain, l.Drain...)
+		if l, err = wrap(l, cfg, hub); err != nil {
+			return abort(err)
+		}
+		loops = append(loops, l)
 	}
-	// From here every way out drains what was made: a lifespan that
-	// started is shut down, whatever ended the start-up of another.
+	if producer != nil {
+		if err := producer.Make(Context{Workers: cfg.Threads, Config: cfg, Hub: hub}); err != nil {
+			return abort(makeErr("the producer's make", err))
+		}
+	}
 	if err := ready(loops, stop); err != nil || stopped(stop) {
-		finish(nil, draining, drain, stderr)
-		return err // nil: stopped during start-up, nothing was served
+		return abort(err) // nil: stopped during start-up, nothing was served
 	}
 	ln, err := Listen(cfg.Host, cfg.Port)
 	if err != nil {
-		finish(nil, draining, drain, stderr)
-		return err
+		return abort(err)
 	}
 	servers := make([]server, len(loops))
 	served := make(chan error, len(loops))

@@ -93,6 +93,12 @@ func (a *App) Check(p *host.Plan) {
 	if p.Err() != nil || c.App == "" && len(c.Mounts) == 0 {
 		return
 	}
+	if c.App == "" && c.Sources["protocol"] != host.FromDefault {
+		p.Checks = append(p.Checks, host.Check{Name: "protocol", Exit: host.ExitConfig,
+			Detail: "--protocol " + c.Protocol + " is the positional application's, and only mounts are given",
+			Fix:    "leave --protocol unset: each mount detects its own protocol"})
+		return
+	}
 	if c.App != "" {
 		app, err := boot.Load(c.App, c.AppDir, c.Protocol)
 		if err != nil {

@@ -217,6 +217,7 @@ def refused(args, env=None):
     (("--mount", "/a=flask_links:app"), {"M0_APP_TICK_MS": "5"}, "the application has no producer"),
     (("--mount", "/a=flask_links:app"), {"M0_GRANT_KEY": "short"}, "M0_GRANT_KEY is 5 bytes"),
     (("--mount", "/a=flask_links:app"), {"M0_GRANT_COOKIE": "sid"}, "there is none"),
+    (("--protocol", "asgi", "--mount", "/a=flask_links:app"), {}, "only mounts are given"),
 ])
 def test_refusals(args, env, want):
     code, stderr = refused(args, {"M0_GRANT_KEY": None, **env} if "M0_GRANT_KEY" not in env else env)
@@ -227,6 +228,16 @@ def test_refusals(args, env, want):
 def test_a_mount_that_fails_to_import_names_it():
     code, stderr = refused(("--mount", "/x=no_such_module_here:app"))
     assert code == 1 and "--mount /x=no_such_module_here:app" in stderr, stderr
+
+
+def test_doctor_without_a_wsgi_mount_reports_no_pool():
+    proc = subprocess.run([str(M0SERVE), "--doctor", "--app-dir", str(MOUNTS), "--realtime",
+                           "--mount", "/api=starlette_links:app", "--mount", "/live=hold"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "M0_GRANT_KEY": KEY})
+    topo = json.loads(proc.stdout.strip().splitlines()[-1])["topology"]
+    assert proc.returncode == 0 and topo["protocol"] == "asgi+hold", topo
+    assert topo["pool"] is False and topo["blocking_threads"] == 0 and topo["loop"] == "pump", topo
 
 
 def test_doctor_lists_the_mounts():
