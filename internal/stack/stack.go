@@ -36,7 +36,9 @@ func Wrap(l *host.Loop, c *host.Config, hub *realtime.Hub) (*host.Loop, error) {
 		}
 		h = s
 	}
-	h = m0.Health(c.HealthPath)(h)
+	if c.HealthPath != "" {
+		h = m0.Health(c.HealthPath)(h)
+	}
 	if c.Metrics {
 		var opts []metrics.Option
 		if hub != nil {
