@@ -75,10 +75,11 @@ func Middleware(path string, opts ...Option) func(http.Handler) http.Handler {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	cfg := config{reg: reg, gather: reg}
 	for _, o := range opts {
-		o(reg)
+		o(&cfg)
 	}
-	m.exposition = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	m.exposition = promhttp.HandlerFor(cfg.gather, promhttp.HandlerOpts{})
 	fastExposition := fasthttpadaptor.NewFastHTTPHandler(m.exposition)
 	return func(next http.Handler) http.Handler {
 		h := m

@@ -6,7 +6,14 @@ import (
 )
 
 // Option adds to what Middleware measures.
-type Option func(*prometheus.Registry)
+type Option func(*config)
+
+// config is what the options set: the registry's collectors, and the
+// gatherer the exposition serves.
+type config struct {
+	reg    *prometheus.Registry
+	gather prometheus.Gatherer
+}
 
 // Realtime adds the counts of a realtime hub, read from Hub.Stats at each
 // scrape:
@@ -24,8 +31,8 @@ type Option func(*prometheus.Registry)
 //   - m0_realtime_journal_frames, a gauge of the frames journalled for
 //     replay.
 func Realtime(hub *realtime.Hub) Option {
-	return func(reg *prometheus.Registry) {
-		reg.MustRegister(&hubCollector{hub: hub})
+	return func(c *config) {
+		c.reg.MustRegister(&hubCollector{hub: hub})
 	}
 }
 

@@ -410,3 +410,22 @@ func (h *Hub) Stats() Stats {
 		JournalDepth:   depth,
 	}
 }
+
+// Journal returns the frames the hub journals, oldest first, and its
+// floor: every frame numbered above it that this process has seen is among
+// them. A replacement worker asks a sibling for it (Warm).
+func (h *Hub) Journal() (floor ID, frames []*Frame) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seq, frames := h.jnl.Frames()
+	return ID{Epoch: h.jnl.epoch, Seq: seq}, frames
+}
+
+// Warm adds another process's journal (Journal) to this hub's: a worker
+// that replaced one that died then replays what its clients missed before
+// it started, rather than sending them a gap.
+func (h *Hub) Warm(floor ID, frames []*Frame) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.jnl.Merge(floor.Epoch, floor.Seq, frames)
+}

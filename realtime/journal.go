@@ -70,3 +70,46 @@ func (j *Journal) Since(channel string, after, newest ID) (frames []*Frame, ok b
 	}
 	return frames, true
 }
+
+// Frames returns the journal's frames, oldest first, and its floor: the
+// newest sequence number a frame may have and not be among them.
+func (j *Journal) Frames() (floor uint64, frames []*Frame) {
+	for i := 0; i < j.n; i++ {
+		frames = append(frames, j.ring[(j.head+i)%len(j.ring)])
+	}
+	return j.floor, frames
+}
+
+// Merge adds another process's journal of the same epoch, frames above
+// floor: the journal then reaches as far back as both did, keeping its
+// newest frames when they do not all fit. A journal of another epoch is
+// ignored.
+func (j *Journal) Merge(epoch, floor uint64, frames []*Frame) {
+	if epoch != j.epoch || len(j.ring) == 0 {
+		return
+	}
+	have := map[uint64]bool{}
+	_, mine := j.Frames()
+	for _, f := range mine {
+		have[f.ID.Seq] = true
+	}
+	all := mine
+	for _, f := range frames {
+		if f.ID.Epoch == epoch && f.ID.Seq > floor && !have[f.ID.Seq] {
+			have[f.ID.Seq] = true
+			all = append(all, f)
+		}
+	}
+	slices.SortFunc(all, func(a, b *Frame) int { return cmp.Compare(a.ID.Seq, b.ID.Seq) })
+	// The merged journal holds every frame above the lower floor that
+	// either held, up to the newer frames the older missed: below the
+	// higher floor only the other's frames count.
+	j.floor = min(j.floor, floor)
+	if drop := len(all) - len(j.ring); drop > 0 {
+		j.floor = max(j.floor, all[drop-1].ID.Seq)
+		all = all[drop:]
+	}
+	clear(j.ring)
+	copy(j.ring, all)
+	j.head, j.n = 0, len(all)
+}

@@ -30,11 +30,7 @@ type Check struct {
 // each is parsed and validated, and refused when it asks for anything but
 // its default.
 var pending = map[string]string{
-	"workers":       "several worker processes",
-	"spawn-workers": "spawned workers",
-	"pg-listen":     "the PostgreSQL bus",
-	"reload":        "reloading",
-	"reload-dir":    "reloading",
+	"pg-listen": "the PostgreSQL bus",
 }
 
 // MaxReplayFrames is the most frames a worker journals.
@@ -172,7 +168,11 @@ type MountReport struct {
 // NewPlan runs the checks serving applies, in order: the configuration,
 // what the application declares against it, and the application's own
 // (for m0serve: the interpreter, then the import).
-func NewPlan(c *Config, app App) *Plan {
+func NewPlan(c *Config, app App) *Plan { return newPlan(c, app, true) }
+
+// newPlan is NewPlan, with the application's own checks only when withApp
+// (a supervisor leaves them to its workers).
+func newPlan(c *Config, app App, withApp bool) *Plan {
 	p := &Plan{Config: c}
 	for _, ch := range ConfigChecks(c) {
 		p.Checks = append(p.Checks, ch)
@@ -182,7 +182,9 @@ func NewPlan(c *Config, app App) *Plan {
 	}
 	p.AppDir, _ = filepath.Abs(c.AppDir)
 	p.MaxWorkers, p.MaxThreads = app.MaxWorkers(), app.MaxThreads()
-	app.Check(p)
+	if withApp {
+		app.Check(p)
+	}
 	return p
 }
 

@@ -1,14 +1,11 @@
 package host
 
 import (
-	"errors"
-	"io"
-	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
-	"time"
+
+	"github.com/m0serve/m0/internal/wire"
 )
 
 // fanListener accepts for several loops (--threads N): each connection
@@ -50,41 +47,18 @@ func (f *fanListener) Close() error {
 	return f.err
 }
 
-// run accepts until the listener closes. A failure to accept (out of
-// descriptors, say) is retried after a pause that doubles up to a second,
-// as net/http and fasthttp do.
+// run accepts until the listener closes, each connection for the loop
+// with the fewest open.
 func (f *fanListener) run() {
-	var pause time.Duration
-	for {
-		c, err := f.Listener.Accept()
-		if err != nil {
-			select {
-			case <-f.closed:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
-			slog.Warn("m0serve: cannot accept a connection; retrying", "error", err.Error(), "in", pause.String())
-			select {
-			case <-time.After(pause):
-			case <-f.closed:
-				return
-			}
-			continue
-		}
-		pause = 0
+	wire.AcceptLoop(f.Listener, f.closed, func(c net.Conn) {
 		l := f.pick()
 		l.open.Add(1)
 		select {
-		case l.conns <- &fanConn{Conn: c, l: l}:
+		case l.conns <- wire.Counted(c, &l.open):
 		case <-f.closed:
 			c.Close()
-			return
 		}
-	}
+	})
 }
 
 func (f *fanListener) pick() *loopListener {
@@ -110,41 +84,3 @@ func (l *loopListener) Accept() (net.Conn, error) {
 
 func (l *loopListener) Close() error   { return l.fan.Close() }
 func (l *loopListener) Addr() net.Addr { return l.fan.Addr() }
-
-// fanConn counts itself open on its loop until it is closed, and passes
-// on what the connection below can do (limitConn asks for each).
-type fanConn struct {
-	net.Conn
-	l    *loopListener
-	once sync.Once
-}
-
-func (c *fanConn) Close() error {
-	c.once.Do(func() { c.l.open.Add(-1) })
-	return c.Conn.Close()
-}
-
-// SyscallConn gives the connection's descriptor (wire.WatchClose, the
-// keepalive of held sockets).
-func (c *fanConn) SyscallConn() (syscall.RawConn, error) {
-	if sc, ok := c.Conn.(syscall.Conn); ok {
-		return sc.SyscallConn()
-	}
-	return nil, errors.ErrUnsupported
-}
-
-// CloseWrite half-closes the connection when the underlying one can.
-func (c *fanConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return errors.ErrUnsupported
-}
-
-// ReadFrom sends with sendfile when the underlying connection can.
-func (c *fanConn) ReadFrom(r io.Reader) (int64, error) {
-	if rf, ok := c.Conn.(io.ReaderFrom); ok {
-		return rf.ReadFrom(r)
-	}
-	return io.Copy(writerOnly{c}, r)
-}

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/m0serve/m0/internal/wire"
 )
 
 // TestFanSharesConnections: connections held open go to the loop with the
@@ -19,7 +21,11 @@ func TestFanSharesConnections(t *testing.T) {
 	done := make(chan struct{})
 	go func() { f.run(); close(done) }()
 	accepted := make(chan int, 8)
-	conns := make(chan net.Conn, 8)
+	type placed struct {
+		net.Conn
+		loop int
+	}
+	conns := make(chan placed, 8)
 	for i, l := range f.loops {
 		go func() {
 			for {
@@ -27,7 +33,7 @@ func TestFanSharesConnections(t *testing.T) {
 				if err != nil {
 					return
 				}
-				conns <- c
+				conns <- placed{c, i}
 				accepted <- i
 			}
 		}()
@@ -54,8 +60,7 @@ func TestFanSharesConnections(t *testing.T) {
 	// connection goes to it.
 	first := <-conns
 	first.Close()
-	want := first.(*fanConn).l
-	if got := dial(); f.loops[got] != want {
+	if got := dial(); got != first.loop {
 		t.Fatalf("the next connection went to loop %d, not to the one with fewer open", got)
 	}
 	f.Close()
@@ -112,7 +117,7 @@ func TestFanRetriesAcceptFailures(t *testing.T) {
 	}
 	select {
 	case c := <-got:
-		if c.(*fanConn).Conn != a {
+		if c.(*wire.CountedConn).Conn != a {
 			t.Fatal("another connection was accepted")
 		}
 	case <-time.After(5 * time.Second):

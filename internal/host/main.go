@@ -1,9 +1,16 @@
 package host
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/m0serve/m0/prefork"
 )
 
 // Main runs the command line args with the environment getenv for app:
@@ -36,13 +43,46 @@ func ParseArgs(args []string, getenv func(string) string) (cfg *Config, code int
 }
 
 // Serve runs a parsed configuration for app: the doctor, or the checks
-// and then the application, wrapped by wrap, served until a drain. Log
-// lines go to stderr in m0serve's format. It returns the process's exit
-// code.
+// and then the application, wrapped by wrap, served until a drain; under
+// --workers N or --reload, the supervisor of worker processes that each
+// do that. Log lines go to stderr in m0serve's format. It returns the
+// process's exit code.
 func Serve(cfg *Config, getenv func(string) string, app App, wrap Wrapper) int {
 	slog.SetDefault(slog.New(NewLogHandler(os.Stderr, nil)))
-	for _, note := range cfg.Notes {
-		fmt.Fprintln(os.Stderr, note)
+	w, err := prefork.Inherited()
+	if err != nil {
+		return Report(os.Stderr, &StartupError{Msg: err.Error()})
+	}
+	if w == nil { // the supervisor says them, not each worker again
+		for _, note := range cfg.Notes {
+			fmt.Fprintln(os.Stderr, note)
+		}
+	}
+	if w == nil && !cfg.Doctor && Supervised(cfg) {
+		return supervise(cfg, app)
+	}
+	if w == nil && cfg.Realtime && !cfg.Doctor {
+		// A child process the application starts publishes to this one
+		// as to a worker of a supervisor.
+		if w, err = prefork.Local(); err != nil {
+			return Report(os.Stderr, &StartupError{Msg: err.Error()})
+		}
+	}
+	if w != nil && cfg.Realtime {
+		// Before Python starts, so that os.environ has it.
+		if err := w.SetChildEnv(); err != nil {
+			return Report(os.Stderr, &StartupError{Msg: "cannot name the bus to child processes: " + err.Error()})
+		}
+	}
+	fail := func(err error) int {
+		if err == nil || w == nil || !w.Supervised() {
+			return Report(os.Stderr, err)
+		}
+		// The supervisor prints it, once for all the workers.
+		var b bytes.Buffer
+		code := Report(&b, err)
+		w.Failed(code, b.String())
+		return code
 	}
 	plan := NewPlan(cfg, app)
 	if cfg.Doctor {
@@ -51,10 +91,67 @@ func Serve(cfg *Config, getenv func(string) string, app App, wrap Wrapper) int {
 		return report.Exit
 	}
 	if err := plan.Err(); err != nil {
-		return Report(os.Stderr, err)
+		return fail(err)
 	}
 	if err := ApplyQoS(cfg); err != nil {
+		return fail(err)
+	}
+	return fail(Run(plan, app, wrap, w, os.Stdout, os.Stderr))
+}
+
+// Supervised reports whether a configuration runs worker processes under a
+// supervisor: --workers above 1, or --reload.
+func Supervised(c *Config) bool { return c.Workers > 1 || c.Reload }
+
+// supervise runs the supervisor: it binds the listener, starts the workers
+// (this binary again, with the same arguments), and keeps them serving
+// until SIGTERM or SIGINT. It never loads Python: the configuration's
+// checks are its own, the application's each worker's.
+func supervise(cfg *Config, app App) int {
+	plan := newPlan(cfg, app, false)
+	if err := plan.Err(); err != nil {
 		return Report(os.Stderr, err)
 	}
-	return Report(os.Stderr, Run(plan, app, wrap, os.Stdout, os.Stderr))
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(stop)
+	ln, err := Listen(cfg.Host, cfg.Port)
+	if err != nil {
+		return Report(os.Stderr, err)
+	}
+	lf, err := ln.(*net.TCPListener).File()
+	ln.Close()
+	if err != nil {
+		return Report(os.Stderr, &StartupError{Msg: "cannot pass the listener on: " + err.Error()})
+	}
+	mesh, err := prefork.NewMesh(lf, cfg.Workers)
+	if err != nil {
+		return Report(os.Stderr, &StartupError{Msg: err.Error()})
+	}
+	defer mesh.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		return Report(os.Stderr, &StartupError{Msg: "cannot find the executable to start workers: " + err.Error()})
+	}
+	sup := &prefork.Supervisor{
+		Workers: cfg.Workers,
+		Spawn:   mesh.Exec(exe, os.Args[1:], os.Environ(), os.Stdout, os.Stderr),
+		Stderr:  os.Stderr,
+		Drain:   DrainTimeout,
+		Exit:    mesh.Page.Reset,
+	}
+	if cfg.Reload {
+		dirs := cfg.ReloadDirs
+		if len(dirs) == 0 {
+			dirs = []string{cfg.AppDir}
+		}
+		watch, err := prefork.Watch(dirs, prefork.ReloadDebounce)
+		if err != nil {
+			return Report(os.Stderr, &Refusal{Found: "--reload cannot watch " + strings.Join(dirs, ", ") + ": " + err.Error(),
+				Fix: "name directories that exist with --reload-dir"})
+		}
+		defer watch.Close()
+		sup.Reload = watch.Changes()
+	}
+	return sup.Run(stop)
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/m0serve/m0/prefork"
 	"github.com/m0serve/m0/realtime"
 )
 
@@ -50,37 +51,53 @@ func Listen(host string, port int) (net.Listener, error) {
 
 // NewHub returns the process's hub for a configuration, or nil when
 // nothing needs one: under --realtime, or when want (the application has a
-// producer).
-func NewHub(c *Config, want bool) *realtime.Hub {
+// producer). A worker's hub takes its ids from the shared page and shares
+// its frames on the bus.
+func NewHub(c *Config, want bool, w *prefork.Worker) *realtime.Hub {
 	if !c.Realtime && !want {
 		return nil
 	}
-	return realtime.New(&realtime.Options{ReplayFrames: c.ReplayFrames, Heartbeat: c.SSEHeartbeat,
-		KeepAlive: c.StreamKeepAlive})
+	opts := &realtime.Options{ReplayFrames: c.ReplayFrames, Heartbeat: c.SSEHeartbeat,
+		KeepAlive: c.StreamKeepAlive}
+	if w != nil {
+		opts.IDs, opts.Bus = w.Page, w.Bus
+	}
+	return realtime.New(opts)
 }
 
 // Wrapper puts what the flags ask for around a loop (package stack): the
 // host takes it as an argument, so that it links the metrics only through
-// its callers.
-type Wrapper func(l *Loop, c *Config, hub *realtime.Hub) (*Loop, error)
+// its callers. siblings is the bus to the other workers under --workers N,
+// nil otherwise.
+type Wrapper func(l *Loop, c *Config, hub *realtime.Hub, siblings *prefork.Bus) (*Loop, error)
 
 // Run makes the application's loops, starts its producer, listens, prints
 // the ready lines, serves until SIGTERM or SIGINT, and drains. It returns
 // nil after a drain, however it ended: a drain that runs out of time names
-// what was still running on stderr. plan is the one that passed.
-func Run(plan *Plan, app App, wrap Wrapper, stdout, stderr io.Writer) error {
+// what was still running on stderr. plan is the one that passed. w is what
+// the process inherited as a worker of a supervisor, or its own page and
+// bus (prefork.Local), or nil.
+func Run(plan *Plan, app App, wrap Wrapper, w *prefork.Worker, stdout, stderr io.Writer) error {
 	cfg := plan.Config
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(stop)
 
+	index, workers := 0, cfg.Threads
+	var siblings *prefork.Bus
+	if w != nil && w.Listener != nil { // a worker of a supervisor
+		index, workers = w.Index, w.Workers
+		if w.Workers > 1 {
+			siblings = w.Bus
+		}
+	}
 	prod, _ := app.(Producing)
 	var producer Producer
 	if prod != nil {
 		producer = prod.Producer()
 	}
-	hub := NewHub(cfg, producer != nil)
-	fmt.Fprintf(stdout, "[worker 0] pid=%d armed for a graceful stop\n", os.Getpid())
+	hub := NewHub(cfg, producer != nil, w)
+	fmt.Fprintf(stdout, "[worker %d] pid=%d armed for a graceful stop\n", index, os.Getpid())
 
 	// Every way out from here drains what was made: a pool started, a
 	// lifespan that started is shut down, whatever ended the start-up.
@@ -97,28 +114,45 @@ func Run(plan *Plan, app App, wrap Wrapper, stdout, stderr io.Writer) error {
 	// One loop per --threads, each with a handler of its own.
 	var loops []*Loop
 	for i := range cfg.Threads {
-		l, err := app.Make(Context{Worker: i, Workers: cfg.Threads, Config: cfg, Hub: hub})
+		l, err := app.Make(Context{Worker: index + i, Workers: workers, Config: cfg, Hub: hub})
 		if err != nil {
 			return abort(makeErr("the application's make", err))
 		}
 		draining = append(draining, l.Draining...)
 		drain = append(drain, l.Drain...)
-		if l, err = wrap(l, cfg, hub); err != nil {
+		if l, err = wrap(l, cfg, hub, siblings); err != nil {
 			return abort(err)
 		}
 		loops = append(loops, l)
 	}
+	if producer != nil && index != 0 {
+		producer = nil // one producer runs, on worker 0
+	}
 	if producer != nil {
-		if err := producer.Make(Context{Workers: cfg.Threads, Config: cfg, Hub: hub}); err != nil {
+		if err := producer.Make(Context{Workers: workers, Config: cfg, Hub: hub}); err != nil {
 			return abort(makeErr("the producer's make", err))
 		}
 	}
 	if err := ready(loops, stop); err != nil || stopped(stop) {
 		return abort(err) // nil: stopped during start-up, nothing was served
 	}
-	ln, err := Listen(cfg.Host, cfg.Port)
-	if err != nil {
-		return abort(err)
+	if w != nil && w.Prepare && !w.Prepared(signalled(stop)) {
+		return abort(nil) // the reload was called off, or the server stops
+	}
+	if w != nil {
+		w.Bus.Start(hub)
+		if w.Replaced && hub != nil {
+			warm(w, stderr)
+		}
+	}
+	var ln net.Listener
+	if w != nil && w.Listener != nil {
+		ln = w.Balance(w.Listener)
+	} else {
+		var err error
+		if ln, err = Listen(cfg.Host, cfg.Port); err != nil {
+			return abort(err)
+		}
 	}
 	servers := make([]server, len(loops))
 	served := make(chan error, len(loops))
@@ -141,10 +175,16 @@ func Run(plan *Plan, app App, wrap Wrapper, stdout, stderr io.Writer) error {
 		drain = append([]Shutdowner{runs}, drain...)
 	}
 	fmt.Fprintln(stdout, banner(plan, app, ln.Addr()))
+	var gone <-chan struct{}
+	if w != nil {
+		w.Ready()
+		gone = w.Gone()
+	}
 
 	var failed error
 	select {
 	case <-stop:
+	case <-gone: // the supervisor was killed: drain, as it would have asked
 	case err := <-served:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			failed = &StartupError{Msg: "serving stopped: " + err.Error()}
@@ -152,6 +192,39 @@ func Run(plan *Plan, app App, wrap Wrapper, stdout, stderr io.Writer) error {
 	}
 	finish(servers, draining, drain, stderr)
 	return failed
+}
+
+// warmTimeout bounds how long a replacement worker waits for a sibling's
+// journal before it serves.
+const warmTimeout = 2 * time.Second
+
+// warm fills a replacement worker's journal from a serving sibling's, so
+// that a client that reconnects to it is replayed what it missed.
+func warm(w *prefork.Worker, stderr io.Writer) {
+	for j := range w.Workers {
+		if j == w.Index || !w.Page.Serving(j) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), warmTimeout)
+		ok := w.Bus.Warm(ctx, j)
+		cancel()
+		if ok {
+			return
+		}
+	}
+	fmt.Fprintf(stderr, "m0serve: worker %d found no sibling's journal to warm its own from; a client that reconnects to it may be sent a gap\n", w.Index)
+}
+
+// signalled returns a channel closed when stop receives, the signal put
+// back for the caller to see.
+func signalled(stop chan os.Signal) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		sig := <-stop
+		stop <- sig
+		close(done)
+	}()
+	return done
 }
 
 // finish is the drain, within DrainTimeout: draining is told, the servers

@@ -9,6 +9,7 @@ import (
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/internal/host"
 	"github.com/m0serve/m0/metrics"
+	"github.com/m0serve/m0/prefork"
 	"github.com/m0serve/m0/realtime"
 	"github.com/m0serve/m0/static"
 )
@@ -16,8 +17,9 @@ import (
 // Wrap puts what the flags ask for around a loop's handler, whatever the
 // application: the static directories in front of it, the first named
 // outermost (a miss falls through to the next, then to the application),
-// then the health path, the metrics and the access log.
-func Wrap(l *host.Loop, c *host.Config, hub *realtime.Hub) (*host.Loop, error) {
+// then the health path, the metrics and the access log. Under --workers N
+// the metrics are the whole server's, asked of the siblings.
+func Wrap(l *host.Loop, c *host.Config, hub *realtime.Hub, siblings *prefork.Bus) (*host.Loop, error) {
 	var headers []static.Header
 	for _, v := range c.StaticHeaders {
 		hd, err := static.ParseHeader(v)
@@ -43,6 +45,9 @@ func Wrap(l *host.Loop, c *host.Config, hub *realtime.Hub) (*host.Loop, error) {
 		var opts []metrics.Option
 		if hub != nil {
 			opts = append(opts, metrics.Realtime(hub))
+		}
+		if siblings != nil {
+			opts = append(opts, metrics.Workers(siblings))
 		}
 		h = metrics.Middleware(metrics.Path, opts...)(h)
 	}

@@ -1,0 +1,88 @@
+package wire
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// CountedConn is a connection counted open on a loop or a worker: the
+// count, which whoever placed the connection there raised, falls when it
+// closes. It passes on what the connection below can do (the limits ask
+// for each).
+type CountedConn struct {
+	net.Conn
+	open *atomic.Int64
+	once sync.Once
+}
+
+// Counted returns c counted on open until it closes.
+func Counted(c net.Conn, open *atomic.Int64) *CountedConn {
+	return &CountedConn{Conn: c, open: open}
+}
+
+func (c *CountedConn) Close() error {
+	c.once.Do(func() { c.open.Add(-1) })
+	return c.Conn.Close()
+}
+
+// SyscallConn gives the connection's descriptor (WatchClose, the
+// keepalive of held sockets).
+func (c *CountedConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
+}
+
+// CloseWrite half-closes the connection when the underlying one can.
+func (c *CountedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// ReadFrom sends with sendfile when the underlying connection can.
+func (c *CountedConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c}, r)
+}
+
+// AcceptLoop accepts from ln and hands each connection to place until ln
+// is closed or closed is. A failure to accept (out of descriptors, say) is
+// retried after a pause that doubles up to a second, as net/http and
+// fasthttp do, and logged.
+func AcceptLoop(ln net.Listener, closed <-chan struct{}, place func(net.Conn)) {
+	var pause time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			select {
+			case <-closed:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			slog.Warn("m0serve: cannot accept a connection; retrying", "error", err.Error(), "in", pause.String())
+			select {
+			case <-time.After(pause):
+			case <-closed:
+				return
+			}
+			continue
+		}
+		pause = 0
+		place(c)
+	}
+}

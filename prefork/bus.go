@@ -1,0 +1,446 @@
+package prefork
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/m0serve/m0/realtime"
+	"golang.org/x/sys/unix"
+)
+
+// The bus is a mesh of inboxes: each worker reads one datagram socket
+// (one end of a socketpair the supervisor made and keeps), and every
+// worker, and every child process handed the write ends, writes to the
+// others'. A message is one datagram:
+//
+//	byte 0     kind
+//	bytes 1-2  the sender's worker number, little-endian; 0xffff is a child
+//	then       what the kind carries, little-endian
+//
+// Kinds a child writes (m0serve.m0pub):
+//
+//	'F' a numbered frame: epoch u64, seq u64, channel length u16, channel, data
+//	'U' an unnumbered frame: channel length u16, channel, data; the worker
+//	    that reads it numbers and publishes it, as m0pub.publish would
+//
+// Kinds between workers:
+//
+//	'C' a connection, as the descriptor it carries (SCM_RIGHTS)
+//	'J' a request for the journal: request u32; answered by 'j' frames
+//	    (request u32, then a numbered frame's fields) and one 'k' (request
+//	    u32, floor epoch u64, floor seq u64)
+//	'M' a request for the metrics: request u32; answered by 'm' (request
+//	    u32, the exposition)
+const (
+	kindFrame      = 'F'
+	kindUnnumbered = 'U'
+	kindConn       = 'C'
+	kindJournal    = 'J'
+	kindJournalFr  = 'j'
+	kindJournalEnd = 'k'
+	kindMetrics    = 'M'
+	kindMetricsAns = 'm'
+
+	fromChild = 0xffff
+	// maxMessage is the largest datagram: a whole frame and its channel.
+	maxMessage = realtime.MaxFrame + realtime.MaxChannel + 64
+	// sendQueue is how many messages may wait for a sibling that is not
+	// reading (being replaced, say) before more are dropped.
+	sendQueue = 4096
+)
+
+// Bus is one worker's end of the mesh: it sends what its hub publishes to
+// every sibling and hands its hub what they publish (a realtime.Bus), and
+// carries handed-off connections and the requests of a replaced worker and
+// of the metrics.
+type Bus struct {
+	self int
+	in   *net.UnixConn
+	out  []*net.UnixConn // every worker's inbox, this one's included
+	q    []chan []byte   // per sibling, drained by a sender of its own
+
+	hub     atomic.Pointer[realtime.Hub]
+	conns   chan net.Conn
+	gather  atomic.Pointer[func() []byte]
+	reqs    atomic.Uint32
+	mu      sync.Mutex
+	waiting map[uint32]chan message
+	dropped atomic.Uint64
+	log     *slog.Logger
+	done    chan struct{}
+	once    sync.Once
+}
+
+// message is a datagram read, split.
+type message struct {
+	kind byte
+	from int
+	body []byte
+	file *os.File
+}
+
+// NewBus returns worker self's end of a mesh: in is its inbox, out every
+// worker's inbox in order. It reads nothing until Start.
+func NewBus(self int, in *os.File, out []*os.File) (*Bus, error) {
+	b := &Bus{self: self, conns: make(chan net.Conn, 64), waiting: map[uint32]chan message{},
+		log: slog.Default(), done: make(chan struct{})}
+	var err error
+	if b.in, err = unixConn(in); err != nil {
+		return nil, err
+	}
+	for i, f := range out {
+		c, err := unixConn(f)
+		if err != nil {
+			return nil, err
+		}
+		b.out = append(b.out, c)
+		q := make(chan []byte, sendQueue)
+		b.q = append(b.q, q)
+		if i != self {
+			go b.send(i, q)
+		}
+	}
+	return b, nil
+}
+
+func unixConn(f *os.File) (*net.UnixConn, error) {
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("prefork: an inherited bus socket: %w", err)
+	}
+	u, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, errors.New("prefork: an inherited bus descriptor is not a unix socket")
+	}
+	return u, nil
+}
+
+// send writes a sibling's queue to its inbox. A write waits while the
+// sibling's inbox is full; the queue absorbs a sibling being replaced.
+func (b *Bus) send(i int, q chan []byte) {
+	for {
+		select {
+		case m := <-q:
+			if _, err := b.out[i].Write(m); err != nil && !errors.Is(err, net.ErrClosed) {
+				b.log.Warn("m0serve: the bus did not reach a worker", "worker", i, "error", err.Error())
+			}
+		case <-b.done:
+			return
+		}
+	}
+}
+
+// Start hands the hub the frames the siblings and child processes publish,
+// and answers the siblings' requests, until Close.
+func (b *Bus) Start(hub *realtime.Hub) {
+	b.hub.Store(hub)
+	go b.read()
+}
+
+// Close stops reading and sending; the inbox stays with the supervisor.
+func (b *Bus) Close() error {
+	b.once.Do(func() {
+		close(b.done)
+		b.in.Close()
+	})
+	return nil
+}
+
+// Send hands a frame this worker published to every sibling (realtime.Bus).
+func (b *Bus) Send(f *realtime.Frame) error {
+	m := appendFrame(header(kindFrame, b.self), f.ID, f.Channel, f.Data)
+	for i := range b.out {
+		if i != b.self {
+			b.enqueue(i, m)
+		}
+	}
+	return nil
+}
+
+func (b *Bus) enqueue(i int, m []byte) {
+	select {
+	case b.q[i] <- m:
+	default:
+		if b.dropped.Add(1) == 1 {
+			b.log.Error("m0serve: a worker's bus queue is full; dropping its messages", "worker", i)
+		}
+	}
+}
+
+func header(kind byte, from int) []byte {
+	return append(make([]byte, 0, 64), kind, byte(from), byte(from>>8))
+}
+
+func appendFrame(m []byte, id realtime.ID, channel string, data []byte) []byte {
+	m = binary.LittleEndian.AppendUint64(m, id.Epoch)
+	m = binary.LittleEndian.AppendUint64(m, id.Seq)
+	m = binary.LittleEndian.AppendUint16(m, uint16(len(channel)))
+	m = append(m, channel...)
+	return append(m, data...)
+}
+
+// parseFrame reads a frame's fields; numbered says whether the id is there.
+func parseFrame(body []byte, numbered bool) (*realtime.Frame, bool) {
+	var f realtime.Frame
+	if numbered {
+		if len(body) < 16 {
+			return nil, false
+		}
+		f.ID = realtime.ID{Epoch: binary.LittleEndian.Uint64(body), Seq: binary.LittleEndian.Uint64(body[8:])}
+		body = body[16:]
+	}
+	if len(body) < 2 {
+		return nil, false
+	}
+	n := int(binary.LittleEndian.Uint16(body))
+	if len(body) < 2+n {
+		return nil, false
+	}
+	f.Channel, f.Data = string(body[2:2+n]), body[2+n:]
+	return &f, true
+}
+
+func (b *Bus) read() {
+	buf := make([]byte, maxMessage)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for {
+		n, oobn, _, _, err := b.in.ReadMsgUnix(buf, oob)
+		if err != nil {
+			select {
+			case <-b.done:
+			default:
+				b.log.Error("m0serve: the bus stopped", "error", err.Error())
+			}
+			return
+		}
+		m := message{}
+		if oobn > 0 {
+			m.file = received(oob[:oobn])
+		}
+		if n < 3 {
+			closeFile(m.file)
+			continue
+		}
+		m.kind, m.from = buf[0], int(binary.LittleEndian.Uint16(buf[1:]))
+		m.body = buf[3:n]
+		b.dispatch(m)
+	}
+}
+
+// received returns the descriptor a message carried, closing any others.
+func received(oob []byte) *os.File {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var f *os.File
+	for _, cm := range msgs {
+		fds, err := unix.ParseUnixRights(&cm)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			unix.CloseOnExec(fd)
+			if f == nil {
+				f = os.NewFile(uintptr(fd), "handed-off")
+			} else {
+				unix.Close(fd)
+			}
+		}
+	}
+	return f
+}
+
+func closeFile(f *os.File) {
+	if f != nil {
+		f.Close()
+	}
+}
+
+func (b *Bus) dispatch(m message) {
+	hub := b.hub.Load()
+	if hub == nil && (m.kind == kindFrame || m.kind == kindUnnumbered || m.kind == kindJournal) {
+		closeFile(m.file)
+		return // a server without channels: nothing to deliver or journal
+	}
+	switch m.kind {
+	case kindFrame:
+		if f, ok := parseFrame(m.body, true); ok && realtime.ValidChannel(f.Channel) && len(f.Data) <= realtime.MaxFrame {
+			f.Data = append([]byte(nil), f.Data...)
+			hub.Deliver(f)
+		}
+	case kindUnnumbered:
+		if f, ok := parseFrame(m.body, false); ok {
+			hub.Publish(f.Channel, f.Data) // refused names and sizes are counted there
+		}
+	case kindConn:
+		if m.file == nil {
+			return
+		}
+		c, err := net.FileConn(m.file)
+		m.file.Close()
+		if err != nil {
+			return
+		}
+		select {
+		case b.conns <- c:
+		case <-b.done:
+			c.Close()
+		}
+		return
+	case kindJournal:
+		if len(m.body) >= 4 && m.from < len(b.out) {
+			go b.answerJournal(m.from, m.body[:4:4])
+		}
+	case kindMetrics:
+		if len(m.body) >= 4 && m.from < len(b.out) {
+			ans := append(header(kindMetricsAns, b.self), m.body[:4]...)
+			go func() {
+				if g := b.gather.Load(); g != nil {
+					ans = append(ans, (*g)()...)
+				}
+				b.enqueue(m.from, ans)
+			}()
+		}
+	case kindJournalFr, kindJournalEnd, kindMetricsAns:
+		if len(m.body) < 4 {
+			break
+		}
+		req := binary.LittleEndian.Uint32(m.body)
+		b.mu.Lock()
+		ch := b.waiting[req]
+		b.mu.Unlock()
+		if ch != nil {
+			m.body = append([]byte(nil), m.body[4:]...)
+			select {
+			case ch <- m:
+			default: // the asker stopped waiting
+			}
+		}
+	}
+	closeFile(m.file)
+}
+
+// Conns are the connections siblings handed to this worker.
+func (b *Bus) Conns() <-chan net.Conn { return b.conns }
+
+// Hand passes c to worker i and closes it here. It reports false, leaving
+// c open, when it could not.
+func (b *Bus) Hand(i int, c net.Conn) bool {
+	sc, ok := c.(interface{ File() (*os.File, error) })
+	if !ok {
+		return false
+	}
+	f, err := sc.File()
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	_, _, err = b.out[i].WriteMsgUnix(header(kindConn, b.self), unix.UnixRights(int(f.Fd())), nil)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// ask sends a request of kind to worker i and returns where its answers
+// arrive, and the function that stops listening for them.
+func (b *Bus) ask(kind byte, i int) (<-chan message, func()) {
+	req := b.reqs.Add(1)
+	ch := make(chan message, 256)
+	b.mu.Lock()
+	b.waiting[req] = ch
+	b.mu.Unlock()
+	b.enqueue(i, binary.LittleEndian.AppendUint32(header(kind, b.self), req))
+	return ch, func() {
+		b.mu.Lock()
+		delete(b.waiting, req)
+		b.mu.Unlock()
+	}
+}
+
+// answerJournal sends worker i this worker's journal, oldest first.
+func (b *Bus) answerJournal(i int, req []byte) {
+	hub := b.hub.Load()
+	floor, frames := hub.Journal()
+	for _, f := range frames {
+		b.enqueue(i, appendFrame(append(header(kindJournalFr, b.self), req...), f.ID, f.Channel, f.Data))
+	}
+	end := append(header(kindJournalEnd, b.self), req...)
+	end = binary.LittleEndian.AppendUint64(end, floor.Epoch)
+	b.enqueue(i, binary.LittleEndian.AppendUint64(end, floor.Seq))
+}
+
+// Warm asks worker i for its journal and adds it to the hub's, so that a
+// client that reconnects to this worker, a replacement, is replayed what
+// it missed rather than sent a gap. It reports whether the whole journal
+// arrived before ctx ended.
+func (b *Bus) Warm(ctx context.Context, i int) bool {
+	ch, stop := b.ask(kindJournal, i)
+	defer stop()
+	var frames []*realtime.Frame
+	for {
+		select {
+		case m := <-ch:
+			if m.kind == kindJournalEnd {
+				if len(m.body) < 16 {
+					return false
+				}
+				floor := realtime.ID{Epoch: binary.LittleEndian.Uint64(m.body), Seq: binary.LittleEndian.Uint64(m.body[8:])}
+				b.hub.Load().Warm(floor, frames)
+				return true
+			}
+			if f, ok := parseFrame(m.body, true); ok {
+				frames = append(frames, f)
+			}
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// ServeMetrics sets what this worker answers a sibling's request for its
+// metrics with: its exposition, as gather returns it.
+func (b *Bus) ServeMetrics(gather func() []byte) { b.gather.Store(&gather) }
+
+// Metrics asks each worker in ask for its metrics and returns the answers
+// that came before ctx ended, by worker.
+func (b *Bus) Metrics(ctx context.Context, ask []int) map[int][]byte {
+	type asked struct {
+		ch   <-chan message
+		stop func()
+	}
+	var all []asked
+	for _, i := range ask {
+		ch, stop := b.ask(kindMetrics, i)
+		all = append(all, asked{ch, stop})
+	}
+	got := map[int][]byte{}
+	for k, a := range all {
+		select {
+		case m := <-a.ch:
+			got[ask[k]] = m.body
+		case <-ctx.Done():
+		}
+		a.stop()
+	}
+	return got
+}
+
+// Self is this worker's number; Workers how many the mesh joins.
+func (b *Bus) Self() int    { return b.self }
+func (b *Bus) Workers() int { return len(b.out) }
+
+// MetricsTimeout bounds how long a worker waits for its siblings' metrics.
+const MetricsTimeout = time.Second

@@ -1,0 +1,163 @@
+package prefork
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/m0serve/m0/realtime"
+	"golang.org/x/sys/unix"
+)
+
+// The page is one page of shared memory (a memfd) that every worker of a
+// server maps, and that a child process a view starts may be handed: the
+// event id counter and its epoch, and each worker's load. Its layout, in
+// little-endian 64-bit words, is part of the contract with m0serve.m0pub,
+// which takes ids from it in a child process:
+//
+//	0   magic "m0page\x00\x01"
+//	8   epoch: the counter's boot epoch, Unix milliseconds
+//	16  seq: the newest sequence number allocated; read and written only
+//	    under a POSIX write lock (fcntl F_SETLKW) on bytes 16 to 23
+//	64  for each worker i, at 64+16*i: its open connections, and its pid
+//	    while it accepts handed-off connections (0 otherwise)
+const (
+	pageSize   = 4096
+	offEpoch   = 8
+	offSeq     = 16
+	offSlots   = 64
+	slotSize   = 16
+	pageMagic  = "m0page\x00\x01"
+	MaxWorkers = (pageSize - offSlots) / slotSize // 252
+)
+
+// Page is the shared page of a server's workers. Its IDs are a
+// realtime.IDSource: unique and increasing across every process that maps
+// it, and across a worker's replacement.
+type Page struct {
+	f   *os.File
+	mem []byte
+	mu  sync.Mutex // one allocation at a time in this process; the fcntl lock orders processes
+}
+
+// NewPage makes a page whose counter starts at 1 in an epoch of now.
+func NewPage() (*Page, error) {
+	fd, err := unix.MemfdCreate("m0-page", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("prefork: memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "m0-page")
+	if err := f.Truncate(pageSize); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("prefork: sizing the page: %w", err)
+	}
+	p, err := mapPage(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	copy(p.mem, pageMagic)
+	binary.LittleEndian.PutUint64(p.mem[offEpoch:], uint64(time.Now().UnixMilli()))
+	return p, nil
+}
+
+// OpenPage maps a page made by NewPage in another process, from its
+// inherited descriptor. The page takes f.
+func OpenPage(f *os.File) (*Page, error) {
+	p, err := mapPage(f)
+	if err != nil {
+		return nil, err
+	}
+	if string(p.mem[:8]) != pageMagic {
+		p.Close()
+		return nil, errors.New("prefork: the inherited page is not an m0 page")
+	}
+	return p, nil
+}
+
+func mapPage(f *os.File) (*Page, error) {
+	mem, err := unix.Mmap(int(f.Fd()), 0, pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("prefork: mapping the page: %w", err)
+	}
+	return &Page{f: f, mem: mem}, nil
+}
+
+// File is the page's descriptor, to pass to a worker.
+func (p *Page) File() *os.File { return p.f }
+
+// Close unmaps the page and closes its descriptor.
+func (p *Page) Close() error {
+	err := unix.Munmap(p.mem)
+	if cerr := p.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (p *Page) word(off int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&p.mem[off]))
+}
+
+func (p *Page) epoch() uint64 { return p.word(offEpoch).Load() }
+
+// lockSeq takes the lock on the counter that every process honours, a
+// child's m0pub included; unlockSeq lets it go.
+func (p *Page) lockSeq(typ int16) {
+	lk := unix.Flock_t{Type: typ, Whence: 0, Start: offSeq, Len: 8}
+	for {
+		err := unix.FcntlFlock(p.f.Fd(), unix.F_SETLKW, &lk)
+		if err != unix.EINTR {
+			return // EINTR is the only error a valid lock on a valid descriptor has
+		}
+	}
+}
+
+// Next allocates the next id.
+func (p *Page) Next() realtime.ID {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lockSeq(unix.F_WRLCK)
+	seq := p.word(offSeq).Add(1)
+	p.lockSeq(unix.F_UNLCK)
+	return realtime.ID{Epoch: p.epoch(), Seq: seq}
+}
+
+// Newest returns the newest id allocated by any process.
+func (p *Page) Newest() realtime.ID {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lockSeq(unix.F_RDLCK) // a child writes the word with pwrite, not atomically
+	seq := p.word(offSeq).Load()
+	p.lockSeq(unix.F_UNLCK)
+	return realtime.ID{Epoch: p.epoch(), Seq: seq}
+}
+
+// Open is worker i's count of open connections, shared with its siblings.
+func (p *Page) Open(i int) *atomic.Int64 {
+	return (*atomic.Int64)(unsafe.Pointer(&p.mem[offSlots+slotSize*i]))
+}
+
+// serving is worker i's pid while it takes handed-off connections, 0
+// otherwise.
+func (p *Page) serving(i int) *atomic.Int64 {
+	return (*atomic.Int64)(unsafe.Pointer(&p.mem[offSlots+slotSize*i+8]))
+}
+
+// SetServing marks worker i as taking connections handed to it (pid) or
+// not (0).
+func (p *Page) SetServing(i, pid int) { p.serving(i).Store(int64(pid)) }
+
+// Serving reports whether worker i takes connections handed to it.
+func (p *Page) Serving(i int) bool { return p.serving(i).Load() != 0 }
+
+// Reset clears worker i's slot, when it has exited.
+func (p *Page) Reset(i int) {
+	p.serving(i).Store(0)
+	p.Open(i).Store(0)
+}

@@ -1,0 +1,374 @@
+// Package prefork runs a server as several worker processes under a
+// supervisor: each worker is a fresh exec of the same binary (never a
+// fork of a process that has started Python), handed the listener, the
+// shared page (event ids and loads) and the bus as inherited descriptors.
+// The supervisor respawns a worker that dies, with backoff, gives up
+// loudly on a crash loop, drains every worker within one bound, and can
+// replace them all when the code changes (--reload).
+package prefork
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"time"
+)
+
+// EventKind is what a worker process tells its supervisor.
+type EventKind int
+
+const (
+	// Ready: the worker serves.
+	Ready EventKind = iota
+	// Prepared: a worker started to replace another (a reload) has loaded
+	// the application and waits for Go.
+	Prepared
+	// Failed: the worker could not start; Code is its exit code and Text
+	// what it would have printed.
+	Failed
+	// Exited: the process ended (Status says how). It is a worker's last
+	// event.
+	Exited
+)
+
+// Event is one report of a worker process.
+type Event struct {
+	Kind   EventKind
+	Code   int
+	Text   string
+	Status string // for Exited: "exit status 1", "signal: killed"
+}
+
+// Proc is a worker process as its supervisor drives it.
+type Proc interface {
+	Pid() int
+	Signal(sig syscall.Signal) error
+	// Go tells a prepared worker to serve.
+	Go() error
+}
+
+// SpawnOptions say how a worker starts.
+type SpawnOptions struct {
+	// Prepare: load the application, report Prepared, and serve only on Go.
+	Prepare bool
+	// Replaced: the worker replaces one that died; it warms its journal
+	// from a sibling before it serves.
+	Replaced bool
+}
+
+// Spawner starts worker slot. Its events go to report, from any
+// goroutine, Exited last.
+type Spawner func(slot int, opts SpawnOptions, report func(Event)) (Proc, error)
+
+// Supervisor keeps Workers worker processes serving.
+type Supervisor struct {
+	Workers int
+	Spawn   Spawner
+	Stderr  io.Writer
+	// Drain is the bound a worker drains within (SIGTERM); past it and
+	// Grace the supervisor kills it and names it.
+	Drain, Grace time.Duration
+	// QuickDeath is how soon after it started a worker's death counts as
+	// quick; after MaxQuickDeaths quick deaths in a row of one worker the
+	// supervisor gives up.
+	QuickDeath     time.Duration
+	MaxQuickDeaths int
+	// Reload, when it receives, replaces every worker: the new ones load
+	// the application first, and when one cannot, the old ones serve on.
+	Reload <-chan string
+	// Exit, if set, is called as a worker's process ends.
+	Exit func(slot int)
+}
+
+// Defaults of a Supervisor's zero fields.
+const (
+	DefaultDrain          = 5 * time.Second
+	DefaultGrace          = 500 * time.Millisecond
+	DefaultQuickDeath     = 10 * time.Second
+	DefaultMaxQuickDeaths = 5
+	firstBackoff          = 100 * time.Millisecond
+	maxBackoff            = 5 * time.Second
+)
+
+// worker is one process the supervisor started.
+type worker struct {
+	slot     int
+	p        Proc
+	started  time.Time
+	ready    bool
+	prepared bool
+	retired  bool // being drained: its exit is not replaced
+	exited   bool
+	failure  *Event
+}
+
+type procEvent struct {
+	w *worker
+	Event
+}
+
+// Run starts the workers and keeps them serving until stop receives; it
+// then drains them and returns 0. It returns early, with an exit code,
+// when a worker cannot start at first (its code, its message printed
+// once) or a worker dies too often (1).
+func (s *Supervisor) Run(stop <-chan os.Signal) int {
+	s.defaults()
+	ev := make(chan procEvent, 64)
+	respawn := make(chan int, s.Workers)
+	cur := make([]*worker, s.Workers)
+	quick := make([]int, s.Workers) // quick deaths in a row, per slot
+	var next []*worker              // a reload's workers
+	var retiring []*worker          // the workers a reload replaces
+	starting, reloadAgain := true, false
+	var reloadWhat string
+
+	for i := range cur {
+		w, err := s.start(i, SpawnOptions{}, ev)
+		if err != nil {
+			fmt.Fprintf(s.Stderr, "m0serve: cannot start worker %d: %v\n", i, err)
+			s.stopAll(ev, cur)
+			return 1
+		}
+		cur[i] = w
+	}
+	for {
+		select {
+		case <-stop:
+			s.stopAll(ev, append(append(append([]*worker{}, cur...), next...), retiring...))
+			return 0
+		case what := <-s.Reload:
+			if starting || next != nil || retiring != nil {
+				reloadAgain, reloadWhat = true, what
+				continue
+			}
+			next = s.reload(what, ev)
+		case i := <-respawn:
+			if cur[i] == nil {
+				w, err := s.start(i, SpawnOptions{Replaced: true}, ev)
+				if err != nil {
+					fmt.Fprintf(s.Stderr, "m0serve: cannot start worker %d: %v; giving up\n", i, err)
+					s.stopAll(ev, cur)
+					return 1
+				}
+				cur[i] = w
+			}
+		case e := <-ev:
+			w := e.w
+			switch e.Kind {
+			case Ready:
+				w.ready = true
+				if starting && all(cur, func(w *worker) bool { return w != nil && w.ready }) {
+					starting = false
+					if reloadAgain {
+						reloadAgain = false
+						next = s.reload(reloadWhat, ev)
+					}
+				}
+			case Prepared:
+				w.prepared = true
+				if next != nil && all(next, func(w *worker) bool { return w.prepared }) {
+					// Every new worker has loaded the change: the old
+					// ones drain, and the new serve once they are gone.
+					retiring = retire(cur)
+					cur, next = next, nil
+					if len(retiring) == 0 {
+						s.goAll(cur)
+					}
+				}
+			case Failed:
+				w.failure = &e.Event
+				if !starting && !w.retired && !inReload(w, next) {
+					io.WriteString(s.Stderr, e.Text) // a replacement that cannot start
+				}
+			case Exited:
+				w.exited = true
+				if s.Exit != nil {
+					s.Exit(w.slot)
+				}
+				switch {
+				case w.retired:
+					if retiring != nil && all(retiring, func(w *worker) bool { return w.exited }) {
+						retiring = nil
+						s.goAll(cur)
+						if reloadAgain {
+							reloadAgain = false
+							next = s.reload(reloadWhat, ev)
+						}
+					}
+				case inReload(w, next):
+					s.say(w, e.Event, "the change did not load; the previous workers serve on")
+					retire(next)
+					next = nil
+				case starting && !w.ready:
+					code := s.say(w, e.Event, "")
+					s.stopAll(ev, cur)
+					return code
+				default:
+					cur[w.slot] = nil
+					lived := time.Since(w.started)
+					if lived >= s.QuickDeath {
+						quick[w.slot] = 0
+					} else {
+						quick[w.slot]++
+					}
+					if quick[w.slot] >= s.MaxQuickDeaths {
+						fmt.Fprintf(s.Stderr, "m0serve: worker %d died %d times in a row within %s of starting (last: %s); giving up\n",
+							w.slot, quick[w.slot], s.QuickDeath, e.Status)
+						s.stopAll(ev, cur)
+						return 1
+					}
+					wait := time.Duration(0)
+					if quick[w.slot] > 0 {
+						wait = min(firstBackoff<<(quick[w.slot]-1), maxBackoff)
+					}
+					fmt.Fprintf(s.Stderr, "m0serve: worker %d (pid %d) %s; replacing it", w.slot, w.p.Pid(), e.Status)
+					if wait > 0 {
+						fmt.Fprintf(s.Stderr, " in %s", wait)
+					}
+					fmt.Fprintln(s.Stderr)
+					slot := w.slot
+					time.AfterFunc(wait, func() { respawn <- slot })
+				}
+			}
+		}
+	}
+}
+
+func (s *Supervisor) defaults() {
+	if s.Drain <= 0 {
+		s.Drain = DefaultDrain
+	}
+	if s.Grace <= 0 {
+		s.Grace = DefaultGrace
+	}
+	if s.QuickDeath <= 0 {
+		s.QuickDeath = DefaultQuickDeath
+	}
+	if s.MaxQuickDeaths <= 0 {
+		s.MaxQuickDeaths = DefaultMaxQuickDeaths
+	}
+	if s.Stderr == nil {
+		s.Stderr = os.Stderr
+	}
+}
+
+func (s *Supervisor) start(slot int, opts SpawnOptions, ev chan<- procEvent) (*worker, error) {
+	w := &worker{slot: slot, started: time.Now()}
+	p, err := s.Spawn(slot, opts, func(e Event) { ev <- procEvent{w, e} })
+	if err != nil {
+		return nil, err
+	}
+	w.p = p
+	return w, nil
+}
+
+// reload starts a worker to replace each, prepared to serve on Go.
+func (s *Supervisor) reload(what string, ev chan<- procEvent) []*worker {
+	if what != "" {
+		fmt.Fprintf(s.Stderr, "m0serve: %s changed; reloading\n", what)
+	}
+	next := make([]*worker, s.Workers)
+	for i := range next {
+		w, err := s.start(i, SpawnOptions{Prepare: true}, ev)
+		if err != nil {
+			fmt.Fprintf(s.Stderr, "m0serve: cannot start worker %d: %v; the previous workers serve on\n", i, err)
+			retire(next[:i])
+			return nil
+		}
+		next[i] = w
+	}
+	return next
+}
+
+// say prints why a worker that did not start ended, once, and returns
+// the exit code it asks for. why, if set, follows it.
+func (s *Supervisor) say(w *worker, e Event, why string) int {
+	code := 1
+	if w.failure != nil {
+		io.WriteString(s.Stderr, w.failure.Text)
+		code = w.failure.Code
+	} else {
+		fmt.Fprintf(s.Stderr, "m0serve: worker %d (pid %d) %s during start-up\n", w.slot, w.p.Pid(), e.Status)
+	}
+	if why != "" {
+		fmt.Fprintf(s.Stderr, "m0serve: %s\n", why)
+	}
+	return code
+}
+
+// retire tells the workers still running to drain, and returns them.
+func retire(ws []*worker) []*worker {
+	var out []*worker
+	for _, w := range ws {
+		if w != nil && !w.exited {
+			w.retired = true
+			w.p.Signal(syscall.SIGTERM)
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func (s *Supervisor) goAll(ws []*worker) {
+	for _, w := range ws {
+		if w != nil && !w.exited {
+			w.p.Go()
+		}
+	}
+}
+
+// stopAll drains the workers in parallel and waits for them within the
+// drain bound and its grace; one still running then is named and killed.
+func (s *Supervisor) stopAll(ev <-chan procEvent, ws []*worker) {
+	alive := map[*worker]bool{}
+	for _, w := range ws {
+		if w != nil && !w.exited {
+			alive[w] = true
+			w.p.Signal(syscall.SIGTERM)
+		}
+	}
+	bound := time.NewTimer(s.Drain + s.Grace)
+	defer bound.Stop()
+	killed := false
+	for len(alive) > 0 {
+		select {
+		case e := <-ev:
+			if e.Kind == Exited {
+				e.w.exited = true
+				if s.Exit != nil {
+					s.Exit(e.w.slot)
+				}
+				delete(alive, e.w)
+			}
+		case <-bound.C:
+			if killed {
+				return // the kernel has them; nothing more to wait for
+			}
+			killed = true
+			for w := range alive {
+				fmt.Fprintf(s.Stderr, "m0serve: worker %d (pid %d) still draining after %s; killed\n", w.slot, w.p.Pid(), s.Drain)
+				w.p.Signal(syscall.SIGKILL)
+			}
+			bound.Reset(s.Grace)
+		}
+	}
+}
+
+func all(ws []*worker, f func(*worker) bool) bool {
+	for _, w := range ws {
+		if !f(w) {
+			return false
+		}
+	}
+	return true
+}
+
+func inReload(w *worker, next []*worker) bool {
+	for _, n := range next {
+		if n == w {
+			return true
+		}
+	}
+	return false
+}

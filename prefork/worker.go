@@ -1,0 +1,383 @@
+package prefork
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// WorkerEnv names a worker to itself: "N/WORKERS", then "/prepare" or
+// "/replaced" when SpawnOptions say so. A worker reads it and removes it
+// from its environment, so that nothing it starts takes it for one.
+const WorkerEnv = "M0_PREFORK_WORKER"
+
+// BusEnv tells a child process of a worker where the page and the bus are:
+// "page=FD:INODE;bus=FD:INODE,FD:INODE,..." (one bus descriptor per
+// worker, in order). m0serve.m0pub reads it in a child that was passed the
+// descriptors (pass_fds=m0pub.child_fds()), and checks each descriptor's
+// inode, so that a number the child reused for something else is not
+// written to.
+const BusEnv = "M0_BUS"
+
+// The descriptors a worker inherits, in order from 3.
+const (
+	fdListener = 3 + iota
+	fdPage
+	fdControl
+	fdInbox
+	fdBus // then one per worker
+)
+
+// Control messages on a worker's control socket.
+const (
+	msgReady    = "ready"
+	msgPrepared = "prepared"
+	msgFailed   = "failed " // then the exit code, a newline and the text
+	msgGo       = "go"
+)
+
+// Mesh is what the supervisor makes once and every worker inherits: the
+// listener, the page, and each worker's inbox with its write end.
+type Mesh struct {
+	Listener *os.File
+	Page     *Page
+	inboxes  []*os.File // read ends, kept for replacements
+	outboxes []*os.File // write ends
+}
+
+// NewMesh makes the page and an inbox per worker, around the listener's
+// descriptor.
+func NewMesh(listener *os.File, workers int) (*Mesh, error) {
+	if workers > MaxWorkers {
+		return nil, fmt.Errorf("prefork: at most %d workers", MaxWorkers)
+	}
+	page, err := NewPage()
+	if err != nil {
+		return nil, err
+	}
+	m := &Mesh{Listener: listener, Page: page}
+	for range workers {
+		in, out, err := socketpair(unix.SOCK_DGRAM)
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		m.inboxes = append(m.inboxes, in)
+		m.outboxes = append(m.outboxes, out)
+	}
+	return m, nil
+}
+
+func socketpair(typ int) (*os.File, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("prefork: socketpair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "m0-a"), os.NewFile(uintptr(fds[1]), "m0-b"), nil
+}
+
+// Close closes the mesh's descriptors in this process.
+func (m *Mesh) Close() {
+	for _, f := range append(m.inboxes, m.outboxes...) {
+		f.Close()
+	}
+	if m.Page != nil {
+		m.Page.Close()
+	}
+}
+
+// Exec returns the Spawner that starts each worker as path run with args
+// and env, its output on stdout and stderr, inheriting the mesh.
+func (m *Mesh) Exec(path string, args, env []string, stdout, stderr io.Writer) Spawner {
+	workers := len(m.inboxes)
+	return func(slot int, opts SpawnOptions, report func(Event)) (Proc, error) {
+		mine, theirs, err := socketpair(unix.SOCK_SEQPACKET)
+		if err != nil {
+			return nil, err
+		}
+		defer theirs.Close()
+		name := fmt.Sprintf("%d/%d", slot, workers)
+		if opts.Prepare {
+			name += "/prepare"
+		}
+		if opts.Replaced {
+			name += "/replaced"
+		}
+		cmd := exec.Command(path, args...)
+		cmd.Env = append(append([]string{}, env...), WorkerEnv+"="+name)
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		cmd.ExtraFiles = append([]*os.File{m.Listener, m.Page.File(), theirs, m.inboxes[slot]}, m.outboxes...)
+		if err := cmd.Start(); err != nil {
+			mine.Close()
+			return nil, err
+		}
+		ctrl, err := packetConn(mine)
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, err
+		}
+		p := &execProc{cmd: cmd, ctrl: ctrl}
+		go p.watch(report)
+		return p, nil
+	}
+}
+
+func packetConn(f *os.File) (*net.UnixConn, error) {
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	u, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, errors.New("prefork: the control descriptor is not a unix socket")
+	}
+	return u, nil
+}
+
+type execProc struct {
+	cmd  *exec.Cmd
+	ctrl *net.UnixConn
+}
+
+func (p *execProc) Pid() int                        { return p.cmd.Process.Pid }
+func (p *execProc) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
+func (p *execProc) Go() error                       { _, err := p.ctrl.Write([]byte(msgGo)); return err }
+
+// watch reports the worker's messages until its end of the control socket
+// closes (it exited), then its exit.
+func (p *execProc) watch(report func(Event)) {
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := p.ctrl.Read(buf)
+		if err != nil || n == 0 {
+			break
+		}
+		switch m := string(buf[:n]); {
+		case m == msgReady:
+			report(Event{Kind: Ready})
+		case m == msgPrepared:
+			report(Event{Kind: Prepared})
+		case strings.HasPrefix(m, msgFailed):
+			code, text, _ := strings.Cut(m[len(msgFailed):], "\n")
+			c, err := strconv.Atoi(code)
+			if err != nil {
+				c = 1
+			}
+			report(Event{Kind: Failed, Code: c, Text: text})
+		}
+	}
+	p.ctrl.Close()
+	p.cmd.Wait()
+	report(Event{Kind: Exited, Status: p.cmd.ProcessState.String()})
+}
+
+// Worker is what a worker process inherited from its supervisor: which
+// worker it is, the listener, the page and the bus.
+type Worker struct {
+	Index, Workers int
+	// Replaced: this worker replaces one that died; warm the journal from
+	// a sibling before serving.
+	Replaced bool
+	// Prepare: report Prepared once the application is loaded, and serve
+	// only when Prepared returns.
+	Prepare  bool
+	Listener net.Listener
+	Page     *Page
+	Bus      *Bus
+
+	ctrl    *net.UnixConn // nil in a process without a supervisor
+	goCh    chan struct{}
+	gone    chan struct{}
+	goOnce  sync.Once
+	busEnv  string
+	writeMu sync.Mutex
+}
+
+// Inherited returns what this process inherited as a worker, or nil when
+// it is not one.
+func Inherited() (*Worker, error) {
+	name, ok := os.LookupEnv(WorkerEnv)
+	if !ok {
+		return nil, nil
+	}
+	os.Unsetenv(WorkerEnv)
+	parts := strings.Split(name, "/")
+	if len(parts) < 2 {
+		return nil, fmt.Errorf("prefork: %s=%q is not N/WORKERS", WorkerEnv, name)
+	}
+	w := &Worker{goCh: make(chan struct{}), gone: make(chan struct{})}
+	var err1, err2 error
+	w.Index, err1 = strconv.Atoi(parts[0])
+	w.Workers, err2 = strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil || w.Workers < 1 || w.Workers > MaxWorkers || w.Index < 0 || w.Index >= w.Workers {
+		return nil, fmt.Errorf("prefork: %s=%q is not N/WORKERS", WorkerEnv, name)
+	}
+	for _, p := range parts[2:] {
+		w.Prepare = w.Prepare || p == "prepare"
+		w.Replaced = w.Replaced || p == "replaced"
+	}
+	for fd := fdListener; fd < fdBus+w.Workers; fd++ {
+		unix.CloseOnExec(fd) // nothing the worker starts holds them unless passed
+	}
+	lf := os.NewFile(fdListener, "listener")
+	ln, err := net.FileListener(lf)
+	lf.Close()
+	if err != nil {
+		return nil, fmt.Errorf("prefork: the inherited listener: %w", err)
+	}
+	w.Listener = ln
+	if w.Page, err = OpenPage(os.NewFile(fdPage, "m0-page")); err != nil {
+		return nil, err
+	}
+	if w.ctrl, err = packetConn(os.NewFile(fdControl, "m0-control")); err != nil {
+		return nil, err
+	}
+	var out []*os.File
+	for i := range w.Workers {
+		out = append(out, os.NewFile(uintptr(fdBus+i), "m0-bus"))
+	}
+	if w.Bus, err = NewBus(w.Index, os.NewFile(fdInbox, "m0-inbox"), out); err != nil {
+		return nil, err
+	}
+	go w.watch()
+	return w, nil
+}
+
+// Local returns the page and a bus of one for a server without a
+// supervisor, so that a child process can publish to it as to a worker.
+func Local() (*Worker, error) {
+	page, err := NewPage()
+	if err != nil {
+		return nil, err
+	}
+	in, out, err := socketpair(unix.SOCK_DGRAM)
+	if err != nil {
+		page.Close()
+		return nil, err
+	}
+	bus, err := NewBus(0, in, []*os.File{out})
+	if err != nil {
+		page.Close()
+		return nil, err
+	}
+	return &Worker{Workers: 1, Page: page, Bus: bus, goCh: make(chan struct{}), gone: make(chan struct{})}, nil
+}
+
+// watch reads the supervisor's messages; when the supervisor is gone (the
+// socket closes) the worker is told through Gone.
+func (w *Worker) watch() {
+	buf := make([]byte, 64)
+	for {
+		n, err := w.ctrl.Read(buf)
+		if err != nil || n == 0 {
+			close(w.gone)
+			return
+		}
+		if string(buf[:n]) == msgGo {
+			w.goOnce.Do(func() { close(w.goCh) })
+		}
+	}
+}
+
+// Gone is closed when the supervisor has gone (killed, say): the worker
+// then drains itself. It never closes in a process without a supervisor.
+func (w *Worker) Gone() <-chan struct{} { return w.gone }
+
+func (w *Worker) tell(m string) {
+	if w.ctrl == nil {
+		return
+	}
+	w.writeMu.Lock()
+	defer w.writeMu.Unlock()
+	w.ctrl.Write([]byte(m))
+}
+
+// Ready tells the supervisor the worker serves.
+func (w *Worker) Ready() { w.tell(msgReady) }
+
+// maxFailure bounds the text of a failure sent to the supervisor.
+const maxFailure = 128 << 10
+
+// Failed tells the supervisor the worker could not start: the exit code
+// and what it would have printed, which the supervisor prints once.
+func (w *Worker) Failed(code int, text string) {
+	if len(text) > maxFailure {
+		text = text[:maxFailure]
+	}
+	w.tell(msgFailed + strconv.Itoa(code) + "\n" + text)
+}
+
+// Prepared tells the supervisor the application is loaded, and waits for
+// it to say serve (true) or for stop to close or the supervisor to go
+// (false).
+func (w *Worker) Prepared(stop <-chan struct{}) bool {
+	w.tell(msgPrepared)
+	select {
+	case <-w.goCh:
+		return true
+	case <-stop:
+	case <-w.gone:
+	}
+	return false
+}
+
+// SetChildEnv puts BusEnv in the process's environment, for the child
+// processes the application starts.
+func (w *Worker) SetChildEnv() error {
+	v, err := w.childEnv()
+	if err != nil {
+		return err
+	}
+	return os.Setenv(BusEnv, v)
+}
+
+func (w *Worker) childEnv() (string, error) {
+	var b bytes.Buffer
+	b.WriteString("page=")
+	if err := fdIno(&b, int(w.Page.File().Fd())); err != nil {
+		return "", err
+	}
+	b.WriteString(";bus=")
+	for i, c := range w.Bus.out {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		rc, err := c.SyscallConn()
+		if err != nil {
+			return "", err
+		}
+		var ferr error
+		if err := rc.Control(func(fd uintptr) { ferr = fdIno(&b, int(fd)) }); err != nil {
+			return "", err
+		}
+		if ferr != nil {
+			return "", ferr
+		}
+	}
+	return b.String(), nil
+}
+
+func fdIno(b *bytes.Buffer, fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	fmt.Fprintf(b, "%d:%d", fd, st.Ino)
+	return nil
+}
+
+// Supervised reports whether a supervisor started this worker.
+func (w *Worker) Supervised() bool { return w.ctrl != nil }
