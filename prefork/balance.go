@@ -18,6 +18,7 @@ const Margin = 2
 // its siblings hand it.
 type balancer struct {
 	ln     net.Listener
+	keep   bool // hand nothing over
 	w      *Worker
 	conns  chan net.Conn
 	closed chan struct{}
@@ -30,8 +31,9 @@ type balancer struct {
 // hand it. Every connection counts on the page while it is open, so that
 // long-lived keep-alive connections and held streams spread across the
 // workers, and not only their arrivals.
-func (w *Worker) Balance(ln net.Listener) net.Listener {
-	b := &balancer{ln: ln, w: w, conns: make(chan net.Conn), closed: make(chan struct{})}
+// With keep, every connection stays where it was accepted.
+func (w *Worker) Balance(ln net.Listener, keep bool) net.Listener {
+	b := &balancer{ln: ln, w: w, keep: keep, conns: make(chan net.Conn), closed: make(chan struct{})}
 	w.Page.Reset(w.Index)
 	w.Page.SetServing(w.Index, os.Getpid())
 	go wire.AcceptLoop(ln, b.closed, b.place)
@@ -43,7 +45,7 @@ func (w *Worker) Balance(ln net.Listener) net.Listener {
 func (b *balancer) place(c net.Conn) {
 	w, p := b.w, b.w.Page
 	mine := p.Open(w.Index)
-	if j := b.least(); j >= 0 && p.Open(j).Load()+Margin <= mine.Load() {
+	if j := b.least(); !b.keep && j >= 0 && p.Open(j).Load()+Margin <= mine.Load() {
 		// Counted on the sibling from now, so that a burst of arrivals
 		// is not all handed to one before it has taken the first.
 		p.Open(j).Add(1)

@@ -79,6 +79,9 @@ type Config struct {
 	// (M0_GRANT_KEY, M0_GRANT_KEY_PREV); GrantCookie names the session
 	// cookie a grant is bound to (M0_GRANT_COOKIE).
 	GrantKey, GrantKeyPrev, GrantCookie string
+	// NoHandoff keeps every connection on the worker that accepted it
+	// (M0_HANDOFF=0), to measure what the handoff does.
+	NoHandoff bool
 	// AppTick is the wait between a producer's steps, in place of what
 	// its Step returns (M0_APP_TICK_MS); 0 leaves it to the producer.
 	AppTick time.Duration
@@ -160,6 +163,17 @@ var flaglessEnv = []struct {
 		return nil
 	}},
 	{"M0_INVERTED", "0", "the inverted ASGI loop", nil},
+	{"M0_HANDOFF", "1", "--workers", func(c *Config, v string) error {
+		switch v {
+		case "1":
+			c.NoHandoff = false
+		case "0":
+			c.NoHandoff = true
+		default:
+			return fmt.Errorf("want 1 or 0, not %q", v)
+		}
+		return nil
+	}},
 }
 
 // PoolSize returns the number of Python threads the configuration resolves

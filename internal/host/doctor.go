@@ -17,7 +17,7 @@ var secretEnv = []string{"M0_GRANT_KEY", "M0_GRANT_KEY_PREV"}
 
 // plainEnv are variables without a flag that the doctor reports as they are.
 var plainEnv = []string{"M0_PYTHON_LIBRARY", "MOJO_PYTHON_LIBRARY", "M0_SSE_HEARTBEAT_MS", "M0_APP_TICK_MS",
-	"M0_STREAM_KEEPALIVE_S", "M0_GRANT_COOKIE", "M0_INVERTED"}
+	"M0_STREAM_KEEPALIVE_S", "M0_GRANT_COOKIE", "M0_INVERTED", "M0_HANDOFF"}
 
 // DoctorReport is what the doctor prints, as one JSON object.
 type DoctorReport struct {
@@ -121,6 +121,25 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 		"front_end":             frontEndOf,
 		"listen":                listenAddr(c.Host, c.Port),
 	}
+	// Under a supervisor: the workers, what carries frames between them,
+	// and where event ids come from.
+	ids, bus := "process counter", "none"
+	if c.Realtime {
+		ids, bus = "shared memory page", "none (one process)"
+	}
+	if Supervised(c) {
+		r.Topology["mode"] = "prefork"
+		ids, bus = "shared memory page", "unix datagram mesh"
+		if c.Workers == 1 {
+			bus = "none (one worker)"
+		}
+	}
+	r.Topology["supervisor"] = Supervised(c)
+	r.Topology["spawn_workers"] = c.SpawnWorkers
+	r.Topology["reload"] = c.Reload
+	r.Topology["handoff"] = Supervised(c) && c.Workers > 1 && !c.NoHandoff
+	r.Topology["bus"] = bus
+	r.Topology["ids"] = ids
 	if strings.Contains(protocol, "asgi") { // the application's, or a mount's
 		// The executor: one event loop beside Go's (the seed's "pump"); or,
 		// under --blocking-threads N > 0, the buffered path, with no loop.

@@ -147,7 +147,7 @@ func Run(plan *Plan, app App, wrap Wrapper, w *prefork.Worker, stdout, stderr io
 	}
 	var ln net.Listener
 	if w != nil && w.Listener != nil {
-		ln = w.Balance(w.Listener)
+		ln = w.Balance(w.Listener, cfg.NoHandoff)
 	} else {
 		var err error
 		if ln, err = Listen(cfg.Host, cfg.Port); err != nil {
