@@ -113,3 +113,35 @@ func seqs(frames []*Frame) []uint64 {
 	}
 	return s
 }
+
+// TestJournalMerge: a journal merged with an older one of the same epoch
+// reaches back as far as the older did, keeps its newest frames when they
+// do not all fit, and ignores another epoch's.
+func TestJournalMerge(t *testing.T) {
+	frame := func(seq uint64) *Frame { return &Frame{ID: ID{Epoch: 7, Seq: seq}, Channel: "c"} }
+	newest := ID{Epoch: 7, Seq: 12}
+	// A replacement's journal begins at 10; its sibling's holds 4 to 12.
+	j := NewJournal(8, ID{Epoch: 7, Seq: 10})
+	j.Add(frame(11))
+	j.Add(frame(12))
+	if _, ok := j.Since("c", ID{Epoch: 7, Seq: 5}, newest); ok {
+		t.Fatal("replayed from before the journal began")
+	}
+	var theirs []*Frame
+	for s := uint64(4); s <= 12; s++ {
+		theirs = append(theirs, frame(s))
+	}
+	j.Merge(9, 3, theirs) // another epoch: nothing
+	if _, ok := j.Since("c", ID{Epoch: 7, Seq: 5}, newest); ok {
+		t.Fatal("a journal of another epoch was merged")
+	}
+	j.Merge(7, 3, theirs)
+	// Nine frames above 3 do not fit in 8: the oldest goes, the floor is 4.
+	if _, ok := j.Since("c", ID{Epoch: 7, Seq: 3}, newest); ok {
+		t.Fatal("replayed past the frame that did not fit")
+	}
+	got, ok := j.Since("c", ID{Epoch: 7, Seq: 4}, newest)
+	if !ok || len(got) != 8 || got[0].ID.Seq != 5 || got[7].ID.Seq != 12 {
+		t.Fatalf("since 4: ok %v, %d frames", ok, len(got))
+	}
+}

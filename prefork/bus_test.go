@@ -1,0 +1,273 @@
+package prefork
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/m0serve/m0/realtime"
+	"golang.org/x/sys/unix"
+)
+
+// dup returns a descriptor of its own for f, as an exec'd worker has.
+func dup(t *testing.T, f *os.File) *os.File {
+	t.Helper()
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return os.NewFile(uintptr(fd), f.Name())
+}
+
+// meshOf makes a mesh of n workers in this process: each its own page
+// mapping, bus and hub, as n exec'd workers would have.
+func meshOf(t *testing.T, n int) (*Mesh, []*Worker, []*realtime.Hub) {
+	t.Helper()
+	m, err := NewMesh(nil, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	var ws []*Worker
+	var hubs []*realtime.Hub
+	for i := range n {
+		page, err := OpenPage(dup(t, m.Page.File()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []*os.File
+		for _, f := range m.outboxes {
+			out = append(out, dup(t, f))
+		}
+		bus, err := NewBus(i, dup(t, m.inboxes[i]), out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &Worker{Index: i, Workers: n, Page: page, Bus: bus}
+		hub := realtime.New(&realtime.Options{ReplayFrames: 16, IDs: page, Bus: bus})
+		bus.Start(hub)
+		t.Cleanup(func() { bus.Close(); page.Close() })
+		ws, hubs = append(ws, w), append(hubs, hub)
+	}
+	return m, ws, hubs
+}
+
+func next(t *testing.T, s *realtime.Subscription) *realtime.Frame {
+	t.Helper()
+	select {
+	case f := <-s.C():
+		return f
+	case <-time.After(5 * time.Second):
+		t.Fatal("no frame arrived")
+		return nil
+	}
+}
+
+// TestPageIDs: ids taken from two mappings of the page at once are unique
+// and end at their number; the epoch is shared.
+func TestPageIDs(t *testing.T) {
+	a, err := NewPage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := OpenPage(dup(t, a.File()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var mu sync.Mutex
+	seen := map[uint64]bool{}
+	var wg sync.WaitGroup
+	for _, p := range []*Page{a, b, a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 500 {
+				id := p.Next()
+				mu.Lock()
+				if seen[id.Seq] || id.Epoch != a.epoch() {
+					t.Errorf("id %v twice or of another epoch", id)
+				}
+				seen[id.Seq] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if n := b.Newest(); n.Seq != 2000 || len(seen) != 2000 {
+		t.Fatalf("newest %v after %d ids", n, len(seen))
+	}
+	if _, err := OpenPage(dup(t, os.Stdin)); err == nil {
+		t.Fatal("a descriptor that is no page was taken for one")
+	}
+}
+
+// TestBusFrames: a frame published on one worker reaches the subscribers
+// of every other, with its id; an unnumbered frame a child writes is
+// numbered by the worker that reads it and reaches them all.
+func TestBusFrames(t *testing.T) {
+	m, _, hubs := meshOf(t, 3)
+	var subs []*realtime.Subscription
+	for _, h := range hubs {
+		s, err := h.Subscribe("news", false, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, s)
+	}
+	id, ok := hubs[1].Publish("news", []byte("hello"))
+	if !ok {
+		t.Fatal("refused")
+	}
+	for i, s := range subs {
+		if f := next(t, s); f.ID != id || string(f.Data) != "hello" {
+			t.Fatalf("worker %d got %v %q", i, f.ID, f.Data)
+		}
+	}
+	// A child's unnumbered frame, written to worker 0's inbox.
+	msg := []byte{kindUnnumbered, 0xff, 0xff}
+	msg = binary.LittleEndian.AppendUint16(msg, 4)
+	msg = append(append(msg, "news"...), "from a child"...)
+	if _, err := unix.Write(int(m.outboxes[0].Fd()), msg); err != nil {
+		t.Fatal(err)
+	}
+	var got realtime.ID
+	for i, s := range subs {
+		f := next(t, s)
+		if string(f.Data) != "from a child" || f.ID.Seq != id.Seq+1 || (i > 0 && f.ID != got) {
+			t.Fatalf("worker %d got %v %q", i, f.ID, f.Data)
+		}
+		got = f.ID
+	}
+	// A numbered frame with a bad channel is dropped, not delivered.
+	bad := appendFrame(header(kindFrame, fromChild), realtime.ID{Epoch: id.Epoch, Seq: 99}, "\x01reserved", []byte("x"))
+	if _, err := unix.Write(int(m.outboxes[2].Fd()), bad); err != nil {
+		t.Fatal(err)
+	}
+	hubs[0].Publish("news", []byte("after"))
+	if f := next(t, subs[2]); string(f.Data) != "after" {
+		t.Fatalf("worker 2 got %q", f.Data)
+	}
+}
+
+// TestWarm: a worker that replaces one replays, from its sibling's
+// journal, what a client missed before it started.
+func TestWarm(t *testing.T) {
+	_, ws, hubs := meshOf(t, 2)
+	var first realtime.ID
+	for i := range 5 {
+		id, _ := hubs[0].Publish("c", []byte{byte('a' + i)})
+		if i == 0 {
+			first = id
+		}
+	}
+	// A hub made now (the replacement) journals from here on only.
+	fresh := realtime.New(&realtime.Options{ReplayFrames: 16, IDs: ws[1].Page, Bus: ws[1].Bus})
+	ws[1].Bus.Start(fresh)
+	if s, _ := fresh.Subscribe("c", true, first.String()); s.Gap == nil {
+		t.Fatal("a fresh hub replayed what it never saw")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if !ws[1].Bus.Warm(ctx, 0) {
+		t.Fatal("no journal arrived")
+	}
+	s, _ := fresh.Subscribe("c", true, first.String())
+	if s.Gap != nil || len(s.Replay) != 4 || string(s.Replay[0].Data) != "b" || string(s.Replay[3].Data) != "e" {
+		t.Fatalf("after warming: gap %v, replay %d", s.Gap, len(s.Replay))
+	}
+}
+
+// TestMetricsAsked: a worker answers a sibling's request for its metrics
+// with what it serves.
+func TestMetricsAsked(t *testing.T) {
+	_, ws, _ := meshOf(t, 3)
+	ws[1].Bus.ServeMetrics(func() []byte { return []byte("one") })
+	ws[2].Bus.ServeMetrics(func() []byte { return []byte("two") })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got := ws[0].Bus.Metrics(ctx, []int{1, 2})
+	if string(got[1]) != "one" || string(got[2]) != "two" {
+		t.Fatalf("got %q and %q", got[1], got[2])
+	}
+}
+
+// TestHandoff: the worker that accepts keeps connections while its
+// sibling has no fewer than Margin less open, and hands the next to it;
+// the handed connection serves there and counts there until it closes.
+func TestHandoff(t *testing.T) {
+	_, ws, _ := meshOf(t, 2)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, err := net.Listen("tcp4", "127.0.0.1:0") // worker 1 accepts nothing itself
+	if err != nil {
+		t.Fatal(err)
+	}
+	l0, l1 := ws[0].Balance(ln, false), ws[1].Balance(idle, false)
+	defer l0.Close()
+	defer l1.Close()
+	echo := func(l net.Listener, who string) {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				io.WriteString(c, who+":"+line)
+			}()
+		}
+	}
+	go echo(l0, "w0")
+	go echo(l1, "w1")
+	ask := func() (net.Conn, string) {
+		c, err := net.Dial("tcp4", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "hi\n")
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, line
+	}
+	var got []string
+	var conns []net.Conn
+	for range 4 {
+		c, line := ask()
+		conns = append(conns, c)
+		got = append(got, line)
+	}
+	// 0 open vs 0: kept; 1 vs 0: kept; 2 vs 0: handed; 2 vs 1: kept.
+	want := []string{"w0:hi\n", "w0:hi\n", "w1:hi\n", "w0:hi\n"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("answers %q, want %q", got, want)
+		}
+	}
+	if o0, o1 := ws[0].Page.Open(0).Load(), ws[0].Page.Open(1).Load(); o0 != 3 || o1 != 1 {
+		t.Fatalf("open %d and %d, want 3 and 1", o0, o1)
+	}
+	// Worker 1 stops taking connections: nothing more is handed to it.
+	l1.Close()
+	for range 3 {
+		c, line := ask()
+		conns = append(conns, c)
+		if line != "w0:hi\n" {
+			t.Fatalf("a connection went to a worker that stopped: %q", line)
+		}
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+}

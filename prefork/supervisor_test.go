@@ -1,0 +1,408 @@
+package prefork
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeProc is a worker process the test drives: it reports what the test
+// says, and records the signals and the go it is sent.
+type fakeProc struct {
+	pid    int
+	slot   int
+	opts   SpawnOptions
+	at     time.Time
+	report func(Event)
+
+	mu     sync.Mutex
+	sigs   []syscall.Signal
+	goes   int
+	exited bool
+	// onTerm, if set, exits the process when it is sent SIGTERM.
+	onTerm bool
+}
+
+func (p *fakeProc) Pid() int { return p.pid }
+
+func (p *fakeProc) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	p.sigs = append(p.sigs, sig)
+	exit := (p.onTerm && sig == syscall.SIGTERM || sig == syscall.SIGKILL) && !p.exited
+	p.mu.Unlock()
+	if exit {
+		p.exit("signal: " + sig.String())
+	}
+	return nil
+}
+
+func (p *fakeProc) setOnTerm(v bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onTerm = v
+}
+
+func (p *fakeProc) gos() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.goes
+}
+
+func (p *fakeProc) Go() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.goes++
+	return nil
+}
+
+func (p *fakeProc) exit(status string) {
+	p.mu.Lock()
+	if p.exited {
+		p.mu.Unlock()
+		return
+	}
+	p.exited = true
+	p.mu.Unlock()
+	go p.report(Event{Kind: Exited, Status: status})
+}
+
+func (p *fakeProc) signals() []syscall.Signal {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]syscall.Signal(nil), p.sigs...)
+}
+
+// rig runs a supervisor of fake processes.
+type rig struct {
+	t      *testing.T
+	spawns chan *fakeProc
+	stop   chan os.Signal
+	reload chan string
+	out    *syncBuffer
+	code   chan int
+	pid    int
+	onTerm bool
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newRig(t *testing.T, workers int, onTerm bool) *rig {
+	r := &rig{t: t, spawns: make(chan *fakeProc, 64), stop: make(chan os.Signal, 1), reload: make(chan string, 1),
+		out: &syncBuffer{}, code: make(chan int, 1), pid: 100, onTerm: onTerm}
+	var mu sync.Mutex
+	s := &Supervisor{
+		Workers: workers,
+		Stderr:  r.out,
+		Reload:  r.reload,
+		Spawn: func(slot int, opts SpawnOptions, report func(Event)) (Proc, error) {
+			mu.Lock()
+			r.pid++
+			p := &fakeProc{pid: r.pid, slot: slot, opts: opts, at: time.Now(), report: report, onTerm: r.onTerm}
+			mu.Unlock()
+			r.spawns <- p
+			return p, nil
+		},
+	}
+	go func() { r.code <- s.Run(r.stop) }()
+	return r
+}
+
+// spawned waits for the next spawn.
+func (r *rig) spawned() *fakeProc {
+	r.t.Helper()
+	synctest.Wait()
+	select {
+	case p := <-r.spawns:
+		return p
+	default:
+		r.t.Fatal("no worker was started")
+		return nil
+	}
+}
+
+func (r *rig) none() {
+	r.t.Helper()
+	synctest.Wait()
+	select {
+	case p := <-r.spawns:
+		r.t.Fatalf("worker %d was started, and none should have been", p.slot)
+	default:
+	}
+}
+
+// started starts n workers and makes them ready.
+func (r *rig) started(n int) []*fakeProc {
+	var ps []*fakeProc
+	for range n {
+		p := r.spawned()
+		p.report(Event{Kind: Ready})
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+func (r *rig) exitCode() int {
+	r.t.Helper()
+	synctest.Wait()
+	select {
+	case c := <-r.code:
+		return c
+	default:
+		r.t.Fatal("the supervisor is still running")
+		return -1
+	}
+}
+
+// TestRespawn: a worker that dies after a long life is replaced at once,
+// with the same number, as a replacement; the others are left alone.
+func TestRespawn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 2, true)
+		ps := r.started(2)
+		time.Sleep(time.Minute)
+		ps[1].exit("signal: killed")
+		p := r.spawned()
+		if p.slot != 1 || !p.opts.Replaced || time.Since(p.at) != 0 || p.at.Sub(ps[1].at) != time.Minute {
+			t.Fatalf("replacement: slot %d replaced %v, started %s after the first", p.slot, p.opts.Replaced, p.at.Sub(ps[1].at))
+		}
+		if !strings.Contains(r.out.String(), "m0serve: worker 1 (pid 102) signal: killed; replacing it\n") {
+			t.Fatalf("stderr: %q", r.out.String())
+		}
+		if len(ps[0].signals()) != 0 {
+			t.Fatal("the other worker was signalled")
+		}
+		r.stop <- syscall.SIGTERM
+		if c := r.exitCode(); c != 0 {
+			t.Fatalf("exit %d after SIGTERM", c)
+		}
+	})
+}
+
+// TestBackoffAndGiveUp: quick deaths in a row are replaced after 100 ms,
+// 200, 400, 800; the fifth gives up with exit 1 and one line, draining
+// the other worker.
+func TestBackoffAndGiveUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 2, true)
+		ps := r.started(2)
+		time.Sleep(time.Minute) // the first death is after a long life
+		ps[0].exit("exit status 3")
+		p := r.spawned()
+		if p.at.Sub(ps[0].at) != time.Minute {
+			t.Fatalf("the first replacement waited %s", p.at.Sub(ps[0].at)-time.Minute)
+		}
+		for _, want := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond} {
+			p.report(Event{Kind: Ready})
+			time.Sleep(time.Second) // quick: well within 10 s
+			died := time.Now()
+			p.exit("exit status 3")
+			r.none()
+			time.Sleep(want - time.Nanosecond)
+			r.none()
+			time.Sleep(time.Nanosecond)
+			p = r.spawned()
+			if p.slot != 0 || p.at.Sub(died) != want {
+				t.Fatalf("replaced slot %d after %s, want slot 0 after %s", p.slot, p.at.Sub(died), want)
+			}
+		}
+		p.exit("exit status 3")
+		if c := r.exitCode(); c != 1 {
+			t.Fatalf("exit %d, want 1", c)
+		}
+		want := "m0serve: worker 0 died 5 times in a row within 10s of starting (last: exit status 3); giving up\n"
+		if strings.Count(r.out.String(), "giving up") != 1 || !strings.Contains(r.out.String(), want) {
+			t.Fatalf("stderr: %q", r.out.String())
+		}
+		if s := ps[1].signals(); len(s) != 1 || s[0] != syscall.SIGTERM {
+			t.Fatalf("the other worker got %v, want SIGTERM", s)
+		}
+	})
+}
+
+// TestStartupFailure: a worker that fails before it is ready ends the
+// server with its exit code and its message, printed once, however many
+// fail; the others are stopped.
+func TestStartupFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 3, true)
+		ps := []*fakeProc{r.spawned(), r.spawned(), r.spawned()}
+		ps[0].report(Event{Kind: Ready})
+		ps[1].report(Event{Kind: Failed, Code: 1, Text: "m0serve: cannot load app\nTraceback: boom\n"})
+		synctest.Wait()
+		ps[1].exit("exit status 1")
+		if c := r.exitCode(); c != 1 {
+			t.Fatalf("exit %d, want 1", c)
+		}
+		if got := r.out.String(); got != "m0serve: cannot load app\nTraceback: boom\n" {
+			t.Fatalf("stderr: %q", got)
+		}
+		for _, p := range []*fakeProc{ps[0], ps[2]} {
+			if s := p.signals(); len(s) == 0 || s[0] != syscall.SIGTERM {
+				t.Fatalf("worker %d got %v, want SIGTERM", p.slot, s)
+			}
+		}
+		r.none()
+	})
+}
+
+// TestStartupFailureCode: a failure's own exit code (78) is the server's.
+func TestStartupFailureCode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 1, true)
+		p := r.spawned()
+		p.report(Event{Kind: Failed, Code: 78, Text: "m0serve: no libpython\n"})
+		synctest.Wait()
+		p.exit("exit status 78")
+		if c := r.exitCode(); c != 78 {
+			t.Fatalf("exit %d, want 78", c)
+		}
+	})
+}
+
+// TestDrainBound: SIGTERM reaches every worker at once; one still running
+// after the drain and its grace is named and killed; the supervisor exits
+// 0.
+func TestDrainBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 2, false)
+		ps := r.started(2)
+		start := time.Now()
+		r.stop <- syscall.SIGTERM
+		synctest.Wait()
+		for _, p := range ps {
+			if s := p.signals(); len(s) != 1 || s[0] != syscall.SIGTERM {
+				t.Fatalf("worker %d got %v", p.slot, s)
+			}
+		}
+		ps[0].exit("exit status 0") // drained in time
+		time.Sleep(DefaultDrain + DefaultGrace - time.Nanosecond)
+		if s := ps[1].signals(); len(s) != 1 {
+			t.Fatalf("killed before the bound: %v", s)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if s := ps[1].signals(); len(s) != 2 || s[1] != syscall.SIGKILL {
+			t.Fatalf("worker 1 got %v, want SIGTERM then SIGKILL", s)
+		}
+		if c := r.exitCode(); c != 0 || time.Since(start) != DefaultDrain+DefaultGrace {
+			t.Fatalf("exit %d after %s", c, time.Since(start))
+		}
+		if want := "m0serve: worker 1 (pid 102) still draining after 5s; killed\n"; !strings.Contains(r.out.String(), want) {
+			t.Fatalf("stderr: %q", r.out.String())
+		}
+		if strings.Contains(r.out.String(), "worker 0") {
+			t.Fatalf("the worker that drained in time was named: %q", r.out.String())
+		}
+	})
+}
+
+// TestReload: the new workers load first; once all are prepared the old
+// drain, and the new serve when the old are gone.
+func TestReload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 2, true)
+		old := r.started(2)
+		r.reload <- "app.py"
+		synctest.Wait()
+		next := []*fakeProc{r.spawned(), r.spawned()}
+		for _, p := range next {
+			if !p.opts.Prepare {
+				t.Fatal("a reload's worker was not started prepared")
+			}
+		}
+		next[0].report(Event{Kind: Prepared})
+		synctest.Wait()
+		if len(old[0].signals()) != 0 {
+			t.Fatal("the old workers were stopped before every new one was prepared")
+		}
+		old[0].setOnTerm(false)
+		old[1].setOnTerm(false)
+		next[1].report(Event{Kind: Prepared})
+		synctest.Wait()
+		if s := old[0].signals(); len(s) != 1 || s[0] != syscall.SIGTERM {
+			t.Fatalf("old worker 0 got %v", s)
+		}
+		if next[0].gos() != 0 {
+			t.Fatal("a new worker served beside the old")
+		}
+		old[0].exit("exit status 0")
+		synctest.Wait()
+		if next[0].gos() != 0 {
+			t.Fatal("a new worker served before every old one had gone")
+		}
+		old[1].exit("exit status 0")
+		synctest.Wait()
+		if next[0].gos() != 1 || next[1].gos() != 1 {
+			t.Fatalf("go sent %d and %d times", next[0].gos(), next[1].gos())
+		}
+		r.none() // the old workers' exits are not replaced
+		if !strings.Contains(r.out.String(), "m0serve: app.py changed; reloading\n") {
+			t.Fatalf("stderr: %q", r.out.String())
+		}
+		r.stop <- syscall.SIGTERM
+		for _, p := range next {
+			p.exit("exit status 0")
+		}
+		if c := r.exitCode(); c != 0 {
+			t.Fatalf("exit %d", c)
+		}
+	})
+}
+
+// TestReloadBroken: a change that does not load prints why and leaves the
+// old workers serving; the next change is tried.
+func TestReloadBroken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 2, true)
+		old := r.started(2)
+		r.reload <- "app.py"
+		next := []*fakeProc{r.spawned(), r.spawned()}
+		next[0].report(Event{Kind: Prepared})
+		next[1].report(Event{Kind: Failed, Code: 1, Text: "Traceback: SyntaxError\n"})
+		synctest.Wait()
+		next[1].exit("exit status 1")
+		synctest.Wait()
+		if s := next[0].signals(); len(s) == 0 || s[0] != syscall.SIGTERM {
+			t.Fatalf("the prepared new worker got %v, want SIGTERM", s)
+		}
+		for _, p := range old {
+			if len(p.signals()) != 0 {
+				t.Fatal("an old worker was stopped by a change that did not load")
+			}
+		}
+		out := r.out.String()
+		if strings.Count(out, "Traceback: SyntaxError") != 1 || !strings.Contains(out, "the change did not load; the previous workers serve on") {
+			t.Fatalf("stderr: %q", out)
+		}
+		r.none()
+		r.reload <- "app.py"
+		synctest.Wait()
+		if p := r.spawned(); !p.opts.Prepare {
+			t.Fatal("the next change was not tried")
+		}
+		r.stop <- syscall.SIGTERM
+		if c := r.exitCode(); c != 0 {
+			t.Fatalf("exit %d", c)
+		}
+	})
+}
