@@ -186,7 +186,7 @@ type server struct {
 	done   chan struct{}
 }
 
-var readyLine = regexp.MustCompile(`^🔥 m0serve: hostapp on http://127\.0\.0\.1:(\d+) \(protocol=go workers=1(?: threads=\d+)?\) blocking-threads=\d+$`)
+var readyLine = regexp.MustCompile(`^🔥 m0serve: hostapp on http://127\.0\.0\.1:(\d+) \(protocol=go workers=\d+(?: threads=\d+)?\) blocking-threads=\d+$`)
 
 // run runs app with args and returns the child, its exit awaited by wait.
 func start(t *testing.T, app string, env []string, args ...string) *server {
@@ -425,6 +425,94 @@ func testProducer(t *testing.T, s *server) {
 	}
 	waitFor(t, s.stderr, "refused channel published=false")
 	waitFor(t, s.stderr, "id published=true twice=false made up=false")
+}
+
+// TestWorkers: under M0_WORKERS=2 each worker process makes its handler
+// with its number, one producer runs (on worker 0: its Make refuses any
+// other), and a stream held on either worker gets its frames with the
+// same ids; SIGTERM to the supervisor ends both.
+func TestWorkers(t *testing.T) {
+	s := start(t, "producer", []string{"M0_WORKERS=2"}, "--host", "127.0.0.1", "--port", freePort(t))
+	waitFor(t, s.stderr, "make worker=0/2 thread=0/0")
+	waitFor(t, s.stderr, "make worker=1/2 thread=0/0")
+	// Four keep-alive connections: with the handoff, both workers hold
+	// some. Each asks which worker it is on, then holds the clock.
+	type held struct {
+		who string
+		r   *bufio.Reader
+	}
+	var streams []held
+	for range 4 {
+		c, err := net.Dial("tcp4", strings.TrimPrefix(s.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		io.WriteString(c, "GET /who HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		who, _ := io.ReadAll(resp.Body)
+		io.WriteString(c, "GET /hold-loop HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, err = http.ReadResponse(r, nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("hold: %v %v", resp, err)
+		}
+		streams = append(streams, held{string(who), bufio.NewReader(resp.Body)})
+	}
+	workers := map[string]bool{}
+	for _, h := range streams {
+		workers[h.who] = true
+	}
+	if len(workers) != 2 {
+		t.Fatalf("four connections on %v, want both workers", workers)
+	}
+	// Each stream's next ten frames, by sequence number: rising on each,
+	// and the frames all streams got are the same everywhere.
+	got := make([]map[uint64]string, len(streams))
+	for i, h := range streams {
+		got[i] = map[uint64]string{}
+		var last realtime.ID
+		id := realtime.ID{}
+		for len(got[i]) < 10 {
+			line, err := h.r.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			line = strings.TrimRight(line, "\r\n")
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				id, _ = realtime.ParseID(line[4:])
+			case strings.HasPrefix(line, "data: tick "):
+				if id.Seq <= last.Seq || !last.IsZero() && id.Epoch != last.Epoch {
+					t.Fatalf("stream %d: %v after %v", i, id, last)
+				}
+				last = id
+				got[i][id.Seq] = line[6:]
+			}
+		}
+	}
+	common := 0
+	for seq, data := range got[0] {
+		same := true
+		for _, g := range got[1:] {
+			d, ok := g[seq]
+			if ok && d != data {
+				t.Fatalf("frame %d is %q on one stream and %q on another", seq, data, d)
+			}
+			same = same && ok
+		}
+		if same {
+			common++
+		}
+	}
+	if common == 0 {
+		t.Fatalf("no frame reached all four streams: %v", got)
+	}
+	if n := strings.Count(s.stderr.String(), "refused channel published="); n != 1 {
+		t.Fatalf("the producer stepped in %d workers", n)
+	}
 }
 
 // waitFor waits up to 5 s for the child to write want to stderr, which
