@@ -68,7 +68,7 @@ func GrantKeys(c *Config) (realtime.GrantKeys, error) { return ihost.GrantKeys(c
 //	MaxWorkers() int    // at most this many workers (0: any); 1 for state held in the handler
 //	MaxThreads() int    // at most this many loops under --threads (0: any)
 //	Producer() Producer // work on a cadence, publishing to held streams
-//	LoadsPython() bool  // true: Make loads Python applications (m0.LoadApp), so --app-dir,
+//	LoadsPython() bool  // true: Make loads Python applications (m0.LoadApp), so --app-dir, --reload,
 //	                    // --loop and --qos apply, and the interpreter is checked first
 type Application interface {
 	Make(ctx Context) (http.Handler, error)
@@ -118,7 +118,7 @@ type goApp struct {
 // loads Python applications itself (LoadsPython), through ctx.Config.
 var (
 	pythonSettings = []string{"protocol", "mount"}
-	loaderSettings = []string{"app-dir", "loop", "qos"}
+	loaderSettings = []string{"app-dir", "loop", "qos", "reload", "reload-dir"}
 )
 
 func (a *goApp) loadsPython() bool {
