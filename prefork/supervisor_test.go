@@ -1,7 +1,6 @@
 package prefork
 
 import (
-	"bytes"
 	"os"
 	"strings"
 	"sync"
@@ -9,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/m0serve/m0/internal/testutil"
 )
 
 // fakeProc is a worker process the test drives: it reports what the test
@@ -83,32 +84,15 @@ type rig struct {
 	spawns chan *fakeProc
 	stop   chan os.Signal
 	reload chan string
-	out    *syncBuffer
+	out    *testutil.LockedBuffer
 	code   chan int
 	pid    int
 	onTerm bool
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func newRig(t *testing.T, workers int, onTerm bool) *rig {
 	r := &rig{t: t, spawns: make(chan *fakeProc, 64), stop: make(chan os.Signal, 1), reload: make(chan string, 1),
-		out: &syncBuffer{}, code: make(chan int, 1), pid: 100, onTerm: onTerm}
+		out: &testutil.LockedBuffer{}, code: make(chan int, 1), pid: 100, onTerm: onTerm}
 	var mu sync.Mutex
 	s := &Supervisor{
 		Workers: workers,
