@@ -56,6 +56,9 @@ func ValidChannel(name string) bool {
 // it publishes; the bus hands every hub the others' frames through
 // Hub.Deliver.
 type Bus interface {
+	// Send is called under the hub's lock, in the order the hub delivered
+	// the frames, so that the other processes see one publisher's frames
+	// in that order; it must not wait (queue, and send elsewhere).
 	Send(f *Frame) error
 }
 
@@ -153,12 +156,14 @@ func (h *Hub) publish(channel string, id ID, data []byte) (ID, bool) {
 		f.ID = h.ids.Next()
 	}
 	h.deliverLocked(f)
+	var err error
+	if h.opts.Bus != nil {
+		err = h.opts.Bus.Send(f) // in id order: the lock orders the sends too
+	}
 	h.mu.Unlock()
 	h.published.Add(1)
-	if h.opts.Bus != nil {
-		if err := h.opts.Bus.Send(f); err != nil {
-			h.log.Warn("realtime: the bus did not take a frame", "channel", channel, "id", f.ID.String(), "error", err.Error())
-		}
+	if err != nil {
+		h.log.Warn("realtime: the bus did not take a frame", "channel", channel, "id", f.ID.String(), "error", err.Error())
 	}
 	return f.ID, true
 }
