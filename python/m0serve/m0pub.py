@@ -4,16 +4,42 @@ Under ``m0serve --realtime`` a view approves a held stream by answering
 ``M0-Hold: stream`` (SSE) or ``M0-Hold: websocket`` with ``M0-Channel: NAME``;
 ``publish(NAME, data)`` then reaches every subscriber of the channel. A
 reconnecting SSE client is sent what it missed, or an ``m0-gap`` event.
+
+``publish`` works in the server's process (a view, a thread of the
+application, a command the application runs there) and in a child process a
+view starts, when the view hands it the server's descriptors::
+
+    subprocess.Popen([...], pass_fds=m0pub.child_fds())
+
+Handed ``child_fds()`` (the event-id page and the bus), the child numbers its
+frames from the counter every worker numbers from, and ``publish`` returns
+the frame's id. Handed only ``bus_write_fds()``, the child still publishes,
+unnumbered: a worker numbers the frame, and ``publish`` returns ``True``.
+The descriptors are the only way to the server; there is no address. The
+server names them to its children in the environment variable ``M0_BUS``.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Literal, Union
+import errno
+import os
+import select
+import stat
+import struct
+import threading
+from typing import Callable, Optional, Union
 
-__all__ = ["NotServing", "publish", "MAX_FRAME"]
+__all__ = ["NotServing", "publish", "child_fds", "bus_write_fds", "MAX_FRAME", "MAX_CHANNEL"]
 
 #: The largest frame a channel takes, in bytes.
 MAX_FRAME = 64 * 1024
+
+#: The longest channel name, in bytes of UTF-8.
+MAX_CHANNEL = 1024
+
+#: The environment variable in which a worker names the page and the bus to
+#: its child processes: ``page=FD:INODE;bus=FD:INODE,FD:INODE,...``.
+BUS_ENV = "M0_BUS"
 
 Data = Union[str, bytes, bytearray, memoryview]
 
@@ -22,28 +48,159 @@ class NotServing(RuntimeError):
     """No m0serve is reachable from this process to publish to."""
 
 
-def _publisher() -> Callable[[str, bytes], object]:
+# The page (prefork/page.go): a 4096-byte memfd. The counter's word is read
+# and written only under a POSIX write lock on its 8 bytes.
+_PAGE_MAGIC = b"m0page\x00\x01"
+_OFF_EPOCH = 8
+_OFF_SEQ = 16
+
+# A message on the bus (prefork/bus.go): kind, then the sender, 0xffff for a
+# child process.
+_NUMBERED = b"F\xff\xff"
+_UNNUMBERED = b"U\xff\xff"
+
+# POSIX locks belong to the process, not to a thread: this orders the
+# threads of one process, the fcntl lock the processes.
+_page_lock = threading.Lock()
+
+# Set in a process forked from the server: it inherited _m0, but not the Go
+# runtime behind it, so it publishes over the bus like any child.
+_forked = False
+
+
+def _after_fork() -> None:
+    global _forked, _page_lock
+    _forked = True
+    _page_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+_NOT_INSIDE = (
+    "m0pub.publish needs to run inside m0serve: this Python process was not started by it "
+    "(publish from a view, from a thread of the application, or from a command the application "
+    "runs in the server, e.g. Django's call_command in a view; from a child process a view starts, "
+    "pass it pass_fds=m0pub.child_fds(); start the server with m0serve --realtime)"
+)
+
+
+def _publisher() -> Optional[Callable[[str, bytes], object]]:
+    """The server's publish in its own process; None in any other."""
+    if _forked:
+        return None
     try:
         import _m0  # type: ignore[import-not-found]
     except ImportError:
-        raise NotServing(
-            "m0pub.publish needs to run inside m0serve: this Python process was not started by it "
-            "(publish from a view, from a thread of the application, or from a command the application "
-            "runs in the server, e.g. Django's call_command in a view; start the server with "
-            "m0serve --realtime)"
-        ) from None
+        return None
     publish: Callable[[str, bytes], object] = _m0.publish
     return publish
 
 
-def publish(channel: str, data: Data) -> Union[str, Literal[False]]:
+def _bus_env(caller: str) -> tuple[tuple[int, int], list[tuple[int, int]]]:
+    """The page's and the bus's (descriptor, inode) pairs, as M0_BUS names them."""
+    value = os.environ.get(BUS_ENV)
+    if value is None:
+        if caller == "publish":
+            raise NotServing(_NOT_INSIDE)
+        raise NotServing(
+            f"m0pub.{caller} names the descriptors of m0serve's bus, and this process has none: "
+            f"{BUS_ENV} is not set (call it in an application m0serve --realtime serves, "
+            "or in a child process it handed them to)"
+        )
+    try:
+        page_part, bus_part = value.split(";")
+        page_key, page_value = page_part.split("=", 1)
+        bus_key, bus_value = bus_part.split("=", 1)
+        if page_key != "page" or bus_key != "bus":
+            raise ValueError(value)
+        page = _fd_ino(page_value)
+        bus = [_fd_ino(v) for v in bus_value.split(",")]
+    except ValueError:
+        raise NotServing(
+            f"{BUS_ENV}={value!r} is not what m0serve sets "
+            "(page=FD:INODE;bus=FD:INODE,FD:INODE,...)"
+        ) from None
+    return page, bus
+
+
+def _fd_ino(s: str) -> tuple[int, int]:
+    fd, ino = s.split(":")
+    if not (fd.isascii() and fd.isdigit() and ino.isascii() and ino.isdigit()):
+        raise ValueError(s)
+    return int(fd), int(ino)
+
+
+def _is(fd: int, ino: int, kind: Callable[[int], bool]) -> bool:
+    """Whether fd is still the descriptor the server named: same inode, same kind."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    return st.st_ino == ino and kind(st.st_mode)
+
+
+def _page_ok(fd: int, ino: int) -> bool:
+    if not _is(fd, ino, stat.S_ISREG):
+        return False
+    try:
+        return os.pread(fd, len(_PAGE_MAGIC), 0) == _PAGE_MAGIC
+    except OSError:
+        return False
+
+
+def _not_handed(caller: str, fd: int) -> NotServing:
+    return NotServing(
+        f"m0pub.{caller}: descriptor {fd}, which {BUS_ENV} names, is not the one m0serve passed: "
+        "this process was not handed it (start it with pass_fds=m0pub.child_fds())"
+    )
+
+
+def child_fds() -> list[int]:
+    """The descriptors to hand a child process so that it can publish numbered
+    frames: the event-id page, then the bus (one per worker).
+
+    ``subprocess.Popen([...], pass_fds=m0pub.child_fds())``. Raises
+    ``NotServing`` in a process that has none to hand on (not served by
+    ``m0serve --realtime``, nor handed them).
+    """
+    page, bus = _bus_env("child_fds")
+    if not _page_ok(*page):
+        raise _not_handed("child_fds", page[0])
+    return [page[0], *_handed_bus("child_fds", bus)]
+
+
+def bus_write_fds() -> list[int]:
+    """The bus's descriptors alone (one per worker): a child process handed
+    only these publishes unnumbered frames, which a worker numbers.
+
+    Raises ``NotServing`` in a process that has none to hand on.
+    """
+    return _handed_bus("bus_write_fds", _bus_env("bus_write_fds")[1])
+
+
+def _handed_bus(caller: str, bus: list[tuple[int, int]]) -> list[int]:
+    for fd, ino in bus:
+        if not _is(fd, ino, stat.S_ISSOCK):
+            raise _not_handed(caller, fd)
+    return [fd for fd, _ in bus]
+
+
+def publish(channel: str, data: Data) -> Union[str, bool]:
     """Publish ``data`` as the next frame of ``channel``.
 
     ``data`` is text (sent as UTF-8) or bytes of up to ``MAX_FRAME``. Returns the
     frame's event id, or ``False`` when the channel refused the frame (a name
-    that is empty or begins with a control character, or data over ``MAX_FRAME``).
-    Raises ``NotServing`` where no server is reachable, ``TypeError`` for data of
-    another type.
+    that is empty, over ``MAX_CHANNEL`` bytes or begins with a control
+    character, or data over ``MAX_FRAME``).
+
+    In a child process handed ``child_fds()`` it returns the id too; handed
+    only ``bus_write_fds()``, ``True``: the frame is sent, and a worker
+    numbers it. A child waits while the bus is full, never drops a frame.
+
+    Raises ``NotServing`` where no server is reachable (outside m0serve, a
+    server without ``--realtime``, a child not handed the descriptors),
+    ``TypeError`` for data of another type.
     """
     if not isinstance(channel, str):
         raise TypeError(f"m0pub.publish: the channel is a str, not {type(channel).__name__}")
@@ -55,7 +212,10 @@ def publish(channel: str, data: Data) -> Union[str, Literal[False]]:
         payload = bytes(data)
     else:
         raise TypeError(f"m0pub.publish: data is str or bytes, not {type(data).__name__}")
-    result = _publisher()(channel, payload)
+    server = _publisher()
+    if server is None:
+        return _publish_child(channel, payload)
+    result = server(channel, payload)
     if result is None:
         raise NotServing(
             "m0serve serves this application without realtime channels: start it with --realtime "
@@ -64,3 +224,80 @@ def publish(channel: str, data: Data) -> Union[str, Literal[False]]:
     if result is False:
         return False
     return str(result)
+
+
+def _valid(name: bytes, payload: bytes) -> bool:
+    """realtime.ValidChannel, and the frame's size."""
+    return 0 < len(name) <= MAX_CHANNEL and name[0] >= 0x20 and name[0] != 0x7F and len(payload) <= MAX_FRAME
+
+
+def _publish_child(channel: str, payload: bytes) -> Union[str, bool]:
+    page, bus = _bus_env("publish")
+    handed = [fd for fd, ino in bus if _is(fd, ino, stat.S_ISSOCK)]
+    if not handed:
+        raise NotServing(
+            f"m0pub.publish: this process has the server's {BUS_ENV} but not its descriptors: "
+            "start it with pass_fds=m0pub.child_fds() (or pass_fds=m0pub.bus_write_fds())"
+        )
+    name = channel.encode("utf-8")
+    if not _valid(name, payload):
+        return False
+    if len(handed) < len(bus) or not _page_ok(*page):
+        # Any worker numbers it and hands it to the others.
+        _send(handed[0], _UNNUMBERED + struct.pack("<H", len(name)) + name + payload)
+        return True
+    epoch, seq = _next_id(page[0])
+    message = _NUMBERED + struct.pack("<QQH", epoch, seq, len(name)) + name + payload
+    for fd in handed:  # every worker's inbox, each delivers it to its own subscribers
+        _send(fd, message)
+    return _id_string(epoch, seq)
+
+
+def _next_id(fd: int) -> tuple[int, int]:
+    """Allocates the next id from the page, as Page.Next does."""
+    import fcntl  # imported here, so that m0pub imports where there is no fcntl (Windows)
+
+    with _page_lock:
+        fcntl.lockf(fd, fcntl.LOCK_EX, 8, _OFF_SEQ, os.SEEK_SET)  # F_SETLKW on bytes 16..23
+        try:
+            (seq,) = struct.unpack("<Q", os.pread(fd, 8, _OFF_SEQ))
+            seq += 1
+            os.pwrite(fd, struct.pack("<Q", seq), _OFF_SEQ)
+        finally:
+            fcntl.lockf(fd, fcntl.LOCK_UN, 8, _OFF_SEQ, os.SEEK_SET)
+    (epoch,) = struct.unpack("<Q", os.pread(fd, 8, _OFF_EPOCH))
+    return epoch, seq
+
+
+def _send(fd: int, message: bytes) -> None:
+    """Writes one datagram to fd, waiting while the inbox is full: the socket
+    may be non-blocking (its open file description is the server's)."""
+    poll: Optional[select.poll] = None
+    while True:
+        try:
+            os.write(fd, message)
+            return
+        except BlockingIOError:
+            pass
+        except OSError as e:
+            if e.errno in (errno.ECONNREFUSED, errno.ENOTCONN, errno.EPIPE):
+                raise NotServing("m0pub.publish: the server has gone (its bus is closed)") from None
+            raise
+        if poll is None:
+            poll = select.poll()
+            poll.register(fd, select.POLLOUT)
+        poll.poll()
+
+
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _id_string(epoch: int, seq: int) -> str:
+    """The id as the server writes it (realtime.ID.String): the epoch in base 36, '-', seq."""
+    digits = []
+    while True:
+        epoch, d = divmod(epoch, 36)
+        digits.append(_DIGITS[d])
+        if epoch == 0:
+            break
+    return "".join(reversed(digits)) + "-" + str(seq)
