@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -112,11 +113,19 @@ func (p *Page) lockSeq(typ int16) {
 	lk := unix.Flock_t{Type: typ, Whence: 0, Start: offSeq, Len: 8}
 	for {
 		err := unix.FcntlFlock(p.f.Fd(), unix.F_SETLKW, &lk)
-		if err != unix.EINTR {
-			return // EINTR is the only error a valid lock on a valid descriptor has
+		switch {
+		case err == nil:
+			return
+		case err != unix.EINTR:
+			// ENOLCK, EDEADLK: the kernel's, not a caller's; go on unlocked
+			// rather than stop publishing, and say so once.
+			lockFailed.Do(func() { slog.Error("m0serve: cannot lock the id page; ids may repeat", "error", err.Error()) })
+			return
 		}
 	}
 }
+
+var lockFailed sync.Once
 
 // Next allocates the next id.
 func (p *Page) Next() realtime.ID {

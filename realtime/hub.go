@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,6 +110,12 @@ type Hub struct {
 	live   int           // subscriptions not closed yet
 	idle   chan struct{} // closed when live falls to 0, for Shutdown
 
+	// With a bus, frames are released in id order: one that arrives ahead
+	// of a lower id is held until that id arrives or ReorderWait passes.
+	next     uint64            // the lowest sequence number not released
+	held     map[uint64]*Frame // frames ahead of next
+	heldWait *time.Timer       // releases what is held after ReorderWait
+
 	published, replayed, gaps, slow, refused atomic.Uint64
 	heldStreams, heldSockets                 atomic.Int64
 }
@@ -132,7 +139,9 @@ func New(opts *Options) *Hub {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
-	h.jnl = NewJournal(h.opts.ReplayFrames, h.ids.Newest())
+	start := h.ids.Newest()
+	h.jnl = NewJournal(h.opts.ReplayFrames, start)
+	h.next, h.held = start.Seq+1, map[uint64]*Frame{}
 	return h
 }
 
@@ -155,7 +164,7 @@ func (h *Hub) publish(channel string, id ID, data []byte) (ID, bool) {
 	if f.ID.IsZero() {
 		f.ID = h.ids.Next()
 	}
-	h.deliverLocked(f)
+	h.orderLocked(f)
 	var err error
 	if h.opts.Bus != nil {
 		err = h.opts.Bus.Send(f) // in id order: the lock orders the sends too
@@ -189,8 +198,60 @@ func (h *Hub) PublishID(channel string, id ID, data []byte) (ok bool) {
 // process's subscribers. It is the receiving end of a Bus.
 func (h *Hub) Deliver(f *Frame) {
 	h.mu.Lock()
-	h.deliverLocked(f)
+	h.orderLocked(f)
 	h.mu.Unlock()
+}
+
+// ReorderWait is how long a hub with a bus holds a frame that arrived
+// ahead of a lower id for that id: frames published in several processes
+// reach a process in any order, and a client that resumes from the newer
+// would otherwise never be sent the older.
+const ReorderWait = 100 * time.Millisecond
+
+// orderLocked delivers f in id order: at once when it is the next id (and
+// then the frames it was holding up), or when it is older than the next;
+// otherwise it is held for the ids before it, for up to ReorderWait. A hub
+// without a bus numbers every frame itself, in order.
+func (h *Hub) orderLocked(f *Frame) {
+	switch {
+	case h.opts.Bus == nil || f.ID.Epoch != h.jnl.epoch || f.ID.Seq < h.next:
+		h.deliverLocked(f) // late, or from before this hub: as it comes
+	case f.ID.Seq == h.next:
+		h.deliverLocked(f)
+		h.next++
+		for g := h.held[h.next]; g != nil; g = h.held[h.next] {
+			delete(h.held, h.next)
+			h.deliverLocked(g)
+			h.next++
+		}
+		if len(h.held) == 0 && h.heldWait != nil {
+			h.heldWait.Stop()
+			h.heldWait = nil
+		}
+	default:
+		h.held[f.ID.Seq] = f
+		if h.heldWait == nil {
+			h.heldWait = time.AfterFunc(ReorderWait, h.releaseHeld)
+		}
+	}
+}
+
+// releaseHeld delivers what is held, in id order, giving up on the ids
+// that did not come (taken and never published, or lost with a process).
+func (h *Hub) releaseHeld() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.heldWait = nil
+	seqs := make([]uint64, 0, len(h.held))
+	for seq := range h.held {
+		seqs = append(seqs, seq)
+	}
+	slices.Sort(seqs)
+	for _, seq := range seqs {
+		h.deliverLocked(h.held[seq])
+		delete(h.held, seq)
+		h.next = seq + 1
+	}
 }
 
 // deliverLocked journals f and queues it for each subscriber of its

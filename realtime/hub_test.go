@@ -2,11 +2,13 @@ package realtime
 
 import (
 	"context"
+	"slices"
 	"encoding/json"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -295,4 +297,82 @@ func TestShutdownWaitsForHolds(t *testing.T) {
 	if err := s2.Shutdown(ctx); err == nil || !strings.Contains(err.Error(), "1 held connections") {
 		t.Errorf("Shutdown with a subscription that never closes: %v", err)
 	}
+}
+
+// nullBus takes frames and sends them nowhere: a hub with a bus orders
+// what it delivers.
+type nullBus struct{}
+
+func (nullBus) Send(*Frame) error { return nil }
+
+// TestReorder: with a bus, a frame that arrives ahead of a lower id waits
+// for it and follows it; one whose lower id never comes is released after
+// ReorderWait; a frame older than the next is delivered as it comes.
+func TestReorder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ids := NewCounter()
+		h := New(&Options{ReplayFrames: 16, IDs: ids, Bus: nullBus{}})
+		sub, err := h.Subscribe("c", false, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		frame := func(seq uint64) *Frame {
+			return &Frame{ID: ID{Epoch: ids.Newest().Epoch, Seq: seq}, Channel: "c", Data: []byte(strconv.FormatUint(seq, 10))}
+		}
+		got := func() []uint64 {
+			synctest.Wait()
+			var out []uint64
+			for {
+				select {
+				case f := <-sub.C():
+					out = append(out, f.ID.Seq)
+				default:
+					return out
+				}
+			}
+		}
+		for range 5 {
+			ids.Next() // five ids taken, by other processes
+		}
+		h.Deliver(frame(2))
+		h.Deliver(frame(3))
+		if g := got(); len(g) != 0 {
+			t.Fatalf("delivered %v ahead of 1", g)
+		}
+		h.Deliver(frame(1))
+		if g := got(); !slices.Equal(g, []uint64{1, 2, 3}) {
+			t.Fatalf("delivered %v, want 1 2 3", g)
+		}
+		// 4 never comes: 5 waits ReorderWait, then goes.
+		h.Deliver(frame(5))
+		time.Sleep(ReorderWait - time.Nanosecond)
+		if g := got(); len(g) != 0 {
+			t.Fatalf("delivered %v before the wait was over", g)
+		}
+		time.Sleep(time.Nanosecond)
+		if g := got(); !slices.Equal(g, []uint64{5}) {
+			t.Fatalf("delivered %v, want 5", g)
+		}
+		h.Deliver(frame(4)) // late: as it comes
+		if id, _ := h.Publish("c", []byte("6")); id.Seq != 6 {
+			t.Fatalf("published as %v", id)
+		}
+		if g := got(); !slices.Equal(g, []uint64{4, 6}) {
+			t.Fatalf("delivered %v, want 4 6", g)
+		}
+		// The journal replays in id order, whatever the arrival.
+		s2, _ := h.Subscribe("c", true, ID{Epoch: ids.Newest().Epoch, Seq: 0}.String())
+		if s2.Gap != nil {
+			t.Fatal("a gap")
+		}
+		var seqs []uint64
+		for _, f := range s2.Replay {
+			seqs = append(seqs, f.ID.Seq)
+		}
+		if !slices.Equal(seqs, []uint64{1, 2, 3, 4, 5, 6}) {
+			t.Fatalf("replayed %v", seqs)
+		}
+		s2.Close()
+	})
 }

@@ -68,6 +68,9 @@ func Serve(cfg *Config, getenv func(string) string, app App, wrap Wrapper) int {
 			return Report(os.Stderr, &StartupError{Msg: err.Error()})
 		}
 	}
+	if !cfg.Realtime {
+		os.Unsetenv(prefork.BusEnv) // another server's, inherited: not this one's
+	}
 	if w != nil && cfg.Realtime {
 		// Before Python starts, so that os.environ has it.
 		if err := w.SetChildEnv(); err != nil {
