@@ -202,7 +202,6 @@ type Worker struct {
 	goCh    chan struct{}
 	gone    chan struct{}
 	goOnce  sync.Once
-	busEnv  string
 	writeMu sync.Mutex
 }
 
