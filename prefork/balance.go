@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/m0serve/m0/internal/wire"
 )
@@ -17,13 +18,18 @@ const Margin = 2
 // shared listener, less those it hands to a less loaded sibling, and those
 // its siblings hand it.
 type balancer struct {
-	ln     net.Listener
-	keep   bool // hand nothing over
-	w      *Worker
-	conns  chan net.Conn
-	closed chan struct{}
-	once   sync.Once
+	ln       net.Listener
+	keep     bool // hand nothing over
+	w        *Worker
+	conns    chan net.Conn // placed here, for Accept
+	stopping chan struct{} // closed as Close begins: accept no more
+	placing  sync.WaitGroup // the accept loop and the handed connections' reader
+	closed   chan struct{}  // closed once everything accepted is in conns
+	once     sync.Once
 }
+
+// backlog is how many placed connections may wait for the server's Accept.
+const backlog = 64
 
 // Balance returns the listener the worker serves: ln's connections,
 // each handed (SCM_RIGHTS) to the sibling with the fewest open when that
@@ -33,11 +39,19 @@ type balancer struct {
 // workers, and not only their arrivals.
 // With keep, every connection stays where it was accepted.
 func (w *Worker) Balance(ln net.Listener, keep bool) net.Listener {
-	b := &balancer{ln: ln, w: w, keep: keep, conns: make(chan net.Conn), closed: make(chan struct{})}
+	b := &balancer{ln: ln, w: w, keep: keep, conns: make(chan net.Conn, backlog),
+		stopping: make(chan struct{}), closed: make(chan struct{})}
 	w.Page.Reset(w.Index)
 	w.Page.SetServing(w.Index, os.Getpid())
-	go wire.AcceptLoop(ln, b.closed, b.place)
-	go b.handed()
+	b.placing.Add(2)
+	go func() {
+		defer b.placing.Done()
+		wire.AcceptLoop(ln, b.stopping, b.place)
+	}()
+	go func() {
+		defer b.placing.Done()
+		b.handed()
+	}()
 	return b
 }
 
@@ -81,37 +95,77 @@ func (b *balancer) handed() {
 		select {
 		case c := <-b.w.Bus.Conns():
 			b.deliver(wire.Counted(c, mine))
-		case <-b.closed:
-			return
+		case <-b.stopping:
+			return // what is handed later waits in the bus, closed with it
 		}
 	}
 }
 
-func (b *balancer) deliver(c net.Conn) {
+// deliver queues c for Accept. Once the worker has begun to stop, a
+// connection there is no room for goes to a sibling that serves, or is
+// closed when none does.
+func (b *balancer) deliver(c *wire.CountedConn) {
 	select {
 	case b.conns <- c:
-	case <-b.closed:
-		c.Close()
+		return
+	case <-b.stopping:
 	}
+	select {
+	case b.conns <- c: // Accept returns it yet
+		return
+	default:
+	}
+	if j := b.least(); j >= 0 && !b.keep {
+		b.w.Page.Open(j).Add(1)
+		if b.w.Bus.Hand(j, c.Conn) {
+			c.Uncount()
+			return
+		}
+		b.w.Page.Open(j).Add(-1)
+	}
+	c.Close()
 }
 
+// Accept returns the next connection placed here; once closed, those
+// accepted before the close first, so that none is dropped unserved.
 func (b *balancer) Accept() (net.Conn, error) {
 	select {
 	case c := <-b.conns:
 		return c, nil
 	case <-b.closed:
+	}
+	select {
+	case c := <-b.conns:
+		return c, nil
+	default:
 		return nil, net.ErrClosed
 	}
 }
 
+// QuiesceWait is how long a worker that begins to stop goes on taking the
+// connections siblings hand it after it has told them to stop: one handed
+// in the instant before arrives within it.
+const QuiesceWait = 50 * time.Millisecond
+
+// Quiesce tells the siblings to hand this worker no more connections, and
+// returns when any handed meanwhile has arrived. The drain calls it before
+// Close.
+func (b *balancer) Quiesce() {
+	b.w.Page.SetServing(b.w.Index, 0)
+	time.Sleep(QuiesceWait)
+}
+
 // Close stops taking connections: siblings stop handing this worker any,
-// and the shared listener is closed in this process only.
+// the shared listener is closed in this process only, and the connections
+// accepted before it are left for Accept to return.
 func (b *balancer) Close() error {
 	var err error
 	b.once.Do(func() {
 		b.w.Page.SetServing(b.w.Index, 0)
-		close(b.closed)
+		close(b.stopping)
 		err = b.ln.Close()
+		b.placing.Wait() // what was accepted or handed is queued
+		close(b.closed)
 	})
 	return err
 }

@@ -165,7 +165,16 @@ func (p *Page) SetServing(i, pid int) { p.serving(i).Store(int64(pid)) }
 // Serving reports whether worker i takes connections handed to it.
 func (p *Page) Serving(i int) bool { return p.serving(i).Load() != 0 }
 
-// Reset clears worker i's slot, when it has exited.
+// Release clears worker i's slot as the process pid exits, unless another
+// process holds it: a reload's new worker that failed leaves the slot of
+// the worker that serves on as it is.
+func (p *Page) Release(i, pid int) {
+	if p.serving(i).CompareAndSwap(int64(pid), 0) || p.serving(i).Load() == 0 {
+		p.Open(i).Store(0)
+	}
+}
+
+// Reset clears worker i's slot, as a worker begins to take connections.
 func (p *Page) Reset(i int) {
 	p.serving(i).Store(0)
 	p.Open(i).Store(0)

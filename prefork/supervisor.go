@@ -77,8 +77,9 @@ type Supervisor struct {
 	// Reload, when it receives, replaces every worker: the new ones load
 	// the application first, and when one cannot, the old ones serve on.
 	Reload <-chan string
-	// Exit, if set, is called as a worker's process ends.
-	Exit func(slot int)
+	// Exit, if set, is called as a worker's process ends, with its slot
+	// and pid (Page.Release).
+	Exit func(slot, pid int)
 }
 
 // Defaults of a Supervisor's zero fields.
@@ -184,7 +185,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 			case Exited:
 				w.exited = true
 				if s.Exit != nil {
-					s.Exit(w.slot)
+					s.Exit(w.slot, w.p.Pid())
 				}
 				switch {
 				case w.retired:
@@ -337,7 +338,7 @@ func (s *Supervisor) stopAll(ev <-chan procEvent, ws []*worker) {
 			if e.Kind == Exited {
 				e.w.exited = true
 				if s.Exit != nil {
-					s.Exit(e.w.slot)
+					s.Exit(e.w.slot, e.w.p.Pid())
 				}
 				delete(alive, e.w)
 			}

@@ -348,7 +348,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := &limitConn{Conn: c, send: wire.SendWindow{Window: l.idle}, ln: l}
+	lc := &limitConn{Conn: c, send: wire.SendWindow{Window: l.idle}, ln: l, accepted: time.Now()}
 	l.mu.Lock()
 	if l.conns == nil {
 		l.conns = map[*limitConn]struct{}{}
@@ -358,14 +358,20 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	return lc, nil
 }
 
+// UnusedGrace is how long a drain leaves a connection that has sent
+// nothing yet: a client that has just connected sends its request within
+// it.
+const UnusedGrace = 250 * time.Millisecond
+
 // closeUnused closes the open connections that have not sent a byte: they
 // carry no request, and a drain need not wait for one (a browser's
-// preconnect, say).
+// preconnect, say). A connection accepted less than UnusedGrace ago, or
+// whose first bytes are waiting to be read, is left to be served.
 func (l *limitListener) closeUnused() {
 	l.mu.Lock()
 	var unused []*limitConn
 	for c := range l.conns {
-		if !c.readAny.Load() {
+		if !c.readAny.Load() && time.Since(c.accepted) >= UnusedGrace && !wire.Pending(c.Conn) {
 			unused = append(unused, c)
 		}
 	}
@@ -384,6 +390,7 @@ type limitConn struct {
 	// keeps rather than renewing its window over it.
 	explicit atomic.Bool
 	readAny  atomic.Bool // a byte has arrived
+	accepted time.Time
 	refused  atomic.Bool
 	// started is when the first bytes of the request being read arrived
 	// (Unix nanoseconds): a Read with data after a Write begins a request.

@@ -141,7 +141,7 @@ func supervise(cfg *Config, app App) int {
 		Spawn:   mesh.Exec(exe, os.Args[1:], os.Environ(), os.Stdout, os.Stderr),
 		Stderr:  os.Stderr,
 		Drain:   DrainTimeout,
-		Exit:    mesh.Page.Reset,
+		Exit:    mesh.Page.Release,
 	}
 	if cfg.Reload {
 		dirs := cfg.ReloadDirs

@@ -85,8 +85,10 @@ func Run(plan *Plan, app App, wrap Wrapper, w *prefork.Worker, stdout, stderr io
 
 	index, workers := 0, cfg.Threads
 	var siblings *prefork.Bus
+	who := ""
 	if w != nil && w.Listener != nil { // a worker of a supervisor
 		index, workers = w.Index, w.Workers
+		who = fmt.Sprintf("worker %d (pid %d): ", w.Index, os.Getpid())
 		if w.Workers > 1 {
 			siblings = w.Bus
 		}
@@ -108,7 +110,7 @@ func Run(plan *Plan, app App, wrap Wrapper, w *prefork.Worker, stdout, stderr io
 		drain = append(drain, hub)
 	}
 	abort := func(err error) error {
-		finish(nil, draining, drain, stderr)
+		finish(nil, draining, drain, who, stderr)
 		return err
 	}
 	// One loop per --threads, each with a handler of its own.
@@ -190,7 +192,10 @@ func Run(plan *Plan, app App, wrap Wrapper, w *prefork.Worker, stdout, stderr io
 			failed = &StartupError{Msg: "serving stopped: " + err.Error()}
 		}
 	}
-	finish(servers, draining, drain, stderr)
+	if q, ok := ln.(interface{ Quiesce() }); ok {
+		q.Quiesce() // siblings stop handing this worker connections
+	}
+	finish(servers, draining, drain, who, stderr)
 	return failed
 }
 
@@ -229,8 +234,9 @@ func signalled(stop chan os.Signal) <-chan struct{} {
 
 // finish is the drain, within DrainTimeout: draining is told, the servers
 // finish their requests, then drain is stopped in order. What is still
-// running when the time is up is named on stderr.
-func finish(servers []server, draining []func(), drain []Shutdowner, stderr io.Writer) {
+// running when the time is up is named on stderr, after who: the worker,
+// under a supervisor ("worker 1 (pid 4243): "), or nothing.
+func finish(servers []server, draining []func(), drain []Shutdowner, who string, stderr io.Writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer cancel()
 	for _, f := range draining {
@@ -249,11 +255,11 @@ func finish(servers []server, draining []func(), drain []Shutdowner, stderr io.W
 	}
 	wg.Wait()
 	if len(inFlight) > 0 {
-		fmt.Fprintf(stderr, "m0serve: requests still in flight after %s; exiting anyway\n", DrainTimeout)
+		fmt.Fprintf(stderr, "m0serve: %srequests still in flight after %s; exiting anyway\n", who, DrainTimeout)
 	}
 	for _, d := range drain {
 		if err := d.Shutdown(ctx); err != nil {
-			fmt.Fprintf(stderr, "m0serve: %v after the %s drain; exiting anyway\n", err, DrainTimeout)
+			fmt.Fprintf(stderr, "m0serve: %s%v after the %s drain; exiting anyway\n", who, err, DrainTimeout)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // CountedConn is a connection counted open on a loop or a worker: the
@@ -27,9 +29,13 @@ func Counted(c net.Conn, open *atomic.Int64) *CountedConn {
 }
 
 func (c *CountedConn) Close() error {
-	c.once.Do(func() { c.open.Add(-1) })
+	c.Uncount()
 	return c.Conn.Close()
 }
+
+// Uncount takes the connection off its count without closing it (it was
+// passed on).
+func (c *CountedConn) Uncount() { c.once.Do(func() { c.open.Add(-1) }) }
 
 // SyscallConn gives the connection's descriptor (WatchClose, the
 // keepalive of held sockets).
@@ -85,4 +91,19 @@ func AcceptLoop(ln net.Listener, closed <-chan struct{}, place func(net.Conn)) {
 		pause = 0
 		place(c)
 	}
+}
+
+// Pending reports whether bytes are waiting to be read on c's socket.
+func Pending(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return n > 0
 }

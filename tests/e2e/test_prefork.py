@@ -398,11 +398,6 @@ class WorkerNotNamed(AssertionError):
     pass
 
 
-@pytest.mark.xfail(strict=True, raises=WorkerNotNamed,
-                   reason="bug: a worker busy past the 5 s drain exits by itself at the same bound "
-                          "(internal/host/serve.go finish), naming only its thread (python-N); neither it "
-                          "nor the supervisor (prefork.Supervisor.stopAll, which kills at 5.5 s) says which "
-                          "worker it was")
 def test_drain_bound_names_the_busy_worker(prefork):
     server = prefork(2)
     pids = current(server)
@@ -695,12 +690,6 @@ class RequestDropped(AssertionError):
     pass
 
 
-@pytest.mark.xfail(strict=True, raises=RequestDropped,
-                   reason="bug: during a reload a retiring worker closes, unanswered, connections it has accepted "
-                          "whose request it has not read yet (internal/host/server.go drainUnused -> "
-                          "limitListener.closeUnused takes them for unused preconnects; prefork/balance.go "
-                          "balancer.deliver closes one accepted or handed over after Close), though the server "
-                          "as a whole serves on")
 def test_reload_drops_no_request(prefork, tmp_path):
     """Requests on new connections, from 8 threads, while the workers are
     replaced: each is answered, by the previous code and then the new.
@@ -767,12 +756,6 @@ class HandoffLost(AssertionError):
     pass
 
 
-@pytest.mark.xfail(strict=True, raises=HandoffLost,
-                   reason="bug: when a reload's new worker exits (its change did not load, or it is retired with "
-                          "it), the supervisor's Exit hook (internal/host/main.go supervise, Exit: "
-                          "mesh.Page.Reset) clears that slot on the shared page, which the previous worker that "
-                          "serves on still uses: it is no longer marked serving, so no sibling hands it a "
-                          "connection, and its count of open connections restarts at 0")
 def test_failed_reload_keeps_the_handoff(prefork, tmp_path):
     app_dir = tmp_path / "reload_app"
     app_dir.mkdir()
