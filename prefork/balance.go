@@ -21,8 +21,8 @@ type balancer struct {
 	ln       net.Listener
 	keep     bool // hand nothing over
 	w        *Worker
-	conns    chan net.Conn // placed here, for Accept
-	stopping chan struct{} // closed as Close begins: accept no more
+	conns    chan net.Conn  // placed here, for Accept
+	stopping chan struct{}  // closed as Close begins: accept no more
 	placing  sync.WaitGroup // the accept loop and the handed connections' reader
 	closed   chan struct{}  // closed once everything accepted is in conns
 	once     sync.Once
