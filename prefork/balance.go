@@ -88,7 +88,8 @@ func (b *balancer) least() int {
 }
 
 // handed serves what siblings hand this worker; the sibling counted each
-// on this worker's slot already.
+// on this worker's slot already. Once the worker stops, what is still
+// handed to it goes on to a sibling that serves (deliver).
 func (b *balancer) handed() {
 	mine := b.w.Page.Open(b.w.Index)
 	for {
@@ -96,7 +97,17 @@ func (b *balancer) handed() {
 		case c := <-b.w.Bus.Conns():
 			b.deliver(wire.Counted(c, mine))
 		case <-b.stopping:
-			return // what is handed later waits in the bus, closed with it
+			go func() {
+				for {
+					select {
+					case c := <-b.w.Bus.Conns():
+						b.deliver(wire.Counted(c, mine))
+					case <-b.w.Bus.done:
+						return
+					}
+				}
+			}()
+			return
 		}
 	}
 }
@@ -106,14 +117,18 @@ func (b *balancer) handed() {
 // closed when none does.
 func (b *balancer) deliver(c *wire.CountedConn) {
 	select {
-	case b.conns <- c:
-		return
-	case <-b.stopping:
-	}
-	select {
-	case b.conns <- c: // Accept returns it yet
-		return
+	case <-b.closed: // Accept returns nothing more
 	default:
+		select {
+		case b.conns <- c:
+			return
+		case <-b.stopping:
+		}
+		select {
+		case b.conns <- c: // Accept returns it yet
+			return
+		default:
+		}
 	}
 	if j := b.least(); j >= 0 && !b.keep {
 		b.w.Page.Open(j).Add(1)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/m0serve/m0/realtime"
@@ -36,7 +37,7 @@ import (
 //	'C' a connection, as the descriptor it carries (SCM_RIGHTS)
 //	'J' a request for the journal: request u32; answered by 'j' frames
 //	    (request u32, then a numbered frame's fields) and one 'k' (request
-//	    u32, floor epoch u64, floor seq u64)
+//	    u32, floor epoch u64, floor seq u64, frames sent u32)
 //	'M' a request for the metrics: request u32; answered by 'm' (request
 //	    u32, the exposition)
 const (
@@ -50,8 +51,10 @@ const (
 	kindMetricsAns = 'm'
 
 	fromChild = 0xffff
-	// maxMessage is the largest datagram: a whole frame and its channel.
-	maxMessage = realtime.MaxFrame + realtime.MaxChannel + 64
+	// maxDatagram bounds a message read: a whole frame and its channel
+	// take 66 KB; a sibling's metrics more. A datagram is bounded by the
+	// socket's send buffer (net.core.wmem_default, 208 KB by default).
+	maxDatagram = 1 << 20
 	// sendQueue is how many messages may wait for a sibling that is not
 	// reading (being replaced, say) before more are dropped.
 	sendQueue = 4096
@@ -88,17 +91,28 @@ type message struct {
 }
 
 // NewBus returns worker self's end of a mesh: in is its inbox, out every
-// worker's inbox in order. It reads nothing until Start.
+// worker's inbox in order. It takes the files, closing them on an error,
+// and reads nothing until Start.
 func NewBus(self int, in *os.File, out []*os.File) (*Bus, error) {
 	b := &Bus{self: self, conns: make(chan net.Conn, 64), waiting: map[uint32]chan message{},
 		log: slog.Default(), done: make(chan struct{})}
+	// Requests are numbered from a start of this process's own: an answer
+	// meant for a predecessor, still in the inbox, matches none of them.
+	b.reqs.Store(uint32(os.Getpid()) << 16)
 	var err error
 	if b.in, err = unixConn(in); err != nil {
+		for _, f := range out {
+			f.Close()
+		}
 		return nil, err
 	}
 	for i, f := range out {
 		c, err := unixConn(f)
 		if err != nil {
+			for _, f := range out[i+1:] {
+				f.Close()
+			}
+			b.Close()
 			return nil, err
 		}
 		b.out = append(b.out, c)
@@ -211,10 +225,10 @@ func parseFrame(body []byte, numbered bool) (*realtime.Frame, bool) {
 }
 
 func (b *Bus) read() {
-	buf := make([]byte, maxMessage)
+	buf := make([]byte, maxDatagram)
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	for {
-		n, oobn, _, _, err := b.in.ReadMsgUnix(buf, oob)
+		n, oobn, flags, _, err := b.in.ReadMsgUnix(buf, oob)
 		if err != nil {
 			select {
 			case <-b.done:
@@ -227,7 +241,10 @@ func (b *Bus) read() {
 		if oobn > 0 {
 			m.file = received(oob[:oobn])
 		}
-		if n < 3 {
+		if n < 3 || flags&unix.MSG_TRUNC != 0 {
+			if n >= 3 {
+				b.log.Error("m0serve: a bus message was larger than a datagram; dropped", "kind", string(buf[0]))
+			}
 			closeFile(m.file)
 			continue
 		}
@@ -300,7 +317,7 @@ func (b *Bus) dispatch(m message) {
 		return
 	case kindJournal:
 		if len(m.body) >= 4 && m.from < len(b.out) {
-			go b.answerJournal(m.from, m.body[:4:4])
+			go b.answerJournal(m.from, append([]byte(nil), m.body[:4]...)) // buf is read into next
 		}
 	case kindMetrics:
 		if len(m.body) >= 4 && m.from < len(b.out) {
@@ -324,7 +341,7 @@ func (b *Bus) dispatch(m message) {
 			m.body = append([]byte(nil), m.body[4:]...)
 			select {
 			case ch <- m:
-			default: // the asker stopped waiting
+			case <-time.After(answerWait): // the asker stopped waiting
 			}
 		}
 	}
@@ -337,17 +354,19 @@ func (b *Bus) Conns() <-chan net.Conn { return b.conns }
 // Hand passes c to worker i and closes it here. It reports false, leaving
 // c open, when it could not.
 func (b *Bus) Hand(i int, c net.Conn) bool {
-	sc, ok := c.(interface{ File() (*os.File, error) })
+	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return false
 	}
-	f, err := sc.File()
+	rc, err := sc.SyscallConn()
 	if err != nil {
 		return false
 	}
-	defer f.Close()
-	_, _, err = b.out[i].WriteMsgUnix(header(kindConn, b.self), unix.UnixRights(int(f.Fd())), nil)
-	if err != nil {
+	// The descriptor as it is (File would dup it and make it blocking).
+	var werr error
+	if err := rc.Control(func(fd uintptr) {
+		_, _, werr = b.out[i].WriteMsgUnix(header(kindConn, b.self), unix.UnixRights(int(fd)), nil)
+	}); err != nil || werr != nil {
 		return false
 	}
 	c.Close()
@@ -379,7 +398,8 @@ func (b *Bus) answerJournal(i int, req []byte) {
 	}
 	end := append(header(kindJournalEnd, b.self), req...)
 	end = binary.LittleEndian.AppendUint64(end, floor.Epoch)
-	b.enqueue(i, binary.LittleEndian.AppendUint64(end, floor.Seq))
+	end = binary.LittleEndian.AppendUint64(end, floor.Seq)
+	b.enqueue(i, binary.LittleEndian.AppendUint32(end, uint32(len(frames))))
 }
 
 // Warm asks worker i for its journal and adds it to the hub's, so that a
@@ -394,8 +414,8 @@ func (b *Bus) Warm(ctx context.Context, i int) bool {
 		select {
 		case m := <-ch:
 			if m.kind == kindJournalEnd {
-				if len(m.body) < 16 {
-					return false
+				if len(m.body) < 20 || int(binary.LittleEndian.Uint32(m.body[16:])) != len(frames) {
+					return false // not all of it arrived: a journal with holes would replay them as none
 				}
 				floor := realtime.ID{Epoch: binary.LittleEndian.Uint64(m.body), Seq: binary.LittleEndian.Uint64(m.body[8:])}
 				b.hub.Load().Warm(floor, frames)
@@ -438,9 +458,12 @@ func (b *Bus) Metrics(ctx context.Context, ask []int) map[int][]byte {
 	return got
 }
 
-// Self is this worker's number; Workers how many the mesh joins.
-func (b *Bus) Self() int    { return b.self }
+// Self is this worker's number.
+func (b *Bus) Self() int { return b.self }
+
+// Workers is how many workers the mesh joins.
 func (b *Bus) Workers() int { return len(b.out) }
 
-// MetricsTimeout bounds how long a worker waits for its siblings' metrics.
-const MetricsTimeout = time.Second
+// answerWait bounds how long the bus's reader waits for whoever asked to
+// take an answer.
+const answerWait = time.Second

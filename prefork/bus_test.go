@@ -271,3 +271,28 @@ func TestHandoff(t *testing.T) {
 		c.Close()
 	}
 }
+
+// FuzzParseFrame: any datagram body parses to a frame within it, or to
+// none, and a frame written parses back whole.
+func FuzzParseFrame(f *testing.F) {
+	f.Add(appendFrame(nil, realtime.ID{Epoch: 7, Seq: 42}, "news", []byte("hello")), true)
+	f.Add([]byte{4, 0, 'n', 'e', 'w', 's', 'x'}, false)
+	f.Add([]byte{0xff, 0xff}, false)
+	f.Fuzz(func(t *testing.T, body []byte, numbered bool) {
+		fr, ok := parseFrame(body, numbered)
+		if !ok {
+			return
+		}
+		if len(fr.Channel)+len(fr.Data) > len(body) {
+			t.Fatalf("a frame larger than its datagram: %d+%d of %d", len(fr.Channel), len(fr.Data), len(body))
+		}
+		enc := appendFrame(nil, fr.ID, fr.Channel, fr.Data)
+		if !numbered {
+			enc = enc[16:] // no id
+		}
+		again, ok := parseFrame(enc, numbered)
+		if !ok || again.ID != fr.ID && numbered || again.Channel != fr.Channel || string(again.Data) != string(fr.Data) {
+			t.Fatalf("%+v did not parse back: %+v", fr, again)
+		}
+	})
+}

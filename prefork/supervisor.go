@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -61,7 +62,9 @@ type SpawnOptions struct {
 // goroutine, Exited last.
 type Spawner func(slot int, opts SpawnOptions, report func(Event)) (Proc, error)
 
-// Supervisor keeps Workers worker processes serving.
+// Supervisor keeps Workers worker processes serving. Workers (1 or more)
+// and Spawn are required; every other field has a default for its zero
+// value.
 type Supervisor struct {
 	Workers int
 	Spawn   Spawner
@@ -80,12 +83,15 @@ type Supervisor struct {
 	// Exit, if set, is called as a worker's process ends, with its slot
 	// and pid (Page.Release).
 	Exit func(slot, pid int)
+	// Stopping, if set, is called when stop receives, before the workers
+	// are told: no worker is started after it.
+	Stopping func()
 }
 
 // Defaults of a Supervisor's zero fields.
 const (
 	DefaultDrain          = 5 * time.Second
-	DefaultGrace          = 500 * time.Millisecond
+	DefaultGrace          = time.Second
 	DefaultQuickDeath     = 10 * time.Second
 	DefaultMaxQuickDeaths = 5
 	firstBackoff          = 100 * time.Millisecond
@@ -123,6 +129,8 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 	var retiring []*worker          // the workers a reload replaces
 	starting, reloadAgain := true, false
 	var reloadWhat string
+	everyone := func() []*worker { return append(append(append([]*worker{}, cur...), next...), retiring...) }
+	lastFailure := make([]string, s.Workers) // per slot, the text printed last
 
 	for i := range cur {
 		w, err := s.start(i, SpawnOptions{}, ev)
@@ -136,10 +144,20 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 	for {
 		select {
 		case <-stop:
-			s.stopAll(ev, append(append(append([]*worker{}, cur...), next...), retiring...))
+			if s.Stopping != nil {
+				s.Stopping()
+			}
+			s.stopAll(ev, everyone())
 			return 0
 		case what := <-s.Reload:
-			if starting || next != nil || retiring != nil {
+			if next != nil {
+				// Still loading the last change (stuck at import, say):
+				// it is called off for this one.
+				retire(next)
+				next = s.reload(what, ev)
+				continue
+			}
+			if starting || retiring != nil {
 				reloadAgain, reloadWhat = true, what
 				continue
 			}
@@ -149,7 +167,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 				w, err := s.start(i, SpawnOptions{Replaced: true}, ev)
 				if err != nil {
 					fmt.Fprintf(s.Stderr, "m0serve: cannot start worker %d: %v; giving up\n", i, err)
-					s.stopAll(ev, cur)
+					s.stopAll(ev, everyone())
 					return 1
 				}
 				cur[i] = w
@@ -179,8 +197,11 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 				}
 			case Failed:
 				w.failure = &e.Event
-				if !starting && !w.retired && !inReload(w, next) {
-					io.WriteString(s.Stderr, e.Text) // a replacement that cannot start
+				// A replacement that cannot start, or a worker that served
+				// and then failed: said once per text, not per attempt.
+				if (!starting || w.ready) && !w.retired && !inReload(w, next) && e.Text != lastFailure[w.slot] {
+					io.WriteString(s.Stderr, e.Text)
+					lastFailure[w.slot] = e.Text
 				}
 			case Exited:
 				w.exited = true
@@ -203,7 +224,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 					next = nil
 				case starting && !w.ready:
 					code := s.say(w, e.Event, "")
-					s.stopAll(ev, cur)
+					s.stopAll(ev, everyone())
 					return code
 				default:
 					cur[w.slot] = nil
@@ -214,9 +235,14 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 						quick[w.slot]++
 					}
 					if quick[w.slot] >= s.MaxQuickDeaths {
+						cause := e.Status
+						if w.failure != nil {
+							first, _, _ := strings.Cut(strings.TrimSpace(w.failure.Text), "\n")
+							cause += ": " + strings.TrimPrefix(first, "m0serve: ")
+						}
 						fmt.Fprintf(s.Stderr, "m0serve: worker %d died %d times in a row within %s of starting (last: %s); giving up\n",
-							w.slot, quick[w.slot], s.QuickDeath, e.Status)
-						s.stopAll(ev, cur)
+							w.slot, quick[w.slot], s.QuickDeath, cause)
+						s.stopAll(ev, everyone())
 						return 1
 					}
 					wait := time.Duration(0)

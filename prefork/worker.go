@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -96,10 +95,18 @@ func (m *Mesh) Close() {
 	}
 }
 
-// Exec returns the Spawner that starts each worker as path run with args
-// and env, its output on stdout and stderr, inheriting the mesh.
-func (m *Mesh) Exec(path string, args, env []string, stdout, stderr io.Writer) Spawner {
+// Exec returns the Spawner that starts each worker as this binary
+// (/proc/self/exe: the one running, even if the file was replaced since)
+// with argv and env, its output on stdout and stderr, inheriting the mesh.
+// The descriptors are passed as they are: going through os/exec would put
+// the shared listener in blocking mode for every worker (os.File.Fd does),
+// and a worker blocked in accept could not be drained.
+func (m *Mesh) Exec(argv, env []string, stdout, stderr *os.File) Spawner {
 	workers := len(m.inboxes)
+	self := "/proc/self/exe"
+	if _, err := os.Stat(self); err != nil {
+		self, _ = os.Executable() // no /proc: the path it was started by
+	}
 	return func(slot int, opts SpawnOptions, report func(Event)) (Proc, error) {
 		mine, theirs, err := socketpair(unix.SOCK_SEQPACKET)
 		if err != nil {
@@ -113,24 +120,48 @@ func (m *Mesh) Exec(path string, args, env []string, stdout, stderr io.Writer) S
 		if opts.Replaced {
 			name += "/replaced"
 		}
-		cmd := exec.Command(path, args...)
-		cmd.Env = append(append([]string{}, env...), WorkerEnv+"="+name)
-		cmd.Stdout, cmd.Stderr = stdout, stderr
-		cmd.ExtraFiles = append([]*os.File{m.Listener, m.Page.File(), theirs, m.inboxes[slot]}, m.outboxes...)
-		if err := cmd.Start(); err != nil {
-			mine.Close()
-			return nil, err
+		files := []*os.File{os.Stdin, stdout, stderr, m.Listener, m.Page.File(), theirs, m.inboxes[slot]}
+		var fds []uintptr
+		for _, f := range append(files, m.outboxes...) {
+			fd, err := rawFd(f)
+			if err != nil {
+				mine.Close()
+				return nil, fmt.Errorf("prefork: %s: %w", f.Name(), err)
+			}
+			fds = append(fds, fd)
 		}
+		pid, err := syscall.ForkExec(self, argv, &syscall.ProcAttr{
+			Env:   append(append([]string{}, env...), WorkerEnv+"="+name),
+			Files: fds,
+		})
+		if err != nil {
+			mine.Close()
+			return nil, fmt.Errorf("prefork: starting worker %d: %w", slot, err)
+		}
+		proc, _ := os.FindProcess(pid) // always found on Unix
 		ctrl, err := packetConn(mine)
 		if err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
+			proc.Kill()
+			proc.Wait()
 			return nil, err
 		}
-		p := &execProc{cmd: cmd, ctrl: ctrl}
+		p := &execProc{proc: proc, ctrl: ctrl}
 		go p.watch(report)
 		return p, nil
 	}
+}
+
+// rawFd is f's descriptor, without os.File.Fd's switch to blocking mode.
+func rawFd(f *os.File) (uintptr, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var fd uintptr
+	if err := rc.Control(func(d uintptr) { fd = d }); err != nil {
+		return 0, err
+	}
+	return fd, nil
 }
 
 func packetConn(f *os.File) (*net.UnixConn, error) {
@@ -148,40 +179,54 @@ func packetConn(f *os.File) (*net.UnixConn, error) {
 }
 
 type execProc struct {
-	cmd  *exec.Cmd
+	proc *os.Process
 	ctrl *net.UnixConn
 }
 
-func (p *execProc) Pid() int                        { return p.cmd.Process.Pid }
-func (p *execProc) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
+func (p *execProc) Pid() int                        { return p.proc.Pid }
+func (p *execProc) Signal(sig syscall.Signal) error { return p.proc.Signal(sig) }
 func (p *execProc) Go() error                       { _, err := p.ctrl.Write([]byte(msgGo)); return err }
 
-// watch reports the worker's messages until its end of the control socket
-// closes (it exited), then its exit.
+// readLeftovers is how long, once the worker has exited, its last messages
+// are read for: the control socket may stay open in a process it forked.
+const readLeftovers = 100 * time.Millisecond
+
+// watch reports the worker's messages, then its exit: when the process
+// ends, whoever else holds its control socket.
 func (p *execProc) watch(report func(Event)) {
-	buf := make([]byte, 256<<10)
-	for {
-		n, err := p.ctrl.Read(buf)
-		if err != nil || n == 0 {
-			break
-		}
-		switch m := string(buf[:n]); {
-		case m == msgReady:
-			report(Event{Kind: Ready})
-		case m == msgPrepared:
-			report(Event{Kind: Prepared})
-		case strings.HasPrefix(m, msgFailed):
-			code, text, _ := strings.Cut(m[len(msgFailed):], "\n")
-			c, err := strconv.Atoi(code)
-			if err != nil {
-				c = 1
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		buf := make([]byte, 256<<10)
+		for {
+			n, err := p.ctrl.Read(buf)
+			if err != nil || n == 0 {
+				return
 			}
-			report(Event{Kind: Failed, Code: c, Text: text})
+			switch m := string(buf[:n]); {
+			case m == msgReady:
+				report(Event{Kind: Ready})
+			case m == msgPrepared:
+				report(Event{Kind: Prepared})
+			case strings.HasPrefix(m, msgFailed):
+				code, text, _ := strings.Cut(m[len(msgFailed):], "\n")
+				c, err := strconv.Atoi(code)
+				if err != nil {
+					c = 1
+				}
+				report(Event{Kind: Failed, Code: c, Text: text})
+			}
 		}
+	}()
+	state, err := p.proc.Wait()
+	status := "exited"
+	if err == nil {
+		status = state.String()
 	}
+	p.ctrl.SetReadDeadline(time.Now().Add(readLeftovers)) // what it sent before it ended is read
+	<-read
 	p.ctrl.Close()
-	p.cmd.Wait()
-	report(Event{Kind: Exited, Status: p.cmd.ProcessState.String()})
+	report(Event{Kind: Exited, Status: status})
 }
 
 // Worker is what a worker process inherited from its supervisor: which
@@ -267,7 +312,7 @@ func Local() (*Worker, error) {
 		page.Close()
 		return nil, err
 	}
-	bus, err := NewBus(0, in, []*os.File{out})
+	bus, err := NewBus(0, in, []*os.File{out}) // takes in and out, closing them on an error
 	if err != nil {
 		page.Close()
 		return nil, err

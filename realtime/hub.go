@@ -112,9 +112,9 @@ type Hub struct {
 
 	// With a bus, frames are released in id order: one that arrives ahead
 	// of a lower id is held until that id arrives or ReorderWait passes.
-	next     uint64            // the lowest sequence number not released
-	held     map[uint64]*Frame // frames ahead of next
-	heldWait *time.Timer       // releases what is held after ReorderWait
+	next     uint64               // the lowest sequence number not released
+	held     map[uint64]heldFrame // frames ahead of next
+	heldWait *time.Timer          // runs releaseHeld when the first held is due
 
 	published, replayed, gaps, slow, refused atomic.Uint64
 	heldStreams, heldSockets                 atomic.Int64
@@ -141,7 +141,7 @@ func New(opts *Options) *Hub {
 	}
 	start := h.ids.Newest()
 	h.jnl = NewJournal(h.opts.ReplayFrames, start)
-	h.next, h.held = start.Seq+1, map[uint64]*Frame{}
+	h.next, h.held = start.Seq+1, map[uint64]heldFrame{}
 	return h
 }
 
@@ -208,6 +208,12 @@ func (h *Hub) Deliver(f *Frame) {
 // would otherwise never be sent the older.
 const ReorderWait = 100 * time.Millisecond
 
+// heldFrame is a frame held for the ids before it, until due.
+type heldFrame struct {
+	f   *Frame
+	due time.Time
+}
+
 // orderLocked delivers f in id order: at once when it is the next id (and
 // then the frames it was holding up), or when it is older than the next;
 // otherwise it is held for the ids before it, for up to ReorderWait. A hub
@@ -219,45 +225,76 @@ func (h *Hub) orderLocked(f *Frame) {
 	case f.ID.Seq == h.next:
 		h.deliverLocked(f)
 		h.next++
-		for g := h.held[h.next]; g != nil; g = h.held[h.next] {
-			delete(h.held, h.next)
-			h.deliverLocked(g)
-			h.next++
-		}
-		if len(h.held) == 0 && h.heldWait != nil {
-			h.heldWait.Stop()
-			h.heldWait = nil
-		}
+		h.releaseNextLocked()
 	default:
-		h.held[f.ID.Seq] = f
+		h.held[f.ID.Seq] = heldFrame{f, time.Now().Add(ReorderWait)}
 		if h.heldWait == nil {
 			h.heldWait = time.AfterFunc(ReorderWait, h.releaseHeld)
 		}
 	}
 }
 
-// releaseHeld delivers what is held, in id order, giving up on the ids
-// that did not come (taken and never published, or lost with a process).
+// releaseNextLocked delivers the held frames that follow next without a
+// gap, and stops the timer when none is left.
+func (h *Hub) releaseNextLocked() {
+	for hf, ok := h.held[h.next]; ok; hf, ok = h.held[h.next] {
+		delete(h.held, h.next)
+		h.deliverLocked(hf.f)
+		h.next++
+	}
+	if len(h.held) == 0 && h.heldWait != nil {
+		h.heldWait.Stop()
+		h.heldWait = nil
+	}
+}
+
+// releaseHeld gives up on the ids before the newest frame whose wait is
+// over (taken and never published, or lost with a process): that frame
+// and every one held before it are delivered, in id order. The timer is
+// set again for the next frame to come due.
 func (h *Hub) releaseHeld() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.heldWait = nil
-	seqs := make([]uint64, 0, len(h.held))
-	for seq := range h.held {
-		seqs = append(seqs, seq)
+	now := time.Now()
+	var last uint64
+	for seq, hf := range h.held {
+		if !hf.due.After(now) && seq > last {
+			last = seq
+		}
 	}
-	slices.Sort(seqs)
-	for _, seq := range seqs {
-		h.deliverLocked(h.held[seq])
-		delete(h.held, seq)
-		h.next = seq + 1
+	if last > 0 {
+		seqs := make([]uint64, 0, len(h.held))
+		for seq := range h.held {
+			if seq <= last {
+				seqs = append(seqs, seq)
+			}
+		}
+		slices.Sort(seqs)
+		for _, seq := range seqs {
+			h.deliverLocked(h.held[seq].f)
+			delete(h.held, seq)
+		}
+		h.next = last + 1
+		h.releaseNextLocked()
+	}
+	if len(h.held) > 0 && h.heldWait == nil {
+		first := now.Add(ReorderWait)
+		for _, hf := range h.held {
+			if hf.due.Before(first) {
+				first = hf.due
+			}
+		}
+		h.heldWait = time.AfterFunc(first.Sub(now), h.releaseHeld)
 	}
 }
 
 // deliverLocked journals f and queues it for each subscriber of its
 // channel; a subscriber whose queue is full is dropped, never waited for.
 func (h *Hub) deliverLocked(f *Frame) {
-	h.jnl.Add(f)
+	if !h.jnl.Add(f) {
+		return // delivered already, or merged from a sibling's journal
+	}
 	for s := range h.subs[f.Channel] {
 		select {
 		case s.q <- f:

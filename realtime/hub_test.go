@@ -361,6 +361,26 @@ func TestReorder(t *testing.T) {
 		if g := got(); !slices.Equal(g, []uint64{4, 6}) {
 			t.Fatalf("delivered %v, want 4 6", g)
 		}
+		// Each held frame waits its own ReorderWait: 8 (7 missing) then,
+		// half a wait later, 10 (9 missing); 8 goes first, 10 after.
+		for range 4 {
+			ids.Next()
+		}
+		h.Deliver(frame(8))
+		time.Sleep(ReorderWait / 2)
+		h.Deliver(frame(10))
+		time.Sleep(ReorderWait / 2)
+		if g := got(); !slices.Equal(g, []uint64{8}) {
+			t.Fatalf("delivered %v, want 8 alone", g)
+		}
+		time.Sleep(ReorderWait / 2)
+		if g := got(); !slices.Equal(g, []uint64{10}) {
+			t.Fatalf("delivered %v, want 10", g)
+		}
+		h.Deliver(frame(8)) // twice: the journal has it, nothing is sent
+		if g := got(); len(g) != 0 {
+			t.Fatalf("delivered %v again", g)
+		}
 		// The journal replays in id order, whatever the arrival.
 		s2, _ := h.Subscribe("c", true, ID{Epoch: ids.Newest().Epoch, Seq: 0}.String())
 		if s2.Gap != nil {
@@ -370,7 +390,7 @@ func TestReorder(t *testing.T) {
 		for _, f := range s2.Replay {
 			seqs = append(seqs, f.ID.Seq)
 		}
-		if !slices.Equal(seqs, []uint64{1, 2, 3, 4, 5, 6}) {
+		if !slices.Equal(seqs, []uint64{1, 2, 3, 4, 5, 6, 8, 10}) {
 			t.Fatalf("replayed %v", seqs)
 		}
 		s2.Close()

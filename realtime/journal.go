@@ -17,29 +17,41 @@ type Journal struct {
 	// floor is the newest sequence number a frame may have and not be here:
 	// every frame numbered above it that this process has seen still is.
 	floor uint64
+	have  map[uint64]struct{} // the sequence numbers in ring
 }
 
 // NewJournal returns a journal of up to size frames (0 keeps none) that
 // begins after start: the frames up to start went out before it, and are
 // not in it.
 func NewJournal(size int, start ID) *Journal {
-	return &Journal{ring: make([]*Frame, size), epoch: start.Epoch, floor: start.Seq}
+	return &Journal{ring: make([]*Frame, size), epoch: start.Epoch, floor: start.Seq,
+		have: make(map[uint64]struct{}, size)}
 }
 
 // Add records f, letting go of the oldest frame when the journal is full.
-func (j *Journal) Add(f *Frame) {
+// It reports false, recording nothing, when the journal holds f's id
+// already (a frame that reached this process twice: from a sibling's
+// journal, then live).
+func (j *Journal) Add(f *Frame) bool {
 	if len(j.ring) == 0 {
 		j.floor = max(j.floor, f.ID.Seq)
-		return
+		return true
 	}
+	if _, dup := j.have[f.ID.Seq]; dup && f.ID.Epoch == j.epoch {
+		return false
+	}
+	j.have[f.ID.Seq] = struct{}{}
 	if j.n == len(j.ring) {
-		j.floor = max(j.floor, j.ring[j.head].ID.Seq)
+		old := j.ring[j.head]
+		delete(j.have, old.ID.Seq)
+		j.floor = max(j.floor, old.ID.Seq)
 		j.ring[j.head] = f
 		j.head = (j.head + 1) % len(j.ring)
-		return
+		return true
 	}
 	j.ring[(j.head+j.n)%len(j.ring)] = f
 	j.n++
+	return true
 }
 
 // Len returns how many frames the journal holds.
@@ -112,4 +124,8 @@ func (j *Journal) Merge(epoch, floor uint64, frames []*Frame) {
 	clear(j.ring)
 	copy(j.ring, all)
 	j.head, j.n = 0, len(all)
+	clear(j.have)
+	for _, f := range all {
+		j.have[f.ID.Seq] = struct{}{}
+	}
 }

@@ -132,13 +132,9 @@ func supervise(cfg *Config, app App) int {
 		return Report(os.Stderr, &StartupError{Msg: err.Error()})
 	}
 	defer mesh.Close()
-	exe, err := os.Executable()
-	if err != nil {
-		return Report(os.Stderr, &StartupError{Msg: "cannot find the executable to start workers: " + err.Error()})
-	}
 	sup := &prefork.Supervisor{
 		Workers: cfg.Workers,
-		Spawn:   mesh.Exec(exe, os.Args[1:], os.Environ(), os.Stdout, os.Stderr),
+		Spawn:   mesh.Exec(os.Args, os.Environ(), os.Stdout, os.Stderr),
 		Stderr:  os.Stderr,
 		Drain:   DrainTimeout,
 		Exit:    mesh.Page.Release,
@@ -156,5 +152,9 @@ func supervise(cfg *Config, app App) int {
 		defer watch.Close()
 		sup.Reload = watch.Changes()
 	}
+	// On SIGTERM the supervisor lets go of the listener first: once the
+	// workers have let go of theirs (each as its drain begins), a new
+	// connection is refused at once rather than queued for no one.
+	sup.Stopping = func() { lf.Close() }
 	return sup.Run(stop)
 }

@@ -196,6 +196,9 @@ func Run(plan *Plan, app App, wrap Wrapper, w *prefork.Worker, stdout, stderr io
 		q.Quiesce() // siblings stop handing this worker connections
 	}
 	finish(servers, draining, drain, who, stderr)
+	if w != nil {
+		w.Bus.Close()
+	}
 	return failed
 }
 
