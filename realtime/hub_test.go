@@ -2,8 +2,8 @@ package realtime
 
 import (
 	"context"
-	"slices"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
