@@ -170,7 +170,7 @@ func TestWarm(t *testing.T) {
 	}
 	// A hub made now (the replacement) journals from here on only.
 	fresh := realtime.New(&realtime.Options{ReplayFrames: 16, IDs: ws[1].Page, Bus: ws[1].Bus})
-	ws[1].Bus.Start(fresh)
+	ws[1].Bus.hub.Store(fresh) // its reader, started already, delivers to it now
 	if s, _ := fresh.Subscribe("c", true, first.String()); s.Gap == nil {
 		t.Fatal("a fresh hub replayed what it never saw")
 	}
