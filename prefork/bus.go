@@ -10,9 +10,9 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/m0serve/m0/internal/wire"
 	"github.com/m0serve/m0/realtime"
 	"golang.org/x/sys/unix"
 )
@@ -354,17 +354,8 @@ func (b *Bus) Conns() <-chan net.Conn { return b.conns }
 // Hand passes c to worker i and closes it here. It reports false, leaving
 // c open, when it could not.
 func (b *Bus) Hand(i int, c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	// The descriptor as it is (File would dup it and make it blocking).
 	var werr error
-	if err := rc.Control(func(fd uintptr) {
+	if err := wire.WithFD(c, func(fd uintptr) {
 		_, _, werr = b.out[i].WriteMsgUnix(header(kindConn, b.self), unix.UnixRights(int(fd)), nil)
 	}); err != nil || werr != nil {
 		return false

@@ -95,15 +95,22 @@ func AcceptLoop(ln net.Listener, closed <-chan struct{}, place func(net.Conn)) {
 
 // Pending reports whether bytes are waiting to be read on c's socket.
 func Pending(c net.Conn) bool {
+	n := 0
+	WithFD(c, func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return n > 0
+}
+
+// WithFD calls f with c's descriptor, as it is (net.TCPConn.File would
+// dup it and make it blocking), while c cannot close it. It returns
+// errors.ErrUnsupported for a c without one (a pipe, a TLS connection).
+func WithFD(c net.Conn, f func(fd uintptr)) error {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return false
+		return errors.ErrUnsupported
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return err
 	}
-	n := 0
-	rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
-	return n > 0
+	return rc.Control(f)
 }
