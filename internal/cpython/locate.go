@@ -105,7 +105,10 @@ func ask(python string) (probed, error) {
 }
 
 // Locate finds the interpreter to load: the library M0_PYTHON_LIBRARY names,
-// or the one the python3 on PATH reports.
+// or the one python3 reports: the python3 beside the running binary (the
+// wheel installs m0serve in a virtualenv's bin/, so venv/bin/m0serve runs
+// on that virtualenv's interpreter, activated or not), else the first on
+// PATH.
 func Locate() (Interpreter, error) {
 	from, explicit := LibraryEnv, os.Getenv(LibraryEnv)
 	if explicit == "" {
@@ -120,7 +123,10 @@ func Locate() (Interpreter, error) {
 }
 
 func locate(explicit, from string) (Interpreter, error) {
-	python, lookErr := exec.LookPath("python3")
+	python, lookErr := besidePython()
+	if lookErr != nil {
+		python, lookErr = exec.LookPath("python3")
+	}
 	if errors.Is(lookErr, exec.ErrDot) {
 		// A relative PATH entry ("venv/bin"): the shell would run it too.
 		python, lookErr = filepath.Abs(python)
@@ -250,4 +256,27 @@ func (in Interpreter) AtLeast(major, minor int) bool {
 	var ma, mi int
 	fmt.Sscanf(in.Version, "%d.%d", &ma, &mi)
 	return ma > major || ma == major && mi >= minor
+}
+
+// besidePython is the python3 in the running binary's directory, as the
+// path it was started by (a virtualenv's bin/python3 is a link to the
+// interpreter it was made from; run through the link, it is the
+// virtualenv's).
+func besidePython() (string, error) {
+	exe := os.Args[0]
+	if !strings.Contains(exe, "/") {
+		var err error
+		if exe, err = exec.LookPath(exe); err != nil {
+			return "", err
+		}
+	}
+	python := filepath.Join(filepath.Dir(exe), "python3")
+	fi, err := os.Stat(python)
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", os.ErrNotExist
+	}
+	return filepath.Abs(python)
 }
