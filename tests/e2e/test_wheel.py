@@ -1,0 +1,128 @@
+"""pip install m0serve: the wheel scripts/wheel builds, installed with pip
+--no-index into a fresh virtualenv of the interpreter running these tests
+(scripts/test runs them under CPython 3.10, 3.11, 3.12 and 3.13), serves the
+Flask and FastAPI examples with the installed command, activated and not,
+imports as a package, and uninstalls without a trace.
+
+The wheel is built once per run of scripts/test (M0_WHEEL names it), or
+here when M0_WHEEL is unset. The examples' own dependencies (Flask,
+FastAPI) come from the test virtualenv through a .pth file: the fresh
+virtualenv holds m0serve alone, from the wheel."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, READY_RE, ROOT, Server
+
+WHEEL_RE = re.compile(r"^m0serve-(?P<version>[^-]+)-py3-none-manylinux_(?P<major>\d+)_(?P<minor>\d+)_(?P<arch>x86_64|aarch64)\.whl$")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    given = os.environ.get("M0_WHEEL")
+    if given:
+        return Path(given)
+    out = tmp_path_factory.mktemp("dist")
+    proc = subprocess.run([str(ROOT / "scripts" / "wheel"), str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def files_under(root):
+    return {p.relative_to(root) for p in Path(root).rglob("*") if "__pycache__" not in p.parts}
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory, wheel):
+    """A fresh virtualenv of this interpreter with the wheel installed, and
+    the files it had before."""
+    root = tmp_path_factory.mktemp("wheelvenv") / "venv"
+    base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    subprocess.run([str(base), "-m", "venv", str(root)], check=True, timeout=120)
+    before = files_under(root)
+    proc = subprocess.run([str(root / "bin" / "pip"), "install", "--no-index", "--disable-pip-version-check", str(wheel)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    purelib = Path(subprocess.run([str(root / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  capture_output=True, text=True, check=True).stdout.strip())
+    pth = purelib / "m0serve-e2e-deps.pth"
+    pth.write_text(sysconfig.get_paths()["purelib"] + "\n")
+    yield root, before, pth
+    pth.unlink(missing_ok=True)
+
+
+def test_wheel_name_and_tag(wheel):
+    """py3-none (one wheel for every CPython 3.10+), its version the
+    package's, tagged with the binary's glibc floor, which this machine
+    meets."""
+    m = WHEEL_RE.match(wheel.name)
+    assert m, wheel.name
+    init = (ROOT / "python" / "m0serve" / "__init__.py").read_text()
+    assert f'__version__ = "{m["version"]}"' in init, m["version"]
+    floor = (int(m["major"]), int(m["minor"]))
+    libc = os.confstr("CS_GNU_LIBC_VERSION").split()[1]
+    assert floor <= tuple(int(x) for x in libc.split(".")[:2]), f"the wheel wants glibc {floor}, this machine has {libc}"
+
+
+def serve(venv_root, tmp_path, spec, app_dir, activated):
+    """The installed m0serve serving spec: by its path with a PATH that has
+    no virtualenv on it, or by name with the virtualenv activated."""
+    bin_dir = venv_root / "bin"
+    if activated:
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "VIRTUAL_ENV": str(venv_root)}
+    else:
+        env = {"PATH": "/usr/bin:/bin", "VIRTUAL_ENV": None}
+    env.update({"PYTHONPATH": None, "M0_PYTHON_LIBRARY": None, "MOJO_PYTHON_LIBRARY": None})
+    server = Server(spec, tmp_path / ("activated" if activated else "by-path"), app_dir=app_dir,
+                    binary=bin_dir / "m0serve", env=env)
+    server.start()
+    server.wait_ready()
+    return server
+
+
+@pytest.mark.parametrize("activated", [False, True], ids=["by-path", "activated"])
+def test_installed_command_serves_flask_and_fastapi(venv, tmp_path, activated):
+    root, _, _ = venv
+    for spec, app_dir, path, check in [
+        ("app:app", EXAMPLES / "flask_app", "/json", lambda r: r.json() == {"hello": "world"}),
+        ("main:app", EXAMPLES / "fastapi_app", "/", lambda r: r.json() == {"hello": "world", "lifespan": "lifespan ran"}),
+    ]:
+        server = serve(root, tmp_path / spec.split(":")[0], spec, app_dir, activated)
+        try:
+            assert READY_RE.match(server.ready_line), server.ready_line
+            r = server.get(path)
+            assert r.status_code == 200 and check(r), (r.status_code, r.text)
+            # The interpreter is the virtualenv's, found beside the command.
+            doctor = subprocess.run([str(root / "bin" / "m0serve"), "--doctor", "--app-dir", str(app_dir), spec],
+                                    env=server.env, capture_output=True, text=True, timeout=120)
+            report = json.loads(doctor.stdout.strip().splitlines()[-1])
+            assert report["python"]["virtualenv"] == str(root), report["python"]
+            assert report["python"]["version"].startswith(f"{sys.version_info.major}.{sys.version_info.minor}.")
+        finally:
+            server.stop()
+
+
+def test_package_imports(venv):
+    root, _, _ = venv
+    proc = subprocess.run([str(root / "bin" / "python"), "-I", "-c",
+                           "from m0serve import m0pub, grant; import m0serve; print(m0serve.__version__)"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr
+
+
+def test_uninstall_leaves_nothing(venv):
+    root, before, pth = venv
+    pth.unlink()
+    proc = subprocess.run([str(root / "bin" / "pip"), "uninstall", "-y", "--disable-pip-version-check", "m0serve"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    left = files_under(root) - before
+    assert not left, sorted(map(str, left))
+    assert not (root / "bin" / "m0serve").exists()
