@@ -1,0 +1,431 @@
+// Package pgbus makes one PostgreSQL database the bus and the id space of
+// every m0serve instance that names it (--pg-listen): the machines behind
+// a load balancer number their frames from one sequence, and each frame,
+// written to a table, reaches every instance by a NOTIFY carrying its
+// number. A frame of any size arrives (NOTIFY carries only the number), and
+// an instance whose listening connection dropped catches up from the table.
+//
+// The schema, made on first use and shared by every instance:
+//
+//	m0.frame_seq            the sequence frames are numbered from
+//	m0.meta (epoch)         the id space's epoch, chosen once
+//	m0.frames               seq, channel, data, origin, at: the frames of the
+//	                        last RetainFor
+//	m0.publish(channel, data) → seq
+//	                        numbers and writes a frame and notifies: what a
+//	                        trigger calls to publish with no Python in the path
+package pgbus
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/m0serve/m0/realtime"
+)
+
+// Channel is the NOTIFY channel frames are announced on.
+const Channel = "m0_frames"
+
+// ListenerName is the application_name of an instance's listening
+// connection, as pg_stat_activity shows it.
+const ListenerName = "m0serve listener"
+
+// RetainFor is how long the frames table keeps a frame: how far back an
+// instance whose connection dropped can catch up.
+const RetainFor = 10 * time.Minute
+
+// GapWait is how long a listener waits for a frame numbered before one it
+// has (a transaction that took its number and has not committed) before it
+// gives up on it.
+const GapWait = time.Second
+
+// schema is made on first use; every statement is idempotent, and an
+// advisory lock keeps instances that start together from racing.
+const schema = `
+SELECT pg_advisory_xact_lock(hashtext('m0serve schema'));
+CREATE SCHEMA IF NOT EXISTS m0;
+CREATE SEQUENCE IF NOT EXISTS m0.frame_seq;
+CREATE TABLE IF NOT EXISTS m0.meta (epoch bigint NOT NULL);
+INSERT INTO m0.meta (epoch)
+	SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+	WHERE NOT EXISTS (SELECT 1 FROM m0.meta);
+CREATE TABLE IF NOT EXISTS m0.frames (
+	seq     bigint PRIMARY KEY,
+	channel text NOT NULL,
+	data    bytea NOT NULL,
+	origin  text NOT NULL DEFAULT '',
+	at      timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX IF NOT EXISTS frames_at ON m0.frames (at);
+CREATE OR REPLACE FUNCTION m0.put(p_seq bigint, p_channel text, p_data bytea, p_origin text DEFAULT '')
+RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+	IF p_channel = '' OR ascii(p_channel) < 32 OR ascii(p_channel) = 127 OR octet_length(p_channel) > 1024 THEN
+		RAISE EXCEPTION 'm0: the channel name % is refused (empty, reserved or over 1024 bytes)', quote_literal(p_channel);
+	END IF;
+	IF octet_length(p_data) > 65536 THEN
+		RAISE EXCEPTION 'm0: a frame of % bytes is over the 65536 a channel takes', octet_length(p_data);
+	END IF;
+	INSERT INTO m0.frames (seq, channel, data, origin) VALUES (p_seq, p_channel, p_data, p_origin);
+	PERFORM pg_notify('m0_frames', p_seq::text);
+	RETURN p_seq;
+END $$;
+CREATE OR REPLACE FUNCTION m0.publish(p_channel text, p_data bytea)
+RETURNS bigint LANGUAGE sql AS $$ SELECT m0.put(nextval('m0.frame_seq'), p_channel, p_data) $$;
+CREATE OR REPLACE FUNCTION m0.publish(p_channel text, p_data text)
+RETURNS bigint LANGUAGE sql AS $$ SELECT m0.put(nextval('m0.frame_seq'), p_channel, convert_to(p_data, 'UTF8')) $$;
+`
+
+// Redact returns dsn with its password replaced, for messages.
+func Redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme == "" {
+		return "(a DSN that is not a URL)"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// Bus is one instance's end of the database: a realtime.IDSource (ids
+// from the sequence, in the database's epoch) and a realtime.Bus (frames
+// written to the table and announced; the others' delivered to the hub).
+type Bus struct {
+	dsn    string
+	pool   *pgxpool.Pool
+	epoch  uint64
+	origin string // this process's frames, not delivered back to it
+	log    *slog.Logger
+
+	newest atomic.Uint64 // the newest sequence number this process knows of
+	// local numbers frames while the database cannot be reached, in an
+	// epoch of its own: they reach this instance's subscribers only, and a
+	// client that resumes across the change is sent m0-gap.
+	local *realtime.Counter
+	out    chan *realtime.Frame
+	hub    atomic.Pointer[realtime.Hub]
+
+	mu        sync.Mutex
+	watermark uint64               // every frame up to it was delivered or given up
+	ahead     map[uint64]time.Time // delivered beyond a gap: when the gap began
+	down      atomic.Bool          // the database cannot be reached; said once
+	done      chan struct{}
+	wg        sync.WaitGroup
+	once      sync.Once
+}
+
+// Open connects to dsn, makes the schema, and reads the epoch. An error is
+// the database's or the network's, for a message that names the DSN with
+// Redact.
+func Open(ctx context.Context, dsn string) (*Bus, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("not a PostgreSQL DSN: %w", err)
+	}
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	b := &Bus{dsn: dsn, pool: pool, log: slog.Default(), out: make(chan *realtime.Frame, 4096),
+		ahead: map[uint64]time.Time{}, done: make(chan struct{})}
+	var tag [8]byte
+	rand.Read(tag[:])
+	b.origin = hex.EncodeToString(tag[:])
+	if err := b.setup(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Bus) setup(ctx context.Context) error {
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, schema); err != nil {
+		return err
+	}
+	var epoch int64
+	var last int64
+	var called bool
+	if err := tx.QueryRow(ctx, `SELECT epoch FROM m0.meta`).Scan(&epoch); err != nil {
+		return err
+	}
+	if err := tx.QueryRow(ctx, `SELECT last_value, is_called FROM m0.frame_seq`).Scan(&last, &called); err != nil {
+		return err
+	}
+	if !called {
+		last = 0
+	}
+	b.epoch = uint64(epoch)
+	b.newest.Store(uint64(last))
+	b.watermark = uint64(last)
+	return tx.Commit(ctx)
+}
+
+// Epoch is the id space's epoch.
+func (b *Bus) Epoch() uint64 { return b.epoch }
+
+// NextTimeout bounds the wait for an id from the database.
+const NextTimeout = time.Second
+
+// Next takes the next id from the sequence (realtime.IDSource). When the
+// database cannot be reached it says so once, and numbers the frame from a
+// counter of this process's, in an epoch of its own: the frame reaches
+// this instance's subscribers, not the others'.
+func (b *Bus) Next() realtime.ID {
+	ctx, cancel := context.WithTimeout(context.Background(), NextTimeout)
+	defer cancel()
+	var seq int64
+	err := b.pool.QueryRow(ctx, `SELECT nextval('m0.frame_seq')`).Scan(&seq)
+	if err != nil && ctx.Err() == nil {
+		// A pooled connection the server ended fails once; the pool
+		// makes the next one afresh.
+		err = b.pool.QueryRow(ctx, `SELECT nextval('m0.frame_seq')`).Scan(&seq)
+	}
+	if err != nil {
+		b.unreachable(err)
+		b.mu.Lock()
+		if b.local == nil {
+			b.local = realtime.NewCounter()
+		}
+		local := b.local
+		b.mu.Unlock()
+		return local.Next()
+	}
+	b.reachable()
+	b.seen(uint64(seq))
+	return realtime.ID{Epoch: b.epoch, Seq: uint64(seq)}
+}
+
+// Newest is the newest id this process knows of (realtime.IDSource): taken
+// here or delivered from the others. It asks the database nothing.
+func (b *Bus) Newest() realtime.ID { return realtime.ID{Epoch: b.epoch, Seq: b.newest.Load()} }
+
+func (b *Bus) seen(seq uint64) {
+	for {
+		n := b.newest.Load()
+		if seq <= n || b.newest.CompareAndSwap(n, seq) {
+			return
+		}
+	}
+}
+
+// Send queues a frame this process published, for the writer
+// (realtime.Bus); it never waits.
+func (b *Bus) Send(f *realtime.Frame) error {
+	if f.ID.Epoch != b.epoch {
+		return nil // numbered here while the database was down: local only
+	}
+	select {
+	case b.out <- f:
+		return nil
+	default:
+		return errors.New("pgbus: the queue to the database is full")
+	}
+}
+
+// Start delivers the other instances' frames to hub, and writes this
+// one's, until Close.
+func (b *Bus) Start(hub *realtime.Hub) {
+	b.hub.Store(hub)
+	b.wg.Add(3)
+	go b.write()
+	go b.listen()
+	go b.prune()
+}
+
+// Close stops the bus.
+func (b *Bus) Close() {
+	b.once.Do(func() {
+		close(b.done)
+		b.wg.Wait()
+		b.pool.Close()
+	})
+}
+
+func (b *Bus) unreachable(err error) {
+	if b.down.CompareAndSwap(false, true) {
+		b.log.Error("m0serve: PostgreSQL cannot be reached; frames published here reach this instance's subscribers only until it can",
+			"dsn", Redact(b.dsn), "error", err.Error())
+	}
+}
+
+func (b *Bus) reachable() {
+	if b.down.CompareAndSwap(true, false) {
+		b.log.Info("m0serve: PostgreSQL is reachable again", "dsn", Redact(b.dsn))
+	}
+}
+
+// write writes this process's frames to the table, in order.
+func (b *Bus) write() {
+	defer b.wg.Done()
+	for {
+		select {
+		case f := <-b.out:
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := b.pool.Exec(ctx, `SELECT m0.put($1, $2, $3, $4)`, int64(f.ID.Seq), f.Channel, f.Data, b.origin)
+			if err != nil && ctx.Err() == nil {
+				_, err = b.pool.Exec(ctx, `SELECT m0.put($1, $2, $3, $4)`, int64(f.ID.Seq), f.Channel, f.Data, b.origin)
+			}
+			cancel()
+			if err != nil {
+				b.unreachable(err)
+			} else {
+				b.reachable()
+			}
+		case <-b.done:
+			return
+		}
+	}
+}
+
+// listen holds a connection of its own LISTENing, and fetches what was
+// announced, or every second what it may have missed; a dropped
+// connection is made again after a pause that doubles up to 5 s, and what
+// was written meanwhile is fetched from the table.
+func (b *Bus) listen() {
+	defer b.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-b.done
+		cancel()
+	}()
+	pause := time.Duration(0)
+	for ctx.Err() == nil {
+		err := b.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		b.unreachable(err)
+		pause = min(max(2*pause, 100*time.Millisecond), 5*time.Second)
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (b *Bus) listenOnce(ctx context.Context) error {
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SET application_name = '"+ListenerName+"'; LISTEN "+Channel); err != nil {
+		conn.Conn().Close(ctx) // not back into the pool listening
+		return err
+	}
+	defer conn.Conn().Close(context.Background()) // a listening connection is not reused
+	b.reachable()
+	for {
+		if err := b.fetch(ctx, conn.Conn()); err != nil {
+			return err
+		}
+		wait, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := conn.Conn().WaitForNotification(wait)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
+}
+
+// fetch delivers the frames after the watermark: in order, each once; a
+// number missing before one that arrived is waited for up to GapWait.
+func (b *Bus) fetch(ctx context.Context, conn *pgx.Conn) error {
+	b.mu.Lock()
+	from := b.watermark
+	b.mu.Unlock()
+	rows, err := conn.Query(ctx, `SELECT seq, channel, data, origin FROM m0.frames WHERE seq > $1 ORDER BY seq LIMIT 1000`, int64(from))
+	if err != nil {
+		return err
+	}
+	var frames []*realtime.Frame
+	var mine []bool
+	for rows.Next() {
+		var seq int64
+		var f realtime.Frame
+		var origin string
+		if err := rows.Scan(&seq, &f.Channel, &f.Data, &origin); err != nil {
+			rows.Close()
+			return err
+		}
+		f.ID = realtime.ID{Epoch: b.epoch, Seq: uint64(seq)}
+		frames = append(frames, &f)
+		mine = append(mine, origin == b.origin)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	hub := b.hub.Load()
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, f := range frames {
+		b.seen(f.ID.Seq)
+		if _, done := b.ahead[f.ID.Seq]; done || f.ID.Seq <= b.watermark {
+			continue
+		}
+		if !mine[i] && hub != nil {
+			hub.Deliver(f)
+		}
+		b.ahead[f.ID.Seq] = now
+	}
+	// The watermark moves over what arrived, and over a gap older than
+	// GapWait.
+	for {
+		next := b.watermark + 1
+		if _, ok := b.ahead[next]; ok {
+			delete(b.ahead, next)
+			b.watermark = next
+			continue
+		}
+		oldest := time.Time{}
+		for seq, at := range b.ahead {
+			if seq > next && (oldest.IsZero() || at.Before(oldest)) {
+				oldest = at
+			}
+		}
+		if oldest.IsZero() || now.Sub(oldest) < GapWait {
+			return nil
+		}
+		b.watermark = next // given up: taken and never written, or written past RetainFor
+	}
+}
+
+// prune deletes the frames older than RetainFor, every minute.
+func (b *Bus) prune() {
+	defer b.wg.Done()
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			b.pool.Exec(ctx, `DELETE FROM m0.frames WHERE at < clock_timestamp() - make_interval(secs => $1)`, RetainFor.Seconds())
+			cancel()
+		case <-b.done:
+			return
+		}
+	}
+}

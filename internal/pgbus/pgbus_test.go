@@ -1,0 +1,187 @@
+package pgbus
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/m0serve/m0/realtime"
+)
+
+// pgBin finds PostgreSQL's server programs: Debian keeps them under
+// /usr/lib/postgresql/VERSION/bin, off PATH.
+func pgBin(t *testing.T, name string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
+	if len(found) == 0 {
+		t.Fatalf("no %s: install PostgreSQL (scripts/test installs Debian's postgresql)", name)
+	}
+	return found[len(found)-1]
+}
+
+// startPG starts a PostgreSQL of the test's own, on a socket in a
+// directory of its own, and returns its DSN. As root it runs as the
+// postgres user, which PostgreSQL requires.
+func startPG(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "m0pg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	run := func(args ...string) *exec.Cmd { return exec.Command(args[0], args[1:]...) }
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatal("running as root, and there is no postgres user to run PostgreSQL as")
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		os.Chown(dir, uid, gid)
+		run = func(args ...string) *exec.Cmd { return exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...) }
+	}
+	data := filepath.Join(dir, "data")
+	if out, err := run(pgBin(t, "initdb"), "-D", data, "-A", "trust", "-U", "m0", "--no-sync").CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	ln, _ := net.Listen("tcp4", "127.0.0.1:0")
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", port, dir)
+	if out, err := run(pgBin(t, "pg_ctl"), "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "start").CombinedOutput(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, "log"))
+		t.Fatalf("pg_ctl start: %v\n%s\n%s", err, out, log)
+	}
+	t.Cleanup(func() { run(pgBin(t, "pg_ctl"), "-D", data, "-m", "immediate", "stop").Run() })
+	return fmt.Sprintf("postgres://m0@127.0.0.1:%d/postgres?sslmode=disable", port)
+}
+
+func open(t *testing.T, dsn string) (*Bus, *realtime.Hub) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := realtime.New(&realtime.Options{ReplayFrames: 64, IDs: b, Bus: b})
+	b.Start(hub)
+	t.Cleanup(b.Close)
+	return b, hub
+}
+
+func next(t *testing.T, s *realtime.Subscription) *realtime.Frame {
+	t.Helper()
+	select {
+	case f := <-s.C():
+		return f
+	case <-time.After(10 * time.Second):
+		t.Fatal("no frame arrived")
+		return nil
+	}
+}
+
+func sql(t *testing.T, dsn, q string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// TestTwoInstances: frames published on either instance reach the other's
+// subscribers with the same ids, one id space without repeats; a frame of
+// 64 KiB (past NOTIFY's payload) arrives whole; a frame published by SQL
+// (a trigger's m0.publish) reaches both; the epoch is the database's.
+func TestTwoInstances(t *testing.T) {
+	dsn := startPG(t)
+	a, hubA := open(t, dsn)
+	b, hubB := open(t, dsn)
+	if a.Epoch() != b.Epoch() || a.Epoch() == 0 {
+		t.Fatalf("epochs %d and %d", a.Epoch(), b.Epoch())
+	}
+	subA, _ := hubA.Subscribe("news", false, "")
+	subB, _ := hubB.Subscribe("news", false, "")
+	seen := map[realtime.ID]bool{}
+	for i := range 20 {
+		hub := hubA
+		if i%2 == 1 {
+			hub = hubB
+		}
+		id, ok := hub.Publish("news", []byte(strconv.Itoa(i)))
+		if !ok || seen[id] {
+			t.Fatalf("publish %d: %v %v", i, id, ok)
+		}
+		seen[id] = true
+		fa, fb := next(t, subA), next(t, subB)
+		if fa.ID != id || fb.ID != id || string(fa.Data) != strconv.Itoa(i) || string(fb.Data) != strconv.Itoa(i) {
+			t.Fatalf("frame %d: A got %v %q, B got %v %q, want %v", i, fa.ID, fa.Data, fb.ID, fb.Data, id)
+		}
+	}
+	big := bytes.Repeat([]byte("x"), realtime.MaxFrame)
+	id, _ := hubA.Publish("news", big)
+	if f := next(t, subB); f.ID != id || !bytes.Equal(f.Data, big) {
+		t.Fatalf("the 64 KiB frame: %v, %d bytes", f.ID, len(f.Data))
+	}
+	next(t, subA)
+	sql(t, dsn, `SELECT m0.publish('news', 'from sql')`)
+	fa, fb := next(t, subA), next(t, subB)
+	if string(fa.Data) != "from sql" || fa.ID != fb.ID || fa.ID.Seq <= id.Seq {
+		t.Fatalf("the frame SQL published: A %v %q, B %v %q", fa.ID, fa.Data, fb.ID, fb.Data)
+	}
+}
+
+// TestListenerKilled: an instance whose listening connection the database
+// ends (pg_terminate_backend) connects again and is delivered every frame
+// published meanwhile, in order.
+func TestListenerKilled(t *testing.T) {
+	dsn := startPG(t)
+	_, hubA := open(t, dsn)
+	_, hubB := open(t, dsn)
+	subB, _ := hubB.Subscribe("c", false, "")
+	hubA.Publish("c", []byte("before"))
+	next(t, subB)
+	sql(t, dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, ListenerName)
+	var ids []realtime.ID
+	for i := range 10 {
+		id, _ := hubA.Publish("c", []byte(strconv.Itoa(i)))
+		ids = append(ids, id)
+	}
+	for i, id := range ids {
+		if f := next(t, subB); f.ID != id {
+			t.Fatalf("after the kill, frame %d is %v, want %v", i, f.ID, id)
+		}
+	}
+}
+
+// TestBadDSN: a database that cannot be reached is an error at Open, and
+// Redact hides the password in what is said of it.
+func TestBadDSN(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := Open(ctx, "postgres://m0:secret@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"); err == nil {
+		t.Fatal("a database at port 1 was opened")
+	}
+	if r := Redact("postgres://m0:secret@db/app"); strings.Contains(r, "secret") || !strings.Contains(r, "m0:") {
+		t.Fatalf("redacted %q", r)
+	}
+}
