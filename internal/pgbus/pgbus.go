@@ -113,8 +113,8 @@ type Bus struct {
 	// epoch of its own: they reach this instance's subscribers only, and a
 	// client that resumes across the change is sent m0-gap.
 	local *realtime.Counter
-	out    chan *realtime.Frame
-	hub    atomic.Pointer[realtime.Hub]
+	out   chan *realtime.Frame
+	hub   atomic.Pointer[realtime.Hub]
 
 	mu        sync.Mutex
 	watermark uint64               // every frame up to it was delivered or given up

@@ -51,7 +51,9 @@ func startPG(t *testing.T) string {
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
 		os.Chown(dir, uid, gid)
-		run = func(args ...string) *exec.Cmd { return exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...) }
+		run = func(args ...string) *exec.Cmd {
+			return exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...)
+		}
 	}
 	data := filepath.Join(dir, "data")
 	if out, err := run(pgBin(t, "initdb"), "-D", data, "-A", "trust", "-U", "m0", "--no-sync").CombinedOutput(); err != nil {
