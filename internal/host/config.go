@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/m0serve/m0/internal/pgbus"
 	"github.com/m0serve/m0/internal/wire"
 	"github.com/m0serve/m0/realtime"
 	"github.com/m0serve/m0/static"
@@ -524,19 +523,13 @@ func Parse(args []string, getenv func(string) string) (*Config, error) {
 	return c, nil
 }
 
-// redact hides the password of a PostgreSQL DSN, as a URL
-// (postgres://user:secret@host/db) or as key=value pairs (password=secret).
+// redact hides the password of --pg-listen's DSN (pgbus.Redact).
 func redact(name, v string) string {
 	if name != "pg-listen" || v == "" {
 		return v
 	}
-	if u, err := url.Parse(v); err == nil && u.User != nil {
-		return u.Redacted()
-	}
-	return passwordKV.ReplaceAllString(v, "${1}xxxxx")
+	return pgbus.Redact(v)
 }
-
-var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
 
 // isDefault reports whether the setting's value in c means what its
 // default means ("0", "no" and "false" are one switch; "01" is 1).

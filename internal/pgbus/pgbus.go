@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,17 +87,16 @@ CREATE OR REPLACE FUNCTION m0.publish(p_channel text, p_data text)
 RETURNS bigint LANGUAGE sql AS $$ SELECT m0.put(nextval('m0.frame_seq'), p_channel, convert_to(p_data, 'UTF8')) $$;
 `
 
-// Redact returns dsn with its password replaced, for messages.
+// Redact hides the password of a DSN, as a URL (postgres://user:secret@host/db)
+// or as key=value pairs (password=secret), for anything printed.
 func Redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.Scheme == "" {
-		return "(a DSN that is not a URL)"
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		return u.Redacted()
 	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
+	return passwordKV.ReplaceAllString(dsn, "${1}xxxxx")
 }
+
+var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
 
 // Bus is one instance's end of the database: a realtime.IDSource (ids
 // from the sequence, in the database's epoch) and a realtime.Bus (frames
