@@ -166,6 +166,15 @@ func topologyChecks(c *Config, app App) []Check {
 		}
 		cs = append(cs, ch)
 	}
+	if c.PGListen != "" {
+		prod, _ := app.(Producing)
+		ch := Check{Name: "pg-listen-realtime", OK: c.Realtime || prod != nil && prod.Producer() != nil}
+		if !ch.OK {
+			ch.Detail = "--pg-listen shares realtime frames between instances, and this server holds none"
+			ch.Fix, ch.Exit = "pass --realtime, or leave --pg-listen and M0_PG_LISTEN unset", ExitConfig
+		}
+		cs = append(cs, ch)
+	}
 	if c.AppTick > 0 {
 		prod, _ := app.(Producing)
 		ch := Check{Name: "app-tick", OK: prod != nil && prod.Producer() != nil}

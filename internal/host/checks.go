@@ -1,10 +1,15 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/m0serve/m0/internal/pgbus"
 
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/observe"
@@ -29,9 +34,7 @@ type Check struct {
 // pending names the settings whose features this build does not have yet:
 // each is parsed and validated, and refused when it asks for anything but
 // its default.
-var pending = map[string]string{
-	"pg-listen": "the PostgreSQL bus",
-}
+var pending = map[string]string{}
 
 // MaxReplayFrames is the most frames a worker journals.
 const MaxReplayFrames = realtime.MaxReplayFrames
@@ -131,8 +134,11 @@ type Plan struct {
 	Config *Config
 	Checks []Check
 	Python *cpython.Interpreter // nil when none could be used
-	App    *cpython.App         // nil without an application, or when it failed
-	AppDir string               // the absolute --app-dir
+	// PG is the PostgreSQL bus --pg-listen names, opened by its check; nil
+	// without --pg-listen, or when it could not be opened.
+	PG     *pgbus.Bus
+	App    *cpython.App // nil without an application, or when it failed
+	AppDir string       // the absolute --app-dir
 	// EventLoop is the loop the ASGI executor runs ("uvloop" or
 	// "asyncio"), or "" when no executor serves the application.
 	EventLoop string
@@ -179,6 +185,9 @@ func newPlan(c *Config, app App, withApp bool) *Plan {
 		if ch.Name == "threads-and-workers" {
 			p.Checks = append(p.Checks, topologyChecks(c, app)...)
 		}
+	}
+	if c.PGListen != "" && p.Err() == nil {
+		p.openPG()
 	}
 	p.AppDir, _ = filepath.Abs(c.AppDir)
 	p.MaxWorkers, p.MaxThreads = app.MaxWorkers(), app.MaxThreads()
@@ -248,4 +257,29 @@ func CheckLoop(p *Plan, rt *cpython.Runtime) bool {
 	}
 	p.Checks = append(p.Checks, Check{Name: "loop", OK: true})
 	return true
+}
+
+// PGTimeout bounds the check that PostgreSQL answers.
+const PGTimeout = 5 * time.Second
+
+// openPG opens --pg-listen's database: the schema made, the epoch read.
+// One that cannot be reached is refused (78) with the fix.
+func (p *Plan) openPG() {
+	c := p.Config
+	ctx, cancel := context.WithTimeout(context.Background(), PGTimeout)
+	defer cancel()
+	b, err := pgbus.Open(ctx, c.PGListen)
+	if err != nil {
+		how := "--pg-listen"
+		if c.Sources["pg-listen"] == FromEnv {
+			how = "M0_PG_LISTEN"
+		}
+		p.Checks = append(p.Checks, Check{Name: "pg-listen", Exit: ExitConfig,
+			Detail: fmt.Sprintf("%s=%s: %s", how, pgbus.Redact(c.PGListen), strings.Join(strings.Fields(err.Error()), " ")),
+			Fix: "name a PostgreSQL that is up and takes connections from here, as postgres://USER:PASSWORD@HOST:PORT/DB; " +
+				"not a PgBouncer in transaction mode, which cannot LISTEN (point " + how + " at PostgreSQL itself or a session-mode pool)"})
+		return
+	}
+	p.PG = b
+	p.Checks = append(p.Checks, Check{Name: "pg-listen", OK: true})
 }

@@ -49,7 +49,7 @@ func TestParse(t *testing.T) {
 		{name: "bad static header", args: []string{"--static-header", "X-A", "app"}, env: env(), code: ExitUsage},
 		{name: "replay frames over the cap", args: []string{"--replay-frames", "5000", "app"}, env: env(), code: ExitConfig},
 		{name: "workers", args: []string{"--workers", "2", "app"}, env: env(), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
-		{name: "pg-listen not yet", args: []string{"--pg-listen", "postgres://x@db/x", "app"}, env: env(), code: ExitConfig},
+		{name: "pg-listen", args: []string{"--pg-listen", "postgres://x:secret@db/x", "app"}, env: env(), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
 		{name: "handoff off", args: []string{"app"}, env: env("M0_HANDOFF", "0"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},
 		{name: "handoff lenient", args: []string{"app"}, env: env("M0_HANDOFF", "no"), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault, note: "ignored M0_HANDOFF=no"},
 		{name: "workers 1 is the default", args: []string{"--workers", "1", "app"}, env: env(), port: 8000, host: "0.0.0.0", threads: -1, source: FromDefault},

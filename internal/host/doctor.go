@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/m0serve/m0/internal/pgbus"
+
 	"github.com/m0serve/m0/realtime"
 	"golang.org/x/sys/unix"
 )
@@ -138,6 +140,9 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 	r.Topology["spawn_workers"] = c.SpawnWorkers
 	r.Topology["reload"] = c.Reload
 	r.Topology["handoff"] = Supervised(c) && c.Workers > 1 && !c.NoHandoff
+	if c.PGListen != "" {
+		ids, bus = "postgresql sequence m0.frame_seq", "postgresql NOTIFY "+pgbus.Channel
+	}
 	r.Topology["bus"] = bus
 	r.Topology["ids"] = ids
 	if strings.Contains(protocol, "asgi") { // the application's, or a mount's

@@ -89,6 +89,9 @@ func Serve(cfg *Config, getenv func(string) string, app App, wrap Wrapper) int {
 	}
 	plan := NewPlan(cfg, app)
 	if cfg.Doctor {
+		if plan.PG != nil {
+			plan.PG.Close()
+		}
 		report := NewReport(plan, getenv)
 		report.Print(os.Stdout)
 		return report.Exit
@@ -112,6 +115,9 @@ func Supervised(c *Config) bool { return c.Workers > 1 || c.Reload }
 // checks are its own, the application's each worker's.
 func supervise(cfg *Config, app App) int {
 	plan := newPlan(cfg, app, false)
+	if plan.PG != nil {
+		plan.PG.Close() // checked: each worker opens its own
+	}
 	if err := plan.Err(); err != nil {
 		return Report(os.Stderr, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/m0serve/m0/internal/pgbus"
 	"github.com/m0serve/m0/prefork"
 	"github.com/m0serve/m0/realtime"
 )
@@ -53,13 +54,17 @@ func Listen(host string, port int) (net.Listener, error) {
 // nothing needs one: under --realtime, or when want (the application has a
 // producer). A worker's hub takes its ids from the shared page and shares
 // its frames on the bus.
-func NewHub(c *Config, want bool, w *prefork.Worker) *realtime.Hub {
+// Under --pg-listen (pg), PostgreSQL is both, across every instance.
+func NewHub(c *Config, want bool, w *prefork.Worker, pg *pgbus.Bus) *realtime.Hub {
 	if !c.Realtime && !want {
 		return nil
 	}
 	opts := &realtime.Options{ReplayFrames: c.ReplayFrames, Heartbeat: c.SSEHeartbeat,
 		KeepAlive: c.StreamKeepAlive}
-	if w != nil {
+	switch {
+	case pg != nil:
+		opts.IDs, opts.Bus = pg, pg
+	case w != nil:
 		opts.IDs, opts.Bus = w.Page, w.Bus
 	}
 	return realtime.New(opts)
@@ -98,7 +103,13 @@ func Run(plan *Plan, app App, wrap Wrapper, w *prefork.Worker, stdout, stderr io
 	if prod != nil {
 		producer = prod.Producer()
 	}
-	hub := NewHub(cfg, producer != nil, w)
+	hub := NewHub(cfg, producer != nil, w, plan.PG)
+	if plan.PG != nil {
+		if hub != nil {
+			plan.PG.Start(hub)
+		}
+		defer plan.PG.Close() // after the drain
+	}
 	fmt.Fprintf(stdout, "[worker %d] pid=%d armed for a graceful stop\n", index, os.Getpid())
 
 	// Every way out from here drains what was made: a pool started, a
