@@ -11,12 +11,13 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 import requests
 
-from conftest import APPS, HTTP_TIMEOUT, free_port
+from conftest import APPS, HTTP_TIMEOUT, READY_TIMEOUT, free_port
 from test_realtime import SSE
 
 SPEC = "prefork_app:application"
@@ -56,10 +57,19 @@ def psql(dsn, sql):
     return proc.stdout.strip()
 
 
-@pytest.fixture
-def pair(serve, pg):
-    """Two instances of prefork_app under --realtime --pg-listen."""
-    return [serve(SPEC, app_dir=APPS, args=("--realtime", "--pg-listen", pg)) for _ in range(2)]
+@pytest.fixture(params=[1, 2], ids=["single", "workers-2"])
+def pair(request, serve, pg):
+    """Two instances of prefork_app under --realtime --pg-listen, the
+    second with one worker or two."""
+    a = serve(SPEC, app_dir=APPS, args=("--realtime", "--pg-listen", pg))
+    b = serve(SPEC, app_dir=APPS, wait=False, args=("--realtime", "--pg-listen", pg, "--workers", str(request.param)))
+    b.wait_ready()
+    if request.param > 1:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while b.stdout.count("🔥 m0serve:") < request.param:
+            assert time.monotonic() < deadline, b.describe()
+            time.sleep(0.05)
+    return [a, b]
 
 
 def publish(server, channel, data):
