@@ -449,6 +449,22 @@ func (h *Hub) Drain() {
 	}
 }
 
+// Lost tells the hub that frames numbered up to through may have been
+// published and will never reach it (another process's, published while
+// the bus could not reach this one, and gone since): a client that resumes
+// from before through is sent m0-gap, and every held subscriber is let go,
+// to resume so rather than go on unaware of what it missed.
+func (h *Hub) Lost(through ID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.jnl.Lose(through)
+	for _, m := range h.subs {
+		for s := range m {
+			h.endLocked(s, endSlow)
+		}
+	}
+}
+
 // Shutdown drains the hub and waits until every subscription is closed: a
 // held stream has sent its retry and ended, a held socket its close. It
 // returns ctx's error if ctx ends first. It is safe to call more than once.

@@ -129,3 +129,11 @@ func (j *Journal) Merge(epoch, floor uint64, frames []*Frame) {
 		j.have[f.ID.Seq] = struct{}{}
 	}
 }
+
+// Lose records that frames up to through may be missing: Since from
+// before it reports that it cannot.
+func (j *Journal) Lose(through ID) {
+	if through.Epoch == j.epoch {
+		j.floor = max(j.floor, through.Seq)
+	}
+}

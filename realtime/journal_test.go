@@ -145,3 +145,24 @@ func TestJournalMerge(t *testing.T) {
 		t.Fatalf("since 4: ok %v, %d frames", ok, len(got))
 	}
 }
+
+// TestJournalLose: after Lose, a resume from before the lost id cannot be
+// replayed; one from after it can.
+func TestJournalLose(t *testing.T) {
+	j := NewJournal(8, ID{Epoch: 3})
+	for s := uint64(1); s <= 5; s++ {
+		j.Add(&Frame{ID: ID{Epoch: 3, Seq: s}, Channel: "c"})
+	}
+	newest := ID{Epoch: 3, Seq: 5}
+	j.Lose(ID{Epoch: 4, Seq: 9}) // another epoch: nothing
+	if _, ok := j.Since("c", ID{Epoch: 3, Seq: 1}, newest); !ok {
+		t.Fatal("another epoch's loss was taken")
+	}
+	j.Lose(ID{Epoch: 3, Seq: 3})
+	if _, ok := j.Since("c", ID{Epoch: 3, Seq: 2}, newest); ok {
+		t.Fatal("replayed across a loss")
+	}
+	if got, ok := j.Since("c", ID{Epoch: 3, Seq: 3}, newest); !ok || len(got) != 2 {
+		t.Fatalf("after the loss: %v %d", ok, len(got))
+	}
+}

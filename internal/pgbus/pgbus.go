@@ -121,6 +121,9 @@ type Bus struct {
 	ahead     map[uint64]time.Time // delivered beyond a gap: when the gap began
 	down      atomic.Bool          // the database cannot be reached; said once
 	done      chan struct{}
+	// retain is how long the table keeps a frame (RetainFor): a listener
+	// away longer than it may have missed frames for good.
+	retain time.Duration
 	wg        sync.WaitGroup
 	once      sync.Once
 }
@@ -139,7 +142,7 @@ func Open(ctx context.Context, dsn string) (*Bus, error) {
 		return nil, err
 	}
 	b := &Bus{dsn: dsn, pool: pool, log: slog.Default(), out: make(chan *realtime.Frame, 4096),
-		ahead: map[uint64]time.Time{}, done: make(chan struct{})}
+		ahead: map[uint64]time.Time{}, done: make(chan struct{}), retain: RetainFor}
 	var tag [8]byte
 	rand.Read(tag[:])
 	b.origin = hex.EncodeToString(tag[:])
@@ -307,10 +310,14 @@ func (b *Bus) listen() {
 		cancel()
 	}()
 	pause := time.Duration(0)
+	var away time.Time // when the listening connection was lost
 	for ctx.Err() == nil {
-		err := b.listenOnce(ctx)
+		listened, err := b.listenOnce(ctx, away)
 		if ctx.Err() != nil {
 			return
+		}
+		if listened || away.IsZero() {
+			away, pause = time.Now(), 0 // lost now, after it listened
 		}
 		b.unreachable(err)
 		pause = min(max(2*pause, 100*time.Millisecond), 5*time.Second)
@@ -322,30 +329,43 @@ func (b *Bus) listen() {
 	}
 }
 
-func (b *Bus) listenOnce(ctx context.Context) error {
+func (b *Bus) listenOnce(ctx context.Context, away time.Time) (listened bool, err error) {
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, "SET application_name = '"+ListenerName+"'; LISTEN "+Channel); err != nil {
 		conn.Conn().Close(ctx) // not back into the pool listening
-		return err
+		return false, err
 	}
 	defer conn.Conn().Close(context.Background()) // a listening connection is not reused
 	b.reachable()
+	if !away.IsZero() && time.Since(away) >= b.retain {
+		// Away longer than the table keeps frames: some may be gone for
+		// good. The subscribers resume, and are sent m0-gap.
+		var last int64
+		if err := conn.QueryRow(ctx, `SELECT last_value FROM m0.frame_seq`).Scan(&last); err != nil {
+			return true, err
+		}
+		if hub := b.hub.Load(); hub != nil {
+			hub.Lost(realtime.ID{Epoch: b.epoch, Seq: uint64(last)})
+		}
+		b.log.Warn("m0serve: the PostgreSQL listener was away longer than frames are kept; its subscribers resume with m0-gap",
+			"away", time.Since(away).Round(time.Millisecond).String())
+	}
 	for {
 		if err := b.fetch(ctx, conn.Conn()); err != nil {
-			return err
+			return true, err
 		}
 		wait, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := conn.Conn().WaitForNotification(wait)
 		cancel()
 		if err != nil && ctx.Err() != nil {
-			return ctx.Err()
+			return true, ctx.Err()
 		}
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return err
+			return true, err
 		}
 	}
 }

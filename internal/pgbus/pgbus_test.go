@@ -189,3 +189,26 @@ func TestBadDSN(t *testing.T) {
 		}
 	}
 }
+
+// TestAwayTooLong: a listener away longer than the table keeps frames lets
+// its subscribers go, and a resume from before is sent a gap; one away a
+// moment is caught up with nothing lost (TestListenerKilled).
+func TestAwayTooLong(t *testing.T) {
+	dsn := startPG(t)
+	_, hubA := open(t, dsn)
+	b, hubB := open(t, dsn)
+	b.retain = 50 * time.Millisecond // the reconnect takes 100 ms at least
+	subB, _ := hubB.Subscribe("c", false, "")
+	first, _ := hubA.Publish("c", []byte("before"))
+	next(t, subB)
+	sql(t, dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, ListenerName)
+	hubA.Publish("c", []byte("while B was away"))
+	select {
+	case <-subB.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the subscriber was not let go")
+	}
+	if s, _ := hubB.Subscribe("c", true, first.String()); s.Gap == nil {
+		t.Fatal("a resume from before the absence was not sent a gap")
+	}
+}
