@@ -124,8 +124,8 @@ type Bus struct {
 	// retain is how long the table keeps a frame (RetainFor): a listener
 	// away longer than it may have missed frames for good.
 	retain time.Duration
-	wg        sync.WaitGroup
-	once      sync.Once
+	wg     sync.WaitGroup
+	once   sync.Once
 }
 
 // Open connects to dsn, makes the schema, and reads the epoch. An error is
