@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/m0serve/m0/internal/testutil"
 	"github.com/m0serve/m0/realtime"
 )
 
@@ -36,6 +38,12 @@ func pgBin(t *testing.T, name string) string {
 // directory of its own, and returns its DSN. As root it runs as the
 // postgres user, which PostgreSQL requires.
 func startPG(t *testing.T) string {
+	dsn, _ := startPGStop(t)
+	return dsn
+}
+
+// startPGStop is startPG, with the function that stops the database.
+func startPGStop(t *testing.T) (string, func()) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "m0pg")
 	if err != nil {
@@ -67,8 +75,9 @@ func startPG(t *testing.T) string {
 		log, _ := os.ReadFile(filepath.Join(dir, "log"))
 		t.Fatalf("pg_ctl start: %v\n%s\n%s", err, out, log)
 	}
-	t.Cleanup(func() { run(pgBin(t, "pg_ctl"), "-D", data, "-m", "immediate", "stop").Run() })
-	return fmt.Sprintf("postgres://m0@127.0.0.1:%d/postgres?sslmode=disable", port)
+	stop := func() { run(pgBin(t, "pg_ctl"), "-D", data, "-m", "immediate", "stop").Run() }
+	t.Cleanup(stop)
+	return fmt.Sprintf("postgres://m0@127.0.0.1:%d/postgres?sslmode=disable", port), stop
 }
 
 func open(t *testing.T, dsn string) (*Bus, *realtime.Hub) {
@@ -210,5 +219,37 @@ func TestAwayTooLong(t *testing.T) {
 	}
 	if s, _ := hubB.Subscribe("c", true, first.String()); s.Gap == nil {
 		t.Fatal("a resume from before the absence was not sent a gap")
+	}
+}
+
+// TestDatabaseDown: while the database cannot be reached, frames published
+// here still reach this instance's subscribers, numbered in an epoch of
+// their own, and the log says so once.
+func TestDatabaseDown(t *testing.T) {
+	dsn, stop := startPGStop(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged testutil.LockedBuffer
+	b.log = slog.New(slog.NewTextHandler(&logged, nil)) // before Start: nothing reads it yet
+	hub := realtime.New(&realtime.Options{ReplayFrames: 64, IDs: b, Bus: b})
+	b.Start(hub)
+	defer b.Close()
+	sub, _ := hub.Subscribe("c", false, "")
+	stop()
+	for i := range 3 {
+		id, ok := hub.Publish("c", []byte(strconv.Itoa(i)))
+		if !ok || id.Epoch == b.Epoch() {
+			t.Fatalf("publish %d while the database is down: %v %v", i, id, ok)
+		}
+		if f := next(t, sub); f.ID != id {
+			t.Fatalf("delivered %v, want %v", f.ID, id)
+		}
+	}
+	if n := strings.Count(logged.String(), "PostgreSQL cannot be reached"); n != 1 {
+		t.Fatalf("said %d times:\n%s", n, logged.String())
 	}
 }
