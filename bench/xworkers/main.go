@@ -45,6 +45,12 @@ type config struct {
 	rate                       int
 	warmup, duration           time.Duration
 	handoff                    bool
+	// --pg-listen mode: instances single-process m0serve instances (no
+	// --workers) sharing the PostgreSQL at pgListen; pgPid is its
+	// postmaster's pid (for its CPU time).
+	pgListen  string
+	instances int
+	pgPid     int
 }
 
 func main() {
@@ -59,6 +65,9 @@ func main() {
 	flag.DurationVar(&cfg.warmup, "warmup", 3*time.Second, "publishing before the measured window (its frames count for loss, not latency)")
 	flag.DurationVar(&cfg.duration, "duration", 15*time.Second, "the measured window")
 	flag.BoolVar(&cfg.handoff, "handoff", true, "leave the handoff on (false: M0_HANDOFF=0)")
+	flag.StringVar(&cfg.pgListen, "pg-listen", "", "PostgreSQL DSN: start -instances single-process instances with --realtime --pg-listen DSN instead of one with --workers")
+	flag.IntVar(&cfg.instances, "instances", 2, "with -pg-listen: instances to start (the streams are spread over them, the first publishes)")
+	flag.IntVar(&cfg.pgPid, "pg-pid", 0, "with -pg-listen: the postmaster's pid; its CPU time and its children's is reported")
 	flag.Parse()
 	for _, p := range []*string{&cfg.m0serve, &cfg.appDir} {
 		abs, err := filepath.Abs(*p)
@@ -71,6 +80,14 @@ func main() {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Max < uint64(cfg.streams+512) {
 		fatal(fmt.Errorf("%d streams need %d open files or more; the hard limit is %d (raise it: ulimit -Hn)",
 			cfg.streams, cfg.streams+512, lim.Max))
+	}
+	if cfg.pgListen != "" {
+		r, err := runPG(&cfg)
+		if err != nil {
+			fatal(err)
+		}
+		reportPG(os.Stdout, &cfg, r)
+		return
 	}
 	r, err := run(&cfg)
 	if err != nil {
@@ -97,13 +114,15 @@ type server struct {
 
 var workerLine = regexp.MustCompile(`\[worker (\d+)\] pid=(\d+)`)
 
-func start(cfg *config) (*server, error) {
+func start(cfg *config) (*server, error) { return startOne(cfg, cfg.logPath) }
+
+func startOne(cfg *config, logPath string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	s := &server{port: port, base: "http://127.0.0.1:" + strconv.Itoa(port), exited: make(chan error, 1)}
-	s.log = cfg.logPath
+	s.log = logPath
 	if s.log == "" {
 		f, err := os.CreateTemp("", "xworkers-*.log")
 		if err != nil {
@@ -119,6 +138,10 @@ func start(cfg *config) (*server, error) {
 	argv := []string{cfg.m0serve, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--workers", strconv.Itoa(cfg.workers), "--realtime", "--app-dir", cfg.appDir,
 		"workers_bench:application"}
+	if cfg.pgListen != "" {
+		argv = []string{cfg.m0serve, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--realtime", "--pg-listen", cfg.pgListen, "--app-dir", cfg.appDir, "workers_bench:application"}
+	}
 	s.cmd = exec.Command(argv[0], argv[1:]...)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	s.cmd.Env = os.Environ()
@@ -127,6 +150,9 @@ func start(cfg *config) (*server, error) {
 	}
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	fmt.Fprintf(os.Stderr, "==> %s\n", commandLine(cfg, port))
+	if cfg.pgListen != "" {
+		fmt.Fprintf(os.Stderr, "==> %s\n", strings.Join(argv, " "))
+	}
 	if err := s.cmd.Start(); err != nil {
 		logf.Close()
 		return nil, err
@@ -140,7 +166,11 @@ func start(cfg *config) (*server, error) {
 	for {
 		b, _ := os.ReadFile(s.log)
 		banners := bytes.Count(b, []byte("m0serve: workers_bench:application on "))
-		if banners >= cfg.workers {
+		want := cfg.workers
+		if cfg.pgListen != "" {
+			want = 1
+		}
+		if banners >= want {
 			if resp, err := c.Get(s.base + "/pid"); err == nil {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
@@ -151,7 +181,10 @@ func start(cfg *config) (*server, error) {
 						p, _ := strconv.Atoi(string(m[2]))
 						s.pids[p] = w
 					}
-					if len(s.pids) < cfg.workers {
+					if cfg.pgListen != "" {
+						s.pids = map[int]int{s.cmd.Process.Pid: 0} // one process, no supervisor
+					}
+					if len(s.pids) < want {
 						s.stop()
 						return nil, fmt.Errorf("%d workers named in %s, want %d", len(s.pids), s.log, cfg.workers)
 					}
@@ -177,6 +210,10 @@ func commandLine(cfg *config, port int) string {
 	env := ""
 	if !cfg.handoff {
 		env = "M0_HANDOFF=0 "
+	}
+	if cfg.pgListen != "" {
+		return fmt.Sprintf("%s --host 127.0.0.1 --port %d --realtime --pg-listen %s --app-dir %s workers_bench:application",
+			cfg.m0serve, port, cfg.pgListen, cfg.appDir)
 	}
 	return fmt.Sprintf("%s%s --host 127.0.0.1 --port %d --workers %d --realtime --app-dir %s workers_bench:application",
 		env, cfg.m0serve, port, cfg.workers, cfg.appDir)
@@ -264,6 +301,7 @@ func holders(port int) (map[int]int, error) {
 
 type stream struct {
 	ch        int
+	inst      int // -pg-listen: the instance it is held on
 	localPort int
 	worker    int // -1: not found by ss
 	got       []bool
@@ -287,7 +325,11 @@ type streams struct {
 
 // open holds every stream, 200 opening at a time, and returns once each
 // has read its first event (the server has it subscribed by then).
-func (ss *streams) open(base string) error {
+func (ss *streams) open(base string) error { return ss.openOn([]string{base}) }
+
+// openOn is open over several instances: stream i on instance
+// (i div channels) mod len(bases), so each holds every channel.
+func (ss *streams) openOn(bases []string) error {
 	ss.client = &http.Client{Transport: &http.Transport{
 		DisableCompression: true, ResponseHeaderTimeout: 30 * time.Second, MaxIdleConnsPerHost: -1,
 	}}
@@ -296,7 +338,8 @@ func (ss *streams) open(base string) error {
 	var opening sync.WaitGroup
 	var firstErr atomic.Value
 	for i := range ss.cfg.streams {
-		st := &stream{ch: i % ss.cfg.channels, worker: -1}
+		st := &stream{ch: i % ss.cfg.channels, worker: -1, inst: (i / ss.cfg.channels) % len(bases)}
+		base := bases[st.inst]
 		st.got = make([]bool, ss.frames/ss.cfg.channels+1)
 		ss.all = append(ss.all, st)
 		sem <- struct{}{}
@@ -654,6 +697,213 @@ func report(w io.Writer, cfg *config, r *result) {
 	bad := r.Overall.BadIDs
 	fmt.Fprintf(w, "\nEvent ids on every stream strictly increasing: %s.\n",
 		map[bool]string{true: "yes", false: fmt.Sprintf("no (%d not above the one before)", bad)}[bad == 0])
+	fmt.Fprintln(w, "\n```json")
+	json.NewEncoder(w).Encode(r)
+	fmt.Fprintln(w, "```")
+}
+
+// --- -pg-listen: instances sharing one PostgreSQL -----------------------------
+
+// pgTicks is the CPU time of the postmaster at pid and of every process
+// whose parent it is (the backends, the checkpointer, the WAL writer ...),
+// with what the postmaster reaped, in clock ticks.
+func pgTicks(pid int) int64 {
+	if pid <= 0 {
+		return 0
+	}
+	sum := ticks(pid)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			sum += ticks(p)
+		}
+	}
+	return sum
+}
+
+type instanceInfo struct {
+	Name       string  `json:"name"`
+	Port       int     `json:"port"`
+	Pid        int     `json:"pid"`
+	Log        string  `json:"log"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	CPUPct     float64 `json:"cpu_percent"`
+	LogErrors  int     `json:"log_warnings_errors"`
+	FirstError string  `json:"first_warning_error"`
+}
+
+type pgResult struct {
+	Commands     []string       `json:"commands"`
+	Instances    []instanceInfo `json:"instances"`
+	Publish      publishResult  `json:"publish"`
+	AchievedRate float64        `json:"achieved_rate"`
+	Frames       int            `json:"frames"`
+	WindowFrom   int            `json:"window_from_index"`
+	OpenSeconds  float64        `json:"open_seconds"`
+	Groups       []group        `json:"groups"`
+	Overall      group          `json:"overall"`
+	PGCPUSeconds float64        `json:"pg_cpu_seconds"`
+	PGCPUPct     float64        `json:"pg_cpu_percent"`
+	Seconds      float64        `json:"measured_seconds"`
+}
+
+var logTrouble = regexp.MustCompile(`(?i)level=(WARN|ERROR)|did not take|cannot be reached|panic|traceback`)
+
+func runPG(cfg *config) (*pgResult, error) {
+	r := &pgResult{}
+	var servers []*server
+	defer func() {
+		for _, s := range servers {
+			s.stop()
+		}
+	}()
+	for i := range cfg.instances {
+		lp := ""
+		if cfg.logPath != "" {
+			lp = strings.TrimSuffix(cfg.logPath, ".log") + fmt.Sprintf("-%c.log", 'a'+i)
+		}
+		s, err := startOne(cfg, lp)
+		if err != nil {
+			return nil, fmt.Errorf("instance %c: %w", 'A'+i, err)
+		}
+		servers = append(servers, s)
+		r.Commands = append(r.Commands, commandLine(cfg, s.port))
+	}
+	bases := make([]string, len(servers))
+	for i, s := range servers {
+		bases[i] = s.base
+	}
+	ss := &streams{cfg: cfg}
+	ss.frames = int((cfg.warmup + cfg.duration).Seconds() * float64(cfg.rate))
+	ss.windowFrom = int(cfg.warmup.Seconds() * float64(cfg.rate))
+	r.Frames, r.WindowFrom = ss.frames, ss.windowFrom
+	t0 := time.Now()
+	if err := ss.openOn(bases); err != nil {
+		return nil, err
+	}
+	r.OpenSeconds = time.Since(t0).Seconds()
+	time.Sleep(time.Second)
+	perInst := map[int]int{}
+	for _, st := range ss.all {
+		st.worker = st.inst
+		perInst[st.inst]++
+	}
+	fmt.Fprintf(os.Stderr, "    %d streams held in %.1f s; per instance %v\n", cfg.streams, r.OpenSeconds, perInst)
+
+	cpu0 := make([]int64, len(servers))
+	for i, s := range servers {
+		cpu0[i] = ticks(s.cmd.Process.Pid)
+	}
+	pg0 := pgTicks(cfg.pgPid)
+	pc := &http.Client{Timeout: cfg.warmup + cfg.duration + 120*time.Second,
+		Transport: &http.Transport{DisableKeepAlives: true}}
+	u := fmt.Sprintf("%s/run?rate=%d&frames=%d&channels=%d", servers[0].base, cfg.rate, ss.frames, cfg.channels)
+	pt := time.Now()
+	resp, err := pc.Post(u, "text/plain", nil)
+	if err != nil {
+		return nil, fmt.Errorf("POST /run: %w", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("POST /run: %s %s", resp.Status, body)
+	}
+	if err := json.Unmarshal(body, &r.Publish); err != nil {
+		return nil, fmt.Errorf("POST /run: %w (%s)", err, body)
+	}
+	r.Publish.WallClockS = time.Since(pt).Seconds()
+	if r.Publish.Seconds > 0 {
+		r.AchievedRate = float64(r.Publish.Published) / r.Publish.Seconds
+	}
+	time.Sleep(2 * time.Second) // frames still on their way
+	secs := time.Since(pt).Seconds()
+	r.Seconds = secs
+	for i, s := range servers {
+		c := float64(ticks(s.cmd.Process.Pid)-cpu0[i]) / 100
+		inf := instanceInfo{Name: fmt.Sprintf("instance %c", 'A'+i), Port: s.port, Pid: s.cmd.Process.Pid, Log: s.log,
+			CPUSeconds: c, CPUPct: 100 * c / secs}
+		r.Instances = append(r.Instances, inf)
+	}
+	pgc := float64(pgTicks(cfg.pgPid)-pg0) / 100
+	r.PGCPUSeconds, r.PGCPUPct = pgc, 100*pgc/secs
+	ss.close()
+	for i := range r.Instances {
+		b, _ := os.ReadFile(r.Instances[i].Log)
+		for _, line := range strings.Split(string(b), "\n") {
+			if logTrouble.MatchString(line) {
+				if r.Instances[i].LogErrors == 0 {
+					r.Instances[i].FirstError = line
+				}
+				r.Instances[i].LogErrors++
+			}
+		}
+	}
+	byInst := map[int][]*stream{}
+	for _, st := range ss.all {
+		byInst[st.inst] = append(byInst[st.inst], st)
+	}
+	for i := range servers {
+		g := ss.summarize(byInst[i])
+		g.Worker, g.Pid = i, servers[i].cmd.Process.Pid
+		g.Name = r.Instances[i].Name
+		g.Publisher = i == 0
+		g.CPUSeconds = r.Instances[i].CPUSeconds
+		r.Groups = append(r.Groups, g)
+	}
+	r.Overall = ss.summarize(ss.all)
+	r.Overall.Name, r.Overall.Worker = "all", -1
+	for _, in := range r.Instances {
+		r.Overall.CPUSeconds += in.CPUSeconds
+	}
+	return r, nil
+}
+
+func reportPG(w io.Writer, cfg *config, r *pgResult) {
+	p := r.Publish
+	fmt.Fprintf(w, "%d SSE streams over %d channels (stream i on channel ch{i mod %d}, on instance (i div %d) mod %d: every instance holds every channel), held in %.1f s; "+
+		"%d frames published by instance A (pid %d) at %d frames/s: %d published, %d refused, in %.2f s "+
+		"(achieved %.0f frames/s; schedule at worst %.1f ms late); the first %d frames (%s) are the warm-up, the latency is over the "+
+		"%d after them (%s).\n\n",
+		cfg.streams, cfg.channels, cfg.channels, cfg.channels, cfg.instances, r.OpenSeconds,
+		r.Frames, p.Pid, cfg.rate, p.Published, p.Refused, p.Seconds, r.AchievedRate, p.LateMaxMs,
+		r.WindowFrom, cfg.warmup, r.Frames-r.WindowFrom, cfg.duration)
+	fmt.Fprintf(w, "CPU over the publishing and the 2 s after it (%.1f s): ", r.Seconds)
+	for _, in := range r.Instances {
+		fmt.Fprintf(w, "%s %.2f CPU-s (%.0f%% of a core); ", in.Name, in.CPUSeconds, in.CPUPct)
+	}
+	fmt.Fprintf(w, "PostgreSQL (postmaster and its children) %.2f CPU-s (%.0f%% of a core).\n\n", r.PGCPUSeconds, r.PGCPUPct)
+	fmt.Fprintln(w, "| receiving instance | pid | path | streams | deliveries in the window (received / owed) | p50 ms | p99 ms | p99.9 ms | max ms | lost frames (of owed, whole run) | gaps | duplicates | out of order | streams ended | instance CPU-s |")
+	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	row := func(g group, pid, path string) {
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d / %d | %.2f | %.2f | %.2f | %.2f | %d of %d | %d | %d | %d | %d | %.2f |\n",
+			g.Name, pid, path, g.Streams, g.WindowDeliveries, g.WindowExpected, g.P50ms, g.P99ms, g.P999ms, g.Maxms,
+			g.Lost, g.Owed, g.Gaps, g.Dups, g.Reordered, g.Ended, g.CPUSeconds)
+	}
+	for _, g := range r.Groups {
+		path := "other instance (through PostgreSQL)"
+		if g.Publisher {
+			path = "publisher's own (in process)"
+		}
+		row(g, strconv.Itoa(g.Pid), path)
+	}
+	row(r.Overall, "", "")
+	bad := r.Overall.BadIDs
+	fmt.Fprintf(w, "\nEvent ids on every stream strictly increasing: %s.\n",
+		map[bool]string{true: "yes", false: fmt.Sprintf("no (%d not above the one before)", bad)}[bad == 0])
+	for _, in := range r.Instances {
+		if in.LogErrors > 0 {
+			fmt.Fprintf(w, "\n%s logged %d warning/error lines; the first: `%s`\n", in.Name, in.LogErrors, strings.TrimSpace(in.FirstError))
+		}
+	}
 	fmt.Fprintln(w, "\n```json")
 	json.NewEncoder(w).Encode(r)
 	fmt.Fprintln(w, "```")
