@@ -161,6 +161,9 @@ func topologyChecks(c *Config, app App) []Check {
 		ch := Check{Name: "max-" + d.what, OK: d.have <= d.most}
 		if !ch.OK {
 			ch.Detail = fmt.Sprintf("%d %s, and the application runs under at most %d (max_%s)", d.have, d.what, d.most, d.what)
+			if w, ok := app.(interface{ Why(what string) string }); ok && w.Why(d.what) != "" {
+				ch.Detail += ": " + w.Why(d.what)
+			}
 			ch.Fix = fmt.Sprintf("pass --%s or set %s to at most %d", d.what, d.setting, d.most)
 			ch.Exit = ExitConfig
 		}

@@ -70,6 +70,15 @@ func (a *App) MaxWorkers() int { return 0 }
 // which runs one Python thread at a time.
 func (a *App) MaxThreads() int { return 1 }
 
+// Why says why the application runs under at most MaxThreads loops.
+func (a *App) Why(what string) string {
+	if what != "threads" {
+		return ""
+	}
+	return "the loops of one process share one interpreter, and several need a free-threaded CPython " +
+		"(3.13t or 3.14t), which m0serve does not load; use --workers N for N processes"
+}
+
 // Check runs the interpreter's check and imports every application: the
 // positional one, then each mount in the order given.
 func (a *App) Check(p *host.Plan) {
