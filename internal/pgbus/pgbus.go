@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/m0serve/m0/realtime"
 )
@@ -69,7 +70,7 @@ CREATE TABLE IF NOT EXISTS m0.frames (
 );
 CREATE INDEX IF NOT EXISTS frames_at ON m0.frames (at);
 CREATE OR REPLACE FUNCTION m0.put(p_seq bigint, p_channel text, p_data bytea, p_origin text DEFAULT '')
-RETURNS bigint LANGUAGE plpgsql AS $$
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, m0 AS $$
 BEGIN
 	IF p_channel = '' OR ascii(p_channel) < 32 OR ascii(p_channel) = 127 OR octet_length(p_channel) > 1024 THEN
 		RAISE EXCEPTION 'm0: the channel name % is refused (empty, reserved or over 1024 bytes)', quote_literal(p_channel);
@@ -82,10 +83,17 @@ BEGIN
 	RETURN p_seq;
 END $$;
 CREATE OR REPLACE FUNCTION m0.publish(p_channel text, p_data bytea)
-RETURNS bigint LANGUAGE sql AS $$ SELECT m0.put(nextval('m0.frame_seq'), p_channel, p_data) $$;
+RETURNS bigint LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, m0
+AS $$ SELECT m0.put(nextval('m0.frame_seq'), p_channel, p_data) $$;
 CREATE OR REPLACE FUNCTION m0.publish(p_channel text, p_data text)
-RETURNS bigint LANGUAGE sql AS $$ SELECT m0.put(nextval('m0.frame_seq'), p_channel, convert_to(p_data, 'UTF8')) $$;
+RETURNS bigint LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, m0
+AS $$ SELECT m0.put(nextval('m0.frame_seq'), p_channel, convert_to(p_data, 'UTF8')) $$;
+GRANT USAGE ON SCHEMA m0 TO PUBLIC;
 `
+
+// ready asks whether the schema is made already (its newest object
+// exists): an instance whose role may not make it then uses it as it is.
+const ready = `SELECT to_regclass('m0.meta') IS NOT NULL AND to_regprocedure('m0.publish(text,text)') IS NOT NULL`
 
 // Redact hides the password of a DSN, as a URL (postgres://user:secret@host/db)
 // or as key=value pairs (password=secret), for anything printed.
@@ -112,15 +120,18 @@ type Bus struct {
 	// local numbers frames while the database cannot be reached, in an
 	// epoch of its own: they reach this instance's subscribers only, and a
 	// client that resumes across the change is sent m0-gap.
-	local *realtime.Counter
-	out   chan *realtime.Frame
-	hub   atomic.Pointer[realtime.Hub]
+	local     *realtime.Counter
+	localOnce sync.Once
+	out       chan *realtime.Frame
+	hub       atomic.Pointer[realtime.Hub]
 
-	mu        sync.Mutex
-	watermark uint64               // every frame up to it was delivered or given up
-	ahead     map[uint64]time.Time // delivered beyond a gap: when the gap began
-	down      atomic.Bool          // the database cannot be reached; said once
-	done      chan struct{}
+	mu           sync.Mutex
+	watermark    uint64               // every frame up to it was delivered, or is late
+	ahead        map[uint64]time.Time // delivered beyond a gap: when it arrived
+	late         map[uint64]time.Time // passed over after GapWait, still looked for until RetainFor
+	down         atomic.Bool          // publishing found the database gone; said once
+	listenerDown atomic.Bool          // the listener lost its connection; said once
+	done         chan struct{}
 	// retain is how long the table keeps a frame (RetainFor): a listener
 	// away longer than it may have missed frames for good.
 	retain time.Duration
@@ -142,7 +153,7 @@ func Open(ctx context.Context, dsn string) (*Bus, error) {
 		return nil, err
 	}
 	b := &Bus{dsn: dsn, pool: pool, log: slog.Default(), out: make(chan *realtime.Frame, 4096),
-		ahead: map[uint64]time.Time{}, done: make(chan struct{}), retain: RetainFor}
+		ahead: map[uint64]time.Time{}, late: map[uint64]time.Time{}, done: make(chan struct{}), retain: RetainFor}
 	var tag [8]byte
 	rand.Read(tag[:])
 	b.origin = hex.EncodeToString(tag[:])
@@ -159,8 +170,14 @@ func (b *Bus) setup(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, schema); err != nil {
+	made := false
+	if err := tx.QueryRow(ctx, ready).Scan(&made); err != nil {
 		return err
+	}
+	if !made {
+		if _, err := tx.Exec(ctx, schema); err != nil {
+			return err
+		}
 	}
 	var epoch int64
 	var last int64
@@ -186,11 +203,17 @@ func (b *Bus) Epoch() uint64 { return b.epoch }
 // NextTimeout bounds the wait for an id from the database.
 const NextTimeout = time.Second
 
-// Next takes the next id from the sequence (realtime.IDSource). When the
-// database cannot be reached it says so once, and numbers the frame from a
-// counter of this process's, in an epoch of its own: the frame reaches
-// this instance's subscribers, not the others'.
+// Next takes the next id from the sequence (realtime.IDSource). While the
+// database cannot be reached (a query failed, and the listener has not
+// connected again since) it numbers the frame from a counter of this
+// process's, in an epoch of its own, at once: the frame reaches this
+// instance's subscribers, not the others'. The hub calls Next under its
+// lock: a database that stops answering costs one NextTimeout, not one per
+// frame.
 func (b *Bus) Next() realtime.ID {
+	if b.down.Load() {
+		return b.localCounter().Next()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), NextTimeout)
 	defer cancel()
 	var seq int64
@@ -202,22 +225,27 @@ func (b *Bus) Next() realtime.ID {
 	}
 	if err != nil {
 		b.unreachable(err)
-		b.mu.Lock()
-		if b.local == nil {
-			b.local = realtime.NewCounter()
-		}
-		local := b.local
-		b.mu.Unlock()
-		return local.Next()
+		return b.localCounter().Next()
 	}
-	b.reachable()
 	b.seen(uint64(seq))
 	return realtime.ID{Epoch: b.epoch, Seq: uint64(seq)}
 }
 
+func (b *Bus) localCounter() *realtime.Counter {
+	b.localOnce.Do(func() { b.local = realtime.NewCounter() })
+	return b.local
+}
+
 // Newest is the newest id this process knows of (realtime.IDSource): taken
 // here or delivered from the others. It asks the database nothing.
-func (b *Bus) Newest() realtime.ID { return realtime.ID{Epoch: b.epoch, Seq: b.newest.Load()} }
+// While the database cannot be reached it is the local counter's, so that a
+// producer's ids from NextID are taken (Hub.PublishID).
+func (b *Bus) Newest() realtime.ID {
+	if b.down.Load() {
+		return b.localCounter().Newest()
+	}
+	return realtime.ID{Epoch: b.epoch, Seq: b.newest.Load()}
+}
 
 func (b *Bus) seen(seq uint64) {
 	for {
@@ -261,11 +289,33 @@ func (b *Bus) Close() {
 	})
 }
 
+// unreachable is said when publishing finds the database gone: ids are
+// numbered here from then on, until a probe every second finds it again.
 func (b *Bus) unreachable(err error) {
-	if b.down.CompareAndSwap(false, true) {
-		b.log.Error("m0serve: PostgreSQL cannot be reached; frames published here reach this instance's subscribers only until it can",
-			"dsn", Redact(b.dsn), "error", err.Error())
+	if !b.down.CompareAndSwap(false, true) {
+		return
 	}
+	b.log.Error("m0serve: PostgreSQL cannot be reached; frames published here reach this instance's subscribers only until it can",
+		"dsn", Redact(b.dsn), "error", err.Error())
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for b.down.Load() {
+			select {
+			case <-t.C:
+			case <-b.done:
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), NextTimeout)
+			err := b.pool.QueryRow(ctx, `SELECT 1`).Scan(new(int))
+			cancel()
+			if err == nil {
+				b.reachable()
+			}
+		}
+	}()
 }
 
 func (b *Bus) reachable() {
@@ -274,24 +324,96 @@ func (b *Bus) reachable() {
 	}
 }
 
-// write writes this process's frames to the table, in order.
+// listenerLost is said when the listening connection drops: publishing
+// goes on through the database if it can, and the listener catches up
+// when it is back.
+func (b *Bus) listenerLost(err error) {
+	if b.listenerDown.CompareAndSwap(false, true) {
+		b.log.Warn("m0serve: the PostgreSQL listener lost its connection; connecting again", "dsn", Redact(b.dsn), "error", err.Error())
+	}
+}
+
+// writeBatch is the most frames written in one round trip.
+const writeBatch = 256
+
+// write writes this process's frames to the table, in order, as many as
+// are waiting in one round trip. A batch the database refuses for being
+// unreachable is tried again after a pause, while the queue holds; one it
+// refuses for its content (a channel name PostgreSQL's text takes not) is
+// dropped and said. On Close what is queued is written, for up to
+// NextTimeout.
 func (b *Bus) write() {
 	defer b.wg.Done()
+	var batch []*realtime.Frame
+	pause := time.Duration(0)
 	for {
-		select {
-		case f := <-b.out:
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err := b.pool.Exec(ctx, `SELECT m0.put($1, $2, $3, $4)`, int64(f.ID.Seq), f.Channel, f.Data, b.origin)
-			if err != nil && ctx.Err() == nil {
-				_, err = b.pool.Exec(ctx, `SELECT m0.put($1, $2, $3, $4)`, int64(f.ID.Seq), f.Channel, f.Data, b.origin)
+		if len(batch) == 0 {
+			select {
+			case f := <-b.out:
+				batch = append(batch, f)
+			case <-b.done:
+				b.flush()
+				return
 			}
-			cancel()
-			if err != nil {
-				b.unreachable(err)
-			} else {
-				b.reachable()
+		}
+	more:
+		for len(batch) < writeBatch {
+			select {
+			case f := <-b.out:
+				batch = append(batch, f)
+			default:
+				break more
 			}
-		case <-b.done:
+		}
+		err := b.put(context.Background(), batch)
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			b.reachable()
+			batch, pause = batch[:0], 0
+		case errors.As(err, &pgErr):
+			b.log.Error("m0serve: PostgreSQL refused frames; dropped", "frames", len(batch), "error", err.Error())
+			batch = batch[:0]
+		default:
+			b.unreachable(err)
+			pause = min(max(2*pause, 100*time.Millisecond), 5*time.Second)
+			select {
+			case <-time.After(pause):
+			case <-b.done:
+				b.flush()
+				return
+			}
+		}
+	}
+}
+
+// put writes frames in one round trip.
+func (b *Bus) put(ctx context.Context, frames []*realtime.Frame) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var batch pgx.Batch
+	for _, f := range frames {
+		batch.Queue(`SELECT m0.put($1, $2, $3, $4)`, int64(f.ID.Seq), f.Channel, f.Data, b.origin)
+	}
+	return b.pool.SendBatch(ctx, &batch).Close()
+}
+
+// flush writes what is queued as the bus closes, for up to NextTimeout.
+func (b *Bus) flush() {
+	ctx, cancel := context.WithTimeout(context.Background(), NextTimeout)
+	defer cancel()
+	for {
+		var batch []*realtime.Frame
+	more:
+		for len(batch) < writeBatch {
+			select {
+			case f := <-b.out:
+				batch = append(batch, f)
+			default:
+				break more
+			}
+		}
+		if len(batch) == 0 || b.put(ctx, batch) != nil {
 			return
 		}
 	}
@@ -319,7 +441,7 @@ func (b *Bus) listen() {
 		if listened || away.IsZero() {
 			away, pause = time.Now(), 0 // lost now, after it listened
 		}
-		b.unreachable(err)
+		b.listenerLost(err)
 		pause = min(max(2*pause, 100*time.Millisecond), 5*time.Second)
 		select {
 		case <-time.After(pause):
@@ -340,7 +462,9 @@ func (b *Bus) listenOnce(ctx context.Context, away time.Time) (listened bool, er
 		return false, err
 	}
 	defer conn.Conn().Close(context.Background()) // a listening connection is not reused
-	b.reachable()
+	if b.listenerDown.CompareAndSwap(true, false) {
+		b.log.Info("m0serve: the PostgreSQL listener is connected again", "dsn", Redact(b.dsn))
+	}
 	if !away.IsZero() && time.Since(away) >= b.retain {
 		// Away longer than the table keeps frames: some may be gone for
 		// good. The subscribers resume, and are sent m0-gap.
@@ -370,13 +494,22 @@ func (b *Bus) listenOnce(ctx context.Context, away time.Time) (listened bool, er
 	}
 }
 
-// fetch delivers the frames after the watermark: in order, each once; a
-// number missing before one that arrived is waited for up to GapWait.
+// fetch delivers the frames after the watermark, and any late one: in
+// order, each once. A number missing before one that arrived is waited for
+// up to GapWait; then the watermark passes it, and it is looked for still,
+// until RetainFor (a transaction that took its number and commits late), to
+// be delivered when it comes. The hub is called with no lock of the bus
+// held: it calls Next under its own.
 func (b *Bus) fetch(ctx context.Context, conn *pgx.Conn) error {
 	b.mu.Lock()
 	from := b.watermark
+	late := make([]int64, 0, len(b.late))
+	for seq := range b.late {
+		late = append(late, int64(seq))
+	}
 	b.mu.Unlock()
-	rows, err := conn.Query(ctx, `SELECT seq, channel, data, origin FROM m0.frames WHERE seq > $1 ORDER BY seq LIMIT 1000`, int64(from))
+	rows, err := conn.Query(ctx, `SELECT seq, channel, data, origin FROM m0.frames
+		WHERE seq > $1 OR seq = ANY($2) ORDER BY seq LIMIT 1000`, int64(from), late)
 	if err != nil {
 		return err
 	}
@@ -397,22 +530,44 @@ func (b *Bus) fetch(ctx context.Context, conn *pgx.Conn) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	hub := b.hub.Load()
 	now := time.Now()
+	var deliver []*realtime.Frame
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	for i, f := range frames {
 		b.seen(f.ID.Seq)
-		if _, done := b.ahead[f.ID.Seq]; done || f.ID.Seq <= b.watermark {
+		_, isLate := b.late[f.ID.Seq]
+		if _, done := b.ahead[f.ID.Seq]; done || f.ID.Seq <= b.watermark && !isLate {
 			continue
 		}
-		if !mine[i] && hub != nil {
+		delete(b.late, f.ID.Seq)
+		if !mine[i] {
+			deliver = append(deliver, f)
+		}
+		if f.ID.Seq > b.watermark {
+			b.ahead[f.ID.Seq] = now
+		}
+	}
+	b.advanceLocked(now)
+	b.mu.Unlock()
+	if hub := b.hub.Load(); hub != nil {
+		for _, f := range deliver {
 			hub.Deliver(f)
 		}
-		b.ahead[f.ID.Seq] = now
 	}
-	// The watermark moves over what arrived, and over a gap older than
-	// GapWait.
+	return nil
+}
+
+// maxLate bounds the numbers looked for late.
+const maxLate = 4096
+
+// advanceLocked moves the watermark over what arrived, and over a gap
+// older than GapWait, whose numbers are looked for late from then on.
+func (b *Bus) advanceLocked(now time.Time) {
+	for seq, at := range b.late {
+		if now.Sub(at) >= b.retain {
+			delete(b.late, seq)
+		}
+	}
 	for {
 		next := b.watermark + 1
 		if _, ok := b.ahead[next]; ok {
@@ -427,9 +582,12 @@ func (b *Bus) fetch(ctx context.Context, conn *pgx.Conn) error {
 			}
 		}
 		if oldest.IsZero() || now.Sub(oldest) < GapWait {
-			return nil
+			return
 		}
-		b.watermark = next // given up: taken and never written, or written past RetainFor
+		if len(b.late) < maxLate {
+			b.late[next] = now
+		}
+		b.watermark = next
 	}
 }
 

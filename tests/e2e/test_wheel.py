@@ -110,11 +110,16 @@ def test_installed_command_serves_flask_and_fastapi(venv, tmp_path, activated):
 
 
 def test_package_imports(venv):
+    """From the wheel's own files in the fresh virtualenv, not from the
+    test virtualenv the .pth reaches."""
     root, _, _ = venv
     proc = subprocess.run([str(root / "bin" / "python"), "-I", "-c",
-                           "from m0serve import m0pub, grant; import m0serve; print(m0serve.__version__)"],
+                           "from m0serve import m0pub, grant; import m0serve, sysconfig; "
+                           "print(m0serve.__file__); print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    where, purelib = proc.stdout.split()
+    assert Path(where).parent == Path(purelib) / "m0serve", (where, purelib)
 
 
 def test_uninstall_leaves_nothing(venv):
