@@ -258,19 +258,25 @@ func (in Interpreter) AtLeast(major, minor int) bool {
 	return ma > major || ma == major && mi >= minor
 }
 
-// besidePython is the python3 in the running binary's directory, as the
-// path it was started by (a virtualenv's bin/python3 is a link to the
-// interpreter it was made from; run through the link, it is the
-// virtualenv's).
+// besidePython is the python3 of the virtualenv the running binary is
+// installed in: the directory of the binary (symlinks followed: a link in
+// /usr/local/bin to venv/bin/m0serve is the virtualenv's), when its parent
+// holds a pyvenv.cfg. The python3 there is run by that path (a link to the
+// interpreter the virtualenv was made from; run through the link, it is
+// the virtualenv's).
 func besidePython() (string, error) {
-	exe := os.Args[0]
-	if !strings.Contains(exe, "/") {
-		var err error
-		if exe, err = exec.LookPath(exe); err != nil {
-			return "", err
-		}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
 	}
-	python := filepath.Join(filepath.Dir(exe), "python3")
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return "", err
+	}
+	bin := filepath.Dir(exe)
+	if _, err := os.Stat(filepath.Join(bin, "..", "pyvenv.cfg")); err != nil {
+		return "", err // not in a virtualenv: the python3 on PATH
+	}
+	python := filepath.Join(bin, "python3")
 	fi, err := os.Stat(python)
 	if err != nil {
 		return "", err
@@ -278,5 +284,5 @@ func besidePython() (string, error) {
 	if fi.IsDir() || fi.Mode()&0o111 == 0 {
 		return "", os.ErrNotExist
 	}
-	return filepath.Abs(python)
+	return python, nil
 }

@@ -50,11 +50,17 @@ func platformTag(path string) (string, error) {
 		if !ok {
 			continue
 		}
+		switch v {
+		case "ABI_DT_RELR": // packed relative relocations: glibc 2.36
+			v = "2.36"
+		case "PRIVATE":
+			return "", fmt.Errorf("%s imports %s from glibc's private ABI: no manylinux tag holds for it", path, s.Name)
+		}
 		a, b, _ := strings.Cut(v, ".")
 		x, err1 := strconv.Atoi(a)
 		y, err2 := strconv.Atoi(strings.SplitN(b, ".", 2)[0])
 		if err1 != nil || err2 != nil {
-			continue // GLIBC_PRIVATE
+			return "", fmt.Errorf("%s: a glibc version %q that is not one", path, s.Version)
 		}
 		if x > major || x == major && y > minor {
 			major, minor = x, y

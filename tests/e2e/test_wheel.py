@@ -71,6 +71,18 @@ def test_wheel_name_and_tag(wheel):
     assert floor <= tuple(int(x) for x in libc.split(".")[:2]), f"the wheel wants glibc {floor}, this machine has {libc}"
 
 
+def test_tag_is_the_binarys_glibc_floor(venv):
+    """The tag's glibc is the newest version the installed binary imports,
+    as readelf reads it."""
+    root, _, _ = venv
+    wheel_tag = next(p for p in (root / "lib").rglob("WHEEL") if "m0serve" in str(p)).read_text()
+    floor = re.search(r"manylinux_(\d+)_(\d+)_", wheel_tag)
+    out = subprocess.run(["readelf", "-V", "--wide", str(root / "bin" / "m0serve")], capture_output=True, text=True, check=True).stdout
+    versions = {tuple(map(int, v.split("."))) for v in re.findall(r"Name: GLIBC_(\d+\.\d+(?:\.\d+)?)", out)}
+    assert floor and versions, (wheel_tag, out[-2000:])
+    assert (int(floor[1]), int(floor[2])) == max(v[:2] for v in versions), (floor.group(0), sorted(versions))
+
+
 def serve(venv_root, tmp_path, spec, app_dir, activated):
     """The installed m0serve serving spec: by its path with a PATH that has
     no virtualenv on it, or by name with the virtualenv activated."""
