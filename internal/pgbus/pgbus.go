@@ -352,19 +352,11 @@ func (b *Bus) write() {
 			case f := <-b.out:
 				batch = append(batch, f)
 			case <-b.done:
-				b.flush()
+				b.flush(nil)
 				return
 			}
 		}
-	more:
-		for len(batch) < writeBatch {
-			select {
-			case f := <-b.out:
-				batch = append(batch, f)
-			default:
-				break more
-			}
-		}
+		batch = b.fill(batch)
 		err := b.put(context.Background(), batch)
 		var pgErr *pgconn.PgError
 		switch {
@@ -380,7 +372,7 @@ func (b *Bus) write() {
 			select {
 			case <-time.After(pause):
 			case <-b.done:
-				b.flush()
+				b.flush(batch)
 				return
 			}
 		}
@@ -398,24 +390,29 @@ func (b *Bus) put(ctx context.Context, frames []*realtime.Frame) error {
 	return b.pool.SendBatch(ctx, &batch).Close()
 }
 
-// flush writes what is queued as the bus closes, for up to NextTimeout.
-func (b *Bus) flush() {
+// fill adds to batch what is queued, up to writeBatch, without waiting.
+func (b *Bus) fill(batch []*realtime.Frame) []*realtime.Frame {
+	for len(batch) < writeBatch {
+		select {
+		case f := <-b.out:
+			batch = append(batch, f)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// flush writes batch and what is queued as the bus closes, for up to
+// NextTimeout.
+func (b *Bus) flush(batch []*realtime.Frame) {
 	ctx, cancel := context.WithTimeout(context.Background(), NextTimeout)
 	defer cancel()
 	for {
-		var batch []*realtime.Frame
-	more:
-		for len(batch) < writeBatch {
-			select {
-			case f := <-b.out:
-				batch = append(batch, f)
-			default:
-				break more
-			}
-		}
-		if len(batch) == 0 || b.put(ctx, batch) != nil {
+		if batch = b.fill(batch); len(batch) == 0 || b.put(ctx, batch) != nil {
 			return
 		}
+		batch = batch[:0]
 	}
 }
 
