@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -184,6 +185,7 @@ type server struct {
 	base   string
 	stderr *testutil.LockedBuffer
 	done   chan struct{}
+	ready  atomic.Int32 // ready lines printed: one per worker process
 }
 
 var readyLine = regexp.MustCompile(`^🔥 m0serve: hostapp on http://127\.0\.0\.1:(\d+) \(protocol=go workers=\d+(?: threads=\d+)?\) blocking-threads=\d+$`)
@@ -222,8 +224,12 @@ func start(t *testing.T, app string, env []string, args ...string) *server {
 			}
 			if m := readyLine.FindStringSubmatch(line); m != nil {
 				s.base = "http://127.0.0.1:" + m[1]
+				s.ready.Add(1)
 				go func() {
-					for range lines {
+					for line := range lines {
+						if readyLine.MatchString(line) {
+							s.ready.Add(1)
+						}
 					}
 					cmd.Wait()
 					close(s.done)
@@ -435,6 +441,13 @@ func TestWorkers(t *testing.T) {
 	s := start(t, "producer", []string{"M0_WORKERS=2"}, "--host", "127.0.0.1", "--port", freePort(t))
 	waitFor(t, s.stderr, "make worker=0/2 thread=0/0")
 	waitFor(t, s.stderr, "make worker=1/2 thread=0/0")
+	// Both serve (a worker prints its ready line once it takes
+	// connections), or the first would keep every connection.
+	for deadline := time.Now().Add(10 * time.Second); s.ready.Load() < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ready lines of 2", s.ready.Load())
+		}
+	}
 	// Four keep-alive connections: with the handoff, both workers hold
 	// some. Each asks which worker it is on, then holds the clock.
 	type held struct {
