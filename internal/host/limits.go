@@ -335,16 +335,24 @@ func (lh *limitHandler) refuse(w http.ResponseWriter, r *http.Request, status in
 	c.Close()
 }
 
-// limitListener hands out limitConns.
+// limitListener hands out limitConns. A failure to accept (out of
+// descriptors, say) is retried with wire.AcceptRetry's backoff until the
+// listener closes: fasthttp's Serve returns on such a failure, and the
+// server would stop serving for good.
 type limitListener struct {
 	net.Listener
-	idle  time.Duration
-	mu    sync.Mutex
-	conns map[*limitConn]struct{} // open connections
+	idle   time.Duration
+	mu     sync.Mutex
+	conns  map[*limitConn]struct{} // open connections
+	retry  wire.AcceptRetry
+	made   sync.Once
+	closed chan struct{} // closed by Close
+	shut   sync.Once
+	err    error // Close's
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
+	c, err := l.retry.Accept(l.Listener, l.done())
 	if err != nil {
 		return nil, err
 	}
@@ -356,6 +364,21 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	l.conns[lc] = struct{}{}
 	l.mu.Unlock()
 	return lc, nil
+}
+
+// done is closed once Close is called.
+func (l *limitListener) done() chan struct{} {
+	l.made.Do(func() { l.closed = make(chan struct{}) })
+	return l.closed
+}
+
+// Close closes the listener once, ending an Accept that waits to retry.
+func (l *limitListener) Close() error {
+	l.shut.Do(func() {
+		close(l.done())
+		l.err = l.Listener.Close()
+	})
+	return l.err
 }
 
 // UnusedGrace is how long a drain leaves a connection that has sent

@@ -63,34 +63,84 @@ func (c *CountedConn) ReadFrom(r io.Reader) (int64, error) {
 }
 
 // AcceptLoop accepts from ln and hands each connection to place until ln
-// is closed or closed is. A failure to accept (out of descriptors, say) is
-// retried after a pause that doubles up to a second, as net/http and
-// fasthttp do, and logged.
+// is closed or closed is, retrying a failure to accept as AcceptRetry does.
 func AcceptLoop(ln net.Listener, closed <-chan struct{}, place func(net.Conn)) {
+	var r AcceptRetry
+	for {
+		c, err := r.Accept(ln, closed)
+		if err != nil {
+			return
+		}
+		place(c)
+	}
+}
+
+// AcceptRetry accepts from a listener through failures: one that fails to
+// accept for any reason but its closing (out of descriptors, say) is
+// retried after a pause that doubles from 5 ms up to a second, restarting
+// at 5 ms after a connection is accepted, as net/http's Serve does, and
+// never in a loop that spins. Failures are logged at most once per
+// LogEvery, each line with how many failed since the one before. The zero
+// value is ready; it is safe for concurrent use.
+type AcceptRetry struct {
+	Logger *slog.Logger // where failures are logged; nil: slog.Default()
+
+	mu     sync.Mutex
+	logged time.Time // when the last line was logged
+	failed int       // failures since then
+}
+
+// LogEvery is how often AcceptRetry logs, at most, while accepting fails.
+const LogEvery = time.Second
+
+// Accept returns ln's next connection. It returns net.ErrClosed once ln is
+// closed or closed is (a nil closed never is), and only then.
+func (r *AcceptRetry) Accept(ln net.Listener, closed <-chan struct{}) (net.Conn, error) {
 	var pause time.Duration
 	for {
 		c, err := ln.Accept()
-		if err != nil {
-			select {
-			case <-closed:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
-			slog.Warn("m0serve: cannot accept a connection; retrying", "error", err.Error(), "in", pause.String())
-			select {
-			case <-time.After(pause):
-			case <-closed:
-				return
-			}
-			continue
+		if err == nil {
+			return c, nil
 		}
-		pause = 0
-		place(c)
+		select {
+		case <-closed:
+			return nil, net.ErrClosed
+		default:
+		}
+		if errors.Is(err, net.ErrClosed) {
+			return nil, net.ErrClosed
+		}
+		pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+		r.failure(err, pause)
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-closed:
+			t.Stop()
+			return nil, net.ErrClosed
+		}
 	}
+}
+
+// failure counts a failure to accept and logs it, unless a line went out
+// less than LogEvery ago.
+func (r *AcceptRetry) failure(err error, pause time.Duration) {
+	r.mu.Lock()
+	r.failed++
+	now := time.Now()
+	if !r.logged.IsZero() && now.Sub(r.logged) < LogEvery {
+		r.mu.Unlock()
+		return
+	}
+	failed := r.failed
+	r.logged, r.failed = now, 0
+	r.mu.Unlock()
+	log := r.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Warn("m0serve: cannot accept a connection; retrying", "error", err.Error(), "in", pause.String(),
+		"failures", failed)
 }
 
 // Pending reports whether bytes are waiting to be read on c's socket.

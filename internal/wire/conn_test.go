@@ -1,0 +1,144 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// failing is a listener whose first fails Accepts fail as accept4 does
+// out of descriptors, until it is closed.
+type failing struct {
+	net.Listener
+	mu     sync.Mutex
+	fails  int
+	calls  int
+	closed bool
+}
+
+func (l *failing) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	l.calls++
+	fail := l.fails > 0 && !l.closed
+	if fail {
+		l.fails--
+	}
+	l.mu.Unlock()
+	if fail {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+func (l *failing) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	return l.Listener.Close()
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// logLines is a logger and what it wrote, one line per record.
+func logLines() (*slog.Logger, func() []string) {
+	var mu sync.Mutex
+	var b bytes.Buffer
+	w := writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return b.Write(p)
+	})
+	return slog.New(slog.NewTextHandler(w, nil)), func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Split(strings.TrimSpace(b.String()), "\n")
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestAcceptRetry(t *testing.T) {
+	t.Parallel()
+	ln := &failing{Listener: listen(t), fails: 6}
+	log, lines := logLines()
+	r := AcceptRetry{Logger: log}
+	go func() {
+		if c, err := net.Dial("tcp4", ln.Addr().String()); err == nil {
+			defer c.Close()
+			c.Read(make([]byte, 1))
+		}
+	}()
+	start := time.Now()
+	c, err := r.Accept(ln, nil)
+	if err != nil {
+		t.Fatalf("Accept after 6 failures: %v", err)
+	}
+	c.Close()
+	took := time.Since(start)
+	if ln.calls != 7 {
+		t.Errorf("%d calls to Accept, want 7", ln.calls)
+	}
+	// At most one line per LogEvery: the first failure's, then one a
+	// LogEvery later at the soonest.
+	got := lines()
+	if max := 1 + int(took/LogEvery); len(got) < 1 || len(got) > max {
+		t.Fatalf("%d lines in %v, want 1 to %d: %q", len(got), took, max, got)
+	}
+	if !strings.Contains(got[0], "too many open files") || !strings.Contains(got[0], "failures=1") {
+		t.Errorf("first line %q", got[0])
+	}
+}
+
+func TestAcceptRetryEnds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		end  func(ln net.Listener, closed chan struct{})
+	}{
+		{"closed channel", func(_ net.Listener, closed chan struct{}) { close(closed) }},
+		{"listener closed", func(ln net.Listener, _ chan struct{}) { ln.Close() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ln := &failing{Listener: listen(t), fails: 1 << 30}
+			log, _ := logLines()
+			r := AcceptRetry{Logger: log}
+			closed := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				_, err := r.Accept(ln, closed)
+				done <- err
+			}()
+			for {
+				ln.mu.Lock()
+				calls := ln.calls
+				ln.mu.Unlock()
+				if calls >= 3 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			tc.end(ln, closed)
+			if err := <-done; !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("Accept returned %v, want net.ErrClosed", err)
+			}
+		})
+	}
+}
