@@ -38,6 +38,23 @@ func FuzzParseID(f *testing.F) {
 	})
 }
 
+// FuzzIDString: every id String writes is one ParseID reads back, as the
+// Last-Event-ID a browser returns.
+func FuzzIDString(f *testing.F) {
+	f.Add(uint64(1764547200123), uint64(42))
+	f.Add(uint64(0), uint64(0))
+	f.Add(^uint64(0), ^uint64(0))
+	f.Add(uint64(35), uint64(10))
+	f.Fuzz(func(t *testing.T, epoch, seq uint64) {
+		id := ID{Epoch: epoch, Seq: seq}
+		s := id.String()
+		got, ok := ParseID(s)
+		if !ok || got != id {
+			t.Fatalf("ParseID(%q) = %v, %v; want %v", s, got, ok, id)
+		}
+	})
+}
+
 // TestJournal: a presented id, the journal's window and a restart decide
 // between the frames missed and a gap.
 func TestJournal(t *testing.T) {

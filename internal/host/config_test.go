@@ -1,6 +1,8 @@
 package host
 
 import (
+	"math/big"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -151,26 +153,64 @@ func TestParseDuration(t *testing.T) {
 	}
 }
 
+// FuzzParseSize: a size taken is what its digits and unit say, from 0 to
+// 1<<62, and re-formats (formatSize, as --help and the doctor print it) to
+// a spelling that parses to the same value.
 func FuzzParseSize(f *testing.F) {
-	for _, s := range []string{"4m", "512k", "1g", "0", "-1", "9223372036854775807", "8796093022208k"} {
+	for _, s := range []string{"4m", "512k", "1g", "0", "-1", "9223372036854775807", "8796093022208k", " 64M ", "4294967296g", "4294967297g", "1K", "+1", "0x10", "1_0"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		n, err := ParseSize(s)
-		if err == nil && n < 0 {
+		if err != nil {
+			if n != 0 {
+				t.Fatalf("ParseSize(%q) refused with %d", s, n)
+			}
+			return
+		}
+		if n < 0 || n > 1<<62 {
 			t.Fatalf("ParseSize(%q) = %d", s, n)
+		}
+		// The same value, worked out another way.
+		digits := strings.TrimSpace(s)
+		unit := new(big.Int).SetInt64(1)
+		switch last := strings.ToLower(digits[len(digits)-1:]); last {
+		case "k", "m", "g":
+			unit.Lsh(unit, uint(map[string]int{"k": 10, "m": 20, "g": 30}[last]))
+			digits = digits[:len(digits)-1]
+		}
+		want, ok := new(big.Int).SetString(digits, 10)
+		if !ok || digits[0] == '+' || want.Mul(want, unit).Cmp(big.NewInt(n)) != 0 {
+			t.Fatalf("ParseSize(%q) = %d, want %v", s, n, want)
+		}
+		if again, err := ParseSize(formatSize(n)); err != nil || again != n {
+			t.Fatalf("ParseSize(%q) = %d, written %q, which parses to %d, %v", s, n, formatSize(n), again, err)
 		}
 	})
 }
 
+// FuzzParseDuration: a duration taken is from 0 to 1e9 seconds, and
+// re-formats (Duration.String) to a spelling that parses to the same value.
 func FuzzParseDuration(f *testing.F) {
-	for _, s := range []string{"30", "0.5", "500ms", "-1", "1e9", "NaN", "Inf"} {
+	for _, s := range []string{"30", "0.5", "500ms", "-1", "1e9", "NaN", "Inf", "1h2m3.5s", " 2m ", "+3", "0x10", "1e-12", "2562047h47m16.854775807s", ".5", "5."} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		d, err := ParseDuration(s)
-		if err == nil && d < 0 {
+		if err != nil {
+			if d != 0 {
+				t.Fatalf("ParseDuration(%q) refused with %v", s, d)
+			}
+			return
+		}
+		if d < 0 {
 			t.Fatalf("ParseDuration(%q) = %v", s, d)
+		}
+		if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil && (f > 1e9 || d > 1e9*time.Second) {
+			t.Fatalf("ParseDuration(%q) = %v: more than 1e9 seconds", s, d)
+		}
+		if again, err := ParseDuration(d.String()); err != nil || again != d {
+			t.Fatalf("ParseDuration(%q) = %v, which parses back as %v, %v", s, d, again, err)
 		}
 	})
 }
