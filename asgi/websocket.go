@@ -138,7 +138,7 @@ func (h *Handler) netWebSocket(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) fastWebSocket(ctx *fasthttp.RequestCtx) {
 	hr, ok := wsup.CheckFast(ctx)
 	if !ok {
-		wire.FastError(ctx, fasthttp.StatusBadRequest, false)
+		wsup.RefuseFast(ctx)
 		return
 	}
 	var sc scope

@@ -1,6 +1,7 @@
 package realtime
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/m0serve/m0/internal/wire"
@@ -124,11 +126,50 @@ func (k *GrantKeys) Verify(r *http.Request, prefix string, now time.Time) (chann
 	if err != nil {
 		return "", ErrGrantMalformed
 	}
-	session := ""
-	if c, err := r.Cookie(k.cookie()); err == nil {
-		session = c.Value
+	return k.verify(q, prefix, sessionCookie(r.Header["Cookie"], k.cookie()), now)
+}
+
+// verifyFast is Verify of a request fasthttp parsed.
+func (k *GrantKeys) verifyFast(r *fasthttp.Request, prefix string, now time.Time) (string, error) {
+	q, err := url.ParseQuery(string(r.URI().QueryString()))
+	if err != nil {
+		return "", ErrGrantMalformed
 	}
-	return k.verify(q, prefix, session, now)
+	raw := r.Header.RawHeaders()
+	if len(raw) == 0 {
+		// A request made in Go rather than read from a connection: only
+		// the cookies fasthttp parsed are left.
+		return k.verify(q, prefix, string(r.Header.Cookie(k.cookie())), now)
+	}
+	var lines []string
+	for line := range bytes.Lines(raw) {
+		if name, value, ok := bytes.Cut(line, []byte(":")); ok && wire.EqualFold(name, "Cookie") {
+			lines = append(lines, string(bytes.TrimSpace(value)))
+		}
+	}
+	return k.verify(q, prefix, sessionCookie(lines, k.cookie()), now)
+}
+
+// sessionCookie is the value of the cookie name in a request's Cookie
+// lines, "" for none. Both front ends read it so, as Django and Werkzeug
+// read cookies: pairs split at ";", name and value trimmed of spaces and
+// tabs, a value's surrounding double quotes removed; the first pair of the
+// name counts.
+func sessionCookie(lines []string, name string) string {
+	for _, line := range lines {
+		for pair := range strings.SplitSeq(line, ";") {
+			k, v, ok := strings.Cut(pair, "=")
+			if !ok || strings.Trim(k, " \t") != name {
+				continue
+			}
+			v = strings.Trim(v, " \t")
+			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			return v
+		}
+	}
+	return ""
 }
 
 func (k *GrantKeys) verify(q url.Values, prefix, session string, now time.Time) (string, error) {
@@ -252,16 +293,10 @@ func (m *holdMount) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		wire.FastError(ctx, http.StatusMethodNotAllowed, false)
 		return
 	}
-	q, err := url.ParseQuery(string(ctx.URI().QueryString()))
-	if err != nil {
-		err = ErrGrantMalformed
-	} else {
-		var channel string
-		channel, err = m.opts.Keys.verify(q, m.prefix, string(ctx.Request.Header.Cookie(m.opts.Keys.cookie())), m.opts.Now())
-		if err == nil {
-			m.hub.serveFastSSE(ctx, channel, nil, m.opts.KeepHijackedConns)
-			return
-		}
+	channel, err := m.opts.Keys.verifyFast(&ctx.Request, m.prefix, m.opts.Now())
+	if err == nil {
+		m.hub.serveFastSSE(ctx, channel, nil, m.opts.KeepHijackedConns)
+		return
 	}
 	m.refuse(string(ctx.Method()), string(ctx.Path()), err)
 	wire.FastError(ctx, http.StatusForbidden, false)

@@ -301,7 +301,7 @@ func (hd *fastHolds) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	}
 	r, ok := wsup.CheckFast(ctx)
 	if !ok {
-		wire.FastError(ctx, http.StatusBadRequest, false)
+		wsup.RefuseFast(ctx)
 		return
 	}
 	up := http.Header{}

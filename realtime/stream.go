@@ -228,6 +228,14 @@ func lastEventID(h http.Header) (string, bool) {
 	return v[0], true
 }
 
+// fastLastEventID is lastEventID of a request fasthttp parsed.
+func fastLastEventID(h *fasthttp.RequestHeader) (string, bool) {
+	if v := h.Peek("Last-Event-ID"); len(v) > 0 {
+		return string(v), true
+	}
+	return "", false
+}
+
 // serveFastSSE holds ctx's request as an SSE stream of channel, as
 // ServeSSE does, on the connection fasthttp hands over. detach says the
 // server keeps hijacked connections open (HoldOptions.KeepHijackedConns):
@@ -235,11 +243,7 @@ func lastEventID(h http.Header) (string, bool) {
 // connection, so that fasthttp's request context and read buffer go back
 // as soon as the hijack handler returns.
 func (h *Hub) serveFastSSE(ctx *fasthttp.RequestCtx, channel string, extra []header, detach bool) {
-	var lastID string
-	resume := false
-	if v := ctx.Request.Header.Peek("Last-Event-ID"); len(v) > 0 {
-		lastID, resume = string(v), true
-	}
+	lastID, resume := fastLastEventID(&ctx.Request.Header)
 	http11 := ctx.Request.Header.IsHTTP11()
 	ctx.Response.Reset()
 	ctx.SetStatusCode(http.StatusOK)

@@ -190,6 +190,10 @@ func fastLimits(s *fasthttp.Server, lim Limits, obs observe.Refuser) {
 			rf.timedOut()
 			ctx.Error(timedOut, fasthttp.StatusRequestTimeout)
 			ctx.SetConnectionClose()
+		case bodyRefusal(err) != nil:
+			r := bodyRefusal(err)
+			ctx.Error(r.Body(), r.Status)
+			ctx.SetConnectionClose()
 		case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
 			ctx.Error("Request Header Fields Too Large\n", fasthttp.StatusRequestHeaderFieldsTooLarge)
 		default:
@@ -254,6 +258,10 @@ func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cs = &observe.Conn{}
 	}
 	cs.Requests++
+	obs, _ := lh.h.(observe.Refuser)
+	if strictNet(w, r, cs.Conn, obs) {
+		return
+	}
 	if n := lh.lim.MaxKeepaliveRequests; n > 0 && cs.Requests >= n {
 		w.Header().Set("Connection", "close")
 	}
@@ -288,6 +296,9 @@ func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil && isTimeout(err):
 		lh.refuse(w, r, http.StatusRequestTimeout)
+		return
+	case bodyRefusal(err) != nil:
+		answerNet(w, r, bodyRefusal(err), obs)
 		return
 	case err != nil:
 		if !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/internal/observe"
+	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 )
 
@@ -52,8 +53,9 @@ const KeepsHijackedConns = true
 // it on lim.Listener(ln) for the bound on a send that makes no progress and
 // for the linger after a refused upload.
 func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
+	obs, _ := h.(observe.Refuser)
 	s := &fasthttp.Server{
-		Handler:               h.ServeFastHTTP,
+		Handler:               strictFast(h.ServeFastHTTP, obs),
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
 		// The application parses its own bodies, byte for byte.
@@ -65,7 +67,6 @@ func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
 		KeepHijackedConns: KeepsHijackedConns,
 		Logger:            log.New(io.Discard, "", 0),
 	}
-	obs, _ := h.(observe.Refuser)
 	fastLimits(s, lim, obs)
 	return s
 }
@@ -80,7 +81,7 @@ type limitedServer struct {
 }
 
 func (s *limitedServer) Serve(ln net.Listener) error {
-	l := s.lim.Listener(ln)
+	l := s.lim.Listener(wire.StrictListener(ln))
 	s.ln.Store(l)
 	return s.serve(l)
 }

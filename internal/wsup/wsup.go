@@ -5,10 +5,12 @@ package wsup
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -69,14 +71,31 @@ func NetRequest(ctx *fasthttp.RequestCtx) (*http.Request, error) {
 }
 
 // CheckFast returns the request a valid upgrade of ctx reads as, or false
-// when the upgrade is malformed (a 400 is then its answer).
+// when the upgrade is malformed (RefuseFast is then its answer): the
+// checks of RFC 6455 4.2.1 the upgrader makes on net/http.
 func CheckFast(ctx *fasthttp.RequestCtx) (*http.Request, bool) {
 	r, err := NetRequest(ctx)
-	if err != nil || !websocket.IsWebSocketUpgrade(r) || r.Header.Get("Sec-Websocket-Key") == "" ||
+	if err != nil || !websocket.IsWebSocketUpgrade(r) || !validKey(r.Header.Get("Sec-Websocket-Key")) ||
 		r.Header.Get("Sec-Websocket-Version") != "13" {
 		return nil, false
 	}
 	return r, true
+}
+
+// RefuseFast answers a malformed upgrade (CheckFast's false) with 400, and
+// names the version spoken when the client asked for another (RFC 6455
+// 4.4), as the upgrader does on net/http.
+func RefuseFast(ctx *fasthttp.RequestCtx) {
+	wire.FastError(ctx, http.StatusBadRequest, false)
+	if string(ctx.Request.Header.Peek("Sec-WebSocket-Version")) != "13" {
+		ctx.Response.Header.Set("Sec-WebSocket-Version", "13")
+	}
+}
+
+// validKey reports whether k is a Sec-WebSocket-Key: 16 bytes in base64.
+func validKey(k string) bool {
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(k))
+	return err == nil && len(b) == 16
 }
 
 // UpgradeFast answers ctx's upgrade (r, from CheckFast) with hdr and hands

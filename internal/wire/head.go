@@ -1,0 +1,635 @@
+package wire
+
+import (
+	"bytes"
+	"net/http"
+)
+
+// The strict reading of HTTP/1.1 requests (RFC 9110, RFC 9112), the same
+// on both front ends: a Framer follows a connection's bytes before the
+// front end's own parser sees them, passes each request head only once it
+// is whole and valid, and follows each body's framing to the next head. What
+// the RFCs leave to the recipient, it takes the strict way: a message that
+// two parsers could frame differently is refused and its connection closed.
+// docs/reliability.md lists every case with its answer.
+
+// Limits of a request head.
+const (
+	// MaxHead is the most bytes of a request line and its headers (an 8
+	// KiB cookie fits); past it the answer is 414 while the request line
+	// is still unfinished, 431 after.
+	MaxHead = 16 << 10
+	// MaxHeaderLines is the most header lines a request may have (431).
+	MaxHeaderLines = 100
+	// maxChunkLine bounds a chunk-size line with its extensions, and a
+	// trailer line.
+	maxChunkLine = 4 << 10
+	// maxTrailer bounds a chunked body's trailer section.
+	maxTrailer = 8 << 10
+	// maxEmptyLines is how many empty lines may come before a request
+	// line (RFC 9112 2.2: a server SHOULD ignore at least one).
+	maxEmptyLines = 8
+)
+
+// Refusal is a request the Framer refuses: the status to answer and why.
+// A refusal in a head comes before its request reaches any handler; one in
+// a body (InBody) is a read error of that body.
+type Refusal struct {
+	Status int
+	Reason string
+	// Method and Target are the refused request's, as far as they were
+	// read, for the log.
+	Method, Target string
+	InBody         bool
+}
+
+func (r *Refusal) Error() string { return "m0: refused request: " + r.Reason }
+
+// Body is the text sent with a refusal.
+func (r *Refusal) Body() string { return http.StatusText(r.Status) + ": " + r.Reason + "\n" }
+
+// Framer states.
+const (
+	inHead      = iota // at or inside a request head
+	inLength           // in a body of known length
+	inSize             // in a chunk-size line's digits
+	inExt              // in a chunk-size line's extensions
+	inSizeLF           // after the CR that ends a chunk-size line
+	inData             // in a chunk's data
+	inDataCR           // after a chunk's data: its CR
+	inDataLF           // and its LF
+	inTrailer          // at or in a trailer line
+	inTrailerLF        // after a trailer line's CR
+	inPass             // after an upgrade: nothing is read as HTTP any more
+	inRefused          // after a refusal: nothing more is passed
+)
+
+// Framer follows the framing of the requests on one connection. Its zero
+// value is at the start of a connection.
+type Framer struct {
+	state     int
+	left      int64 // bytes left of a body or of a chunk's data
+	line      int   // bytes of the current chunk-size or trailer line
+	trail     int   // bytes of the trailer section
+	lineStart bool
+	// searched is how far into an unfinished head the search for its end
+	// has gone, so a head arriving a byte at a time is searched once.
+	searched int
+	// Heads is how many request heads have been passed.
+	Heads int
+	// Err is the refusal that ended the connection's requests, if any.
+	Err *Refusal
+}
+
+// Passing reports whether the Framer has stopped reading the connection as
+// HTTP after an upgrade request: what follows is the upgraded protocol's,
+// or, if the handler declined the upgrade, bytes the server must not read
+// as requests (it closes the connection after its answer).
+func (f *Framer) Passing() bool { return f.state == inPass }
+
+// Scan reads b, the connection's bytes from where the last Scan stopped,
+// and returns how many of them may be handed to the front end. An
+// unfinished head stops the scan at its start: those bytes are presented
+// again, with more after them, on the next Scan. A refused head also stops
+// it at its start, with the refusal; a refusal in a body stops it where the
+// body went wrong. After a refusal Scan passes nothing.
+func (f *Framer) Scan(b []byte) (int, *Refusal) {
+	i := 0
+	for i < len(b) {
+		switch f.state {
+		case inHead:
+			n, r := f.head(b[i:])
+			if r != nil {
+				f.state, f.Err = inRefused, r
+				return i, r
+			}
+			if n == 0 {
+				return i, nil // unfinished
+			}
+			i += n
+		case inLength:
+			n := int64(len(b) - i)
+			if n >= f.left {
+				i += int(f.left)
+				f.left, f.state = 0, inHead
+			} else {
+				f.left -= n
+				i = len(b)
+			}
+		case inData:
+			n := int64(len(b) - i)
+			if n >= f.left {
+				i += int(f.left)
+				f.left, f.state = 0, inDataCR
+			} else {
+				f.left -= n
+				i = len(b)
+			}
+		case inPass:
+			return len(b), nil
+		case inRefused:
+			return i, f.Err
+		default:
+			if r := f.chunked(b[i]); r != nil {
+				f.state, f.Err = inRefused, r
+				return i, r
+			}
+			i++
+		}
+	}
+	return i, nil
+}
+
+// bodyErr is a refusal of a chunked body.
+func bodyErr(reason string) *Refusal {
+	return &Refusal{Status: http.StatusBadRequest, Reason: reason, InBody: true}
+}
+
+// chunked takes one byte of a chunked body's framing (RFC 9112 7.1).
+func (f *Framer) chunked(c byte) *Refusal {
+	switch f.state {
+	case inSize:
+		if d := unhex(c); d >= 0 {
+			if f.line >= 15 {
+				return bodyErr("chunk size too large")
+			}
+			f.left = f.left<<4 | int64(d)
+			f.line++
+			return nil
+		}
+		if f.line == 0 {
+			return bodyErr("chunk size is not hexadecimal")
+		}
+		switch c {
+		case ';', ' ', '\t':
+			f.state = inExt
+			return f.ext(c)
+		case '\r':
+			f.state = inSizeLF
+			return nil
+		}
+		return bodyErr("chunk size is not hexadecimal")
+	case inExt:
+		return f.ext(c)
+	case inSizeLF:
+		if c != '\n' {
+			return bodyErr("chunk-size line without CRLF")
+		}
+		f.line = 0
+		if f.left == 0 {
+			f.state, f.trail, f.lineStart = inTrailer, 0, true
+		} else {
+			f.state = inData
+		}
+		return nil
+	case inDataCR:
+		if c != '\r' {
+			return bodyErr("chunk data longer than its size")
+		}
+		f.state = inDataLF
+		return nil
+	case inDataLF:
+		if c != '\n' {
+			return bodyErr("chunk data longer than its size")
+		}
+		f.state, f.line, f.left = inSize, 0, 0
+		return nil
+	case inTrailer:
+		f.trail++
+		if f.trail > maxTrailer {
+			return bodyErr("trailer section too large")
+		}
+		if c == '\r' {
+			f.state = inTrailerLF
+			return nil
+		}
+		if c == '\n' {
+			return bodyErr("bare LF in the trailer section")
+		}
+		if f.lineStart && (c == ' ' || c == '\t') {
+			return bodyErr("obsolete line folding in the trailer section")
+		}
+		if !fieldByte(c) {
+			return bodyErr("control byte in the trailer section")
+		}
+		f.lineStart = false
+		return nil
+	case inTrailerLF:
+		if c != '\n' {
+			return bodyErr("bare CR in the trailer section")
+		}
+		if f.lineStart { // an empty line: the end of the message
+			f.state = inHead
+			return nil
+		}
+		f.state, f.lineStart = inTrailer, true
+		return nil
+	}
+	return nil
+}
+
+// ext takes one byte of a chunk-size line's extensions: ignored as RFC 9112
+// 7.1.1 says, but bounded, and without a control byte but HTAB.
+func (f *Framer) ext(c byte) *Refusal {
+	f.line++
+	if f.line > maxChunkLine {
+		return bodyErr("chunk extensions too long")
+	}
+	switch {
+	case c == '\r':
+		f.state = inSizeLF
+	case c == '\t':
+	case c < ' ' || c == 0x7f:
+		return bodyErr("control byte in a chunk extension")
+	}
+	return nil
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// head takes a request head from the start of b: it returns its length once
+// the head is whole and valid (and sets the framing of its body), 0 while
+// it is unfinished, or the refusal.
+func (f *Framer) head(b []byte) (int, *Refusal) {
+	// Empty lines before a request line are skipped (and passed on).
+	skip := 0
+	for e := 0; e < maxEmptyLines && len(b) >= skip+2 && b[skip] == '\r' && b[skip+1] == '\n'; e++ {
+		skip += 2
+	}
+	if len(b) == skip || (len(b) == skip+1 && b[skip] == '\r') {
+		return 0, nil
+	}
+	from := max(f.searched, skip)
+	end := -1
+	for {
+		j := bytes.IndexByte(b[from:], '\n')
+		if j < 0 {
+			break
+		}
+		j += from
+		if j == 0 || b[j-1] != '\r' {
+			f.searched = 0
+			return 0, refuse(b[skip:], 400, "bare LF")
+		}
+		if j >= skip+3 && b[j-2] == '\n' { // CRLF CRLF
+			end = j + 1
+			break
+		}
+		from = j + 1
+	}
+	if end < 0 {
+		if len(b)-skip > MaxHead {
+			f.searched = 0
+			if bytes.IndexByte(b[skip:], '\n') < 0 {
+				return 0, refuse(b[skip:], 414, "request line too long")
+			}
+			return 0, refuse(b[skip:], 431, "request head too large")
+		}
+		f.searched = max(len(b)-1, skip)
+		return 0, nil
+	}
+	f.searched = 0
+	if end-skip > MaxHead {
+		return 0, refuse(b[skip:], 431, "request head too large")
+	}
+	fr, r := CheckHead(b[skip:end])
+	if r != nil {
+		return 0, r
+	}
+	f.Heads++
+	switch {
+	case fr.Upgrade:
+		f.state = inPass
+	case fr.Chunked:
+		f.state, f.left, f.line = inSize, 0, 0
+	case fr.Length > 0:
+		f.state, f.left = inLength, fr.Length
+	}
+	return end, nil
+}
+
+// Framing is how a request's body is delimited.
+type Framing struct {
+	Length  int64 // the Content-Length, or 0
+	Chunked bool
+	// Upgrade: the request asks to switch protocols (Upgrade with
+	// Connection: upgrade); what follows it is not read as HTTP.
+	Upgrade bool
+}
+
+// refuse makes a refusal of the head that begins b.
+func refuse(b []byte, status int, reason string) *Refusal {
+	r := &Refusal{Status: status, Reason: reason}
+	line := b
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	if m, rest, ok := bytes.Cut(line, []byte(" ")); ok {
+		r.Method = printable(m, 32)
+		t, _, _ := bytes.Cut(rest, []byte(" "))
+		r.Target = printable(t, 256)
+	}
+	return r
+}
+
+// printable is b, at most n bytes, with every byte outside printable ASCII
+// as '?': a refused request's words are safe to log.
+func printable(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if c < ' ' || c > '~' {
+			c = '?'
+		}
+		out[i] = c
+	}
+	return string(out)
+}
+
+// CheckHead checks one whole request head, from its request line to the
+// empty line that ends it (CRLF line ends; Framer.Scan has checked that
+// no LF stands alone), and returns the framing of its body.
+func CheckHead(head []byte) (Framing, *Refusal) {
+	var fr Framing
+	bad := func(status int, reason string) (Framing, *Refusal) { return Framing{}, refuse(head, status, reason) }
+	if !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
+		return bad(400, "unfinished request head")
+	}
+	nl := bytes.IndexByte(head, '\n')
+	if nl < 1 || head[nl-1] != '\r' {
+		return bad(400, "bare LF")
+	}
+	line := head[:nl-1]
+	rest := head[nl+1:]
+
+	// The request line: method SP request-target SP HTTP-version.
+	sp := bytes.IndexByte(line, ' ')
+	if sp <= 0 {
+		return bad(400, "malformed request line")
+	}
+	method := line[:sp]
+	for _, c := range method {
+		if !tokenByte(c) {
+			return bad(400, "malformed method")
+		}
+	}
+	line = line[sp+1:]
+	sp = bytes.LastIndexByte(line, ' ')
+	if sp <= 0 {
+		return bad(400, "malformed request line")
+	}
+	target, version := line[:sp], line[sp+1:]
+	http10 := false
+	switch {
+	case string(version) == "HTTP/1.1":
+	case string(version) == "HTTP/1.0":
+		http10 = true
+	case len(version) == 8 && string(version[:5]) == "HTTP/" && digit(version[5]) && version[6] == '.' && digit(version[7]):
+		if version[5] != '1' {
+			return bad(505, "HTTP version not supported")
+		}
+		// RFC 9110 2.5: a higher minor version is served as 1.1.
+	default:
+		return bad(400, "malformed HTTP version")
+	}
+	if r := checkTarget(method, target); r != "" {
+		return bad(400, r)
+	}
+	if string(method) == "CONNECT" {
+		return bad(501, "CONNECT is not served")
+	}
+
+	// The header lines.
+	var (
+		lines, hosts, lengths int
+		te                    []byte
+		teSeen, upgrade       bool
+		connUpgrade           bool
+	)
+	for len(rest) > 2 {
+		nl := bytes.IndexByte(rest, '\n')
+		if nl < 1 || rest[nl-1] != '\r' {
+			return bad(400, "bare LF")
+		}
+		field := rest[:nl-1]
+		rest = rest[nl+1:]
+		lines++
+		if len(field) == 0 {
+			return bad(400, "malformed header line")
+		}
+		if lines > MaxHeaderLines {
+			return bad(431, "too many header lines")
+		}
+		if bytes.IndexByte(field, '\r') >= 0 {
+			return bad(400, "bare CR")
+		}
+		if field[0] == ' ' || field[0] == '\t' {
+			return bad(400, "obsolete line folding")
+		}
+		colon := bytes.IndexByte(field, ':')
+		if colon <= 0 {
+			return bad(400, "malformed header line")
+		}
+		name, value := field[:colon], trimOWS(field[colon+1:])
+		for _, c := range name {
+			if !tokenByte(c) {
+				return bad(400, "malformed header name")
+			}
+		}
+		for _, c := range value {
+			if !fieldByte(c) {
+				return bad(400, "control byte in a header value")
+			}
+		}
+		switch {
+		case EqualFold(name, "Host"):
+			hosts++
+			if !validHost(value) {
+				return bad(400, "malformed Host")
+			}
+		case EqualFold(name, "Content-Length"):
+			lengths++
+			n, ok := decimal(value)
+			if !ok {
+				return bad(400, "malformed Content-Length")
+			}
+			fr.Length = n
+		case EqualFold(name, "Transfer-Encoding"):
+			if teSeen {
+				te = append(append(te, ','), value...)
+			} else {
+				te, teSeen = append([]byte(nil), value...), true
+			}
+		case EqualFold(name, "Expect"):
+			if !EqualFold(value, "100-continue") {
+				return bad(417, "unknown expectation")
+			}
+		case EqualFold(name, "Upgrade"):
+			upgrade = len(value) > 0
+		case EqualFold(name, "Connection"):
+			connUpgrade = connUpgrade || hasToken(value, "upgrade")
+		}
+	}
+	switch {
+	case hosts > 1:
+		return bad(400, "more than one Host")
+	case hosts == 0 && !http10:
+		return bad(400, "missing Host")
+	case lengths > 1:
+		return bad(400, "more than one Content-Length")
+	}
+	if teSeen {
+		if http10 {
+			return bad(400, "Transfer-Encoding in an HTTP/1.0 request")
+		}
+		if lengths > 0 {
+			return bad(400, "both Content-Length and Transfer-Encoding")
+		}
+		codings, chunked, last := 0, 0, false
+		for c := range bytes.SplitSeq(te, []byte(",")) {
+			c = trimOWS(c)
+			if len(c) == 0 {
+				continue
+			}
+			codings++
+			last = EqualFold(c, "chunked")
+			if last {
+				chunked++
+			}
+		}
+		switch {
+		case codings == 0:
+			return bad(400, "empty Transfer-Encoding")
+		case chunked > 1:
+			return bad(400, "chunked more than once")
+		case chunked == 1 && !last:
+			return bad(400, "chunked is not the final coding")
+		case chunked == 0:
+			return bad(501, "transfer coding not implemented")
+		case codings > 1:
+			return bad(501, "transfer coding not implemented")
+		}
+		fr.Chunked, fr.Length = true, 0
+	}
+	fr.Upgrade = upgrade && connUpgrade
+	return fr, nil
+}
+
+// checkTarget returns what is wrong with a request target, or "".
+func checkTarget(method, t []byte) string {
+	if len(t) == 0 {
+		return "empty request target"
+	}
+	for _, c := range t {
+		if c <= ' ' || c == 0x7f {
+			return "malformed request target"
+		}
+	}
+	switch {
+	case t[0] == '/':
+		return ""
+	case len(t) == 1 && t[0] == '*':
+		if string(method) != "OPTIONS" {
+			return "asterisk-form is for OPTIONS"
+		}
+		return ""
+	case string(method) == "CONNECT":
+		return "" // authority-form, refused after
+	}
+	// absolute-form: scheme "://" ...
+	i := bytes.Index(t, []byte("://"))
+	if i <= 0 {
+		return "malformed request target"
+	}
+	for j, c := range t[:i] {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || j > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return "malformed request target"
+		}
+	}
+	return ""
+}
+
+// validHost reports whether v is a Host value: uri-host [ ":" port ], or
+// empty (RFC 9112 3.2).
+func validHost(v []byte) bool {
+	for _, c := range v {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case bytes.IndexByte([]byte("-._~%!$&'()*+,;=:[]"), c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// decimal parses a Content-Length: 1*DIGIT, at most 18 of them.
+func decimal(v []byte) (int64, bool) {
+	if len(v) == 0 || len(v) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		if !digit(c) {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+func digit(c byte) bool { return '0' <= c && c <= '9' }
+
+// tokenByte reports whether c may appear in a token (RFC 9110 5.6.2).
+func tokenByte(c byte) bool { return c < 0x80 && tokenTable[c] }
+
+var tokenTable = func() (t [128]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// fieldByte reports whether c may appear in a field value: VCHAR, obs-text,
+// SP or HTAB (RFC 9110 5.5).
+func fieldByte(c byte) bool { return c >= ' ' && c != 0x7f || c == '\t' }
+
+func trimOWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// hasToken reports whether the comma-separated list v names tok, in any
+// case.
+func hasToken(v []byte, tok string) bool {
+	for e := range bytes.SplitSeq(v, []byte(",")) {
+		if EqualFold(trimOWS(e), tok) {
+			return true
+		}
+	}
+	return false
+}
