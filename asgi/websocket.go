@@ -118,6 +118,10 @@ func acceptHeader(accept []byte) http.Header {
 }
 
 func (h *Handler) netWebSocket(w http.ResponseWriter, r *http.Request) {
+	if !wsup.CheckNet(r) { // refused before the application hears of it, as on fasthttp
+		wsup.RefuseNet(w, r)
+		return
+	}
 	var sc scope
 	sc.net(r, h.rootPath)
 	req := h.ex.Start(cpython.AWebSocket, sc.end(nil), false)

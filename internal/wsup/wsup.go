@@ -75,11 +75,26 @@ func NetRequest(ctx *fasthttp.RequestCtx) (*http.Request, error) {
 // checks of RFC 6455 4.2.1 the upgrader makes on net/http.
 func CheckFast(ctx *fasthttp.RequestCtx) (*http.Request, bool) {
 	r, err := NetRequest(ctx)
-	if err != nil || !websocket.IsWebSocketUpgrade(r) || !validKey(r.Header.Get("Sec-Websocket-Key")) ||
-		r.Header.Get("Sec-Websocket-Version") != "13" {
+	if err != nil || !CheckNet(r) {
 		return nil, false
 	}
 	return r, true
+}
+
+// CheckNet reports whether r is a valid upgrade (RFC 6455 4.2.1), which
+// the upgrader would take; RefuseNet answers one that is not.
+func CheckNet(r *http.Request) bool {
+	return websocket.IsWebSocketUpgrade(r) && validKey(r.Header.Get("Sec-Websocket-Key")) &&
+		r.Header.Get("Sec-Websocket-Version") == "13"
+}
+
+// RefuseNet answers a malformed upgrade (CheckNet's false) as RefuseFast
+// does.
+func RefuseNet(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Sec-Websocket-Version") != "13" {
+		w.Header().Set("Sec-WebSocket-Version", "13")
+	}
+	wire.Error(w, http.StatusBadRequest, false)
 }
 
 // RefuseFast answers a malformed upgrade (CheckFast's false) with 400, and

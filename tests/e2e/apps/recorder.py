@@ -41,7 +41,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-    target = scope["root_path"] + scope["path"]
+    target = scope["path"]  # the full path: root_path is a prefix of it
     if scope["query_string"]:
         target += "?" + scope["query_string"].decode("latin-1")
     if scope["type"] == "websocket":
