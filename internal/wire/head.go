@@ -16,8 +16,8 @@ import (
 // Limits of a request head.
 const (
 	// MaxHead is the most bytes of a request line and its headers (an 8
-	// KiB cookie fits); past it the answer is 414 while the request line
-	// is still unfinished, 431 after.
+	// KiB cookie fits); past it the answer is 414 when the request line
+	// alone is over half of it, 431 otherwise.
 	MaxHead = 16 << 10
 	// MaxHeaderLines is the most header lines a request may have (431).
 	MaxHeaderLines = 100
@@ -290,7 +290,7 @@ func (f *Framer) head(b []byte) (int, *Refusal) {
 	if end < 0 {
 		if len(b)-skip > MaxHead {
 			f.searched = 0
-			if bytes.IndexByte(b[skip:], '\n') < 0 {
+			if nl := bytes.IndexByte(b[skip:], '\n'); nl < 0 || nl > MaxHead/2 {
 				return 0, refuse(b[skip:], 414, "request line too long")
 			}
 			return 0, refuse(b[skip:], 431, "request head too large")
@@ -300,6 +300,9 @@ func (f *Framer) head(b []byte) (int, *Refusal) {
 	}
 	f.searched = 0
 	if end-skip > MaxHead {
+		if nl := bytes.IndexByte(b[skip:], '\n'); nl > MaxHead/2 {
+			return 0, refuse(b[skip:], 414, "request line too long")
+		}
 		return 0, refuse(b[skip:], 431, "request head too large")
 	}
 	fr, r := CheckHead(b[skip:end])

@@ -1,0 +1,177 @@
+package wire
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"strings"
+	"testing"
+)
+
+func TestCheckHead(t *testing.T) {
+	for _, tc := range []struct {
+		head   string
+		status int // 0: accepted
+		fr     Framing
+	}{
+		{"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 0, Framing{}},
+		{"GET / HTTP/1.0\r\n\r\n", 0, Framing{}},
+		{"GET / HTTP/1.2\r\nHost: x\r\n\r\n", 0, Framing{}},
+		{"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n\r\n", 0, Framing{Length: 12}},
+		{"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked \r\n\r\n", 0, Framing{Chunked: true}},
+		{"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n\r\n", 0, Framing{Upgrade: true}},
+		{"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\n\r\n", 0, Framing{}},
+		{"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 0, Framing{}},
+		{"GET http://x/a HTTP/1.1\r\nHost: x\r\n\r\n", 0, Framing{}},
+		{"GET / HTTP/9.9\r\nHost: x\r\n\r\n", 505, Framing{}},
+		{"GET / http/1.1\r\nHost: x\r\n\r\n", 400, Framing{}},
+		{"GET * HTTP/1.1\r\nHost: x\r\n\r\n", 400, Framing{}},
+		{"CONNECT x:443 HTTP/1.1\r\nHost: x\r\n\r\n", 501, Framing{}},
+		{"GET / HTTP/1.1\r\n\r\n", 400, Framing{}},
+		{"GET / HTTP/1.1\r\nHost: x\r\nHost: x\r\n\r\n", 400, Framing{}},
+		{"GET / HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n", 400, Framing{}},
+		{"GET / HTTP/1.1\r\nHost: x\r\nX : a\r\n\r\n", 400, Framing{}},
+		{"GET / HTTP/1.1\r\nHost: x\r\nX: a\x00\r\n\r\n", 400, Framing{}},
+		{"GET / HTTP/1.1\r\nHost: x\r\nX: a\rb\r\n\r\n", 400, Framing{}},
+		{"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400, Framing{}},
+		{"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", 400, Framing{}},
+		{"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1, 1\r\n\r\n", 400, Framing{}},
+		{"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 9999999999999999999\r\n\r\n", 400, Framing{}},
+		{"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, Framing{}},
+		{"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501, Framing{}},
+		{"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 400, Framing{}},
+		{"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 400, Framing{}},
+		{"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400, Framing{}},
+		{"POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\nContent-Length: 1\r\n\r\n", 0, Framing{Length: 1}},
+		{"POST / HTTP/1.1\r\nHost: x\r\nExpect: later\r\n\r\n", 417, Framing{}},
+		{"GET / HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X: y\r\n", MaxHeaderLines) + "\r\n", 431, Framing{}},
+	} {
+		fr, r := CheckHead([]byte(tc.head))
+		switch {
+		case tc.status == 0 && r != nil:
+			t.Errorf("%q: refused %d %s", tc.head, r.Status, r.Reason)
+		case tc.status != 0 && r == nil:
+			t.Errorf("%q: accepted, want %d", tc.head, tc.status)
+		case tc.status != 0 && r.Status != tc.status:
+			t.Errorf("%q: %d %s, want %d", tc.head, r.Status, r.Reason, tc.status)
+		case tc.status == 0 && fr != tc.fr:
+			t.Errorf("%q: framing %+v, want %+v", tc.head, fr, tc.fr)
+		}
+	}
+}
+
+// scanAll feeds stream to a Framer in pieces of the sizes in cuts (cycled),
+// as a connection's reads would, holding back what it does not pass, and
+// returns the bytes it passed and its refusal.
+func scanAll(stream []byte, cuts []int) ([]byte, *Refusal) {
+	var f Framer
+	var out, pending []byte
+	i, k := 0, 0
+	for i < len(stream) {
+		n := len(stream) - i
+		if len(cuts) > 0 {
+			n = min(n, max(cuts[k%len(cuts)], 1))
+			k++
+		}
+		pending = append(pending, stream[i:i+n]...)
+		i += n
+		m, r := f.Scan(pending)
+		out = append(out, pending[:m]...)
+		pending = pending[m:]
+		if r != nil {
+			return out, r
+		}
+	}
+	return out, nil
+}
+
+func TestFramerPipelined(t *testing.T) {
+	ok := "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" +
+		"POST /b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n0\r\nT: 1\r\n\r\n" +
+		"\r\nGET /c HTTP/1.1\r\nHost: x\r\n\r\n"
+	bad := "GET /d HTTP/9.9\r\nHost: x\r\n\r\n"
+	for _, cuts := range [][]int{nil, {1}, {2, 3}, {7}, {100}} {
+		out, r := scanAll([]byte(ok+bad+ok), cuts)
+		if r == nil || r.Status != 505 || r.Target != "/d" || string(out) != ok {
+			t.Fatalf("cuts %v: passed %q, refusal %+v", cuts, out, r)
+		}
+	}
+	for _, body := range []string{
+		"5\r\nhelloXX\r\n0\r\n\r\n", "FFFFFFFFFFFFFFFFF\r\n", "0x5\r\nhello\r\n0\r\n\r\n", "5\nhello\n0\n\n",
+		"5;\x01\r\nhello\r\n0\r\n\r\n", "5;" + strings.Repeat("a", maxChunkLine) + "\r\n", "0\r\nT: 1\n\r\n",
+	} {
+		head := "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+		out, r := scanAll([]byte(head+body), []int{3})
+		if r == nil || !r.InBody || r.Status != 400 || !bytes.HasPrefix(out, []byte(head)) {
+			t.Errorf("%q: passed %q, refusal %+v", body, out, r)
+		}
+	}
+}
+
+func TestFramerLimits(t *testing.T) {
+	_, r := scanAll([]byte("GET /"+strings.Repeat("a", MaxHead)+" HTTP/1.1\r\n"), []int{512})
+	if r == nil || r.Status != 414 {
+		t.Fatalf("long request line: %+v", r)
+	}
+	_, r = scanAll([]byte("GET / HTTP/1.1\r\nX: "+strings.Repeat("a", MaxHead)), []int{512})
+	if r == nil || r.Status != 431 {
+		t.Fatalf("long header: %+v", r)
+	}
+	out, r := scanAll([]byte("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n\x81\x05hello GET / HTTP/9.9\r\n"), []int{5})
+	if r != nil || !bytes.HasSuffix(out, []byte("HTTP/9.9\r\n")) {
+		t.Fatalf("after an upgrade: passed %q, refusal %+v", out, r)
+	}
+}
+
+// TestStrictConn reads a refused pipeline through a StrictConn: the good
+// request, then the one for RefusedTarget, then the end.
+func TestStrictConn(t *testing.T) {
+	client, server := net.Pipe()
+	sc := &StrictConn{Conn: server}
+	go func() {
+		for _, b := range []string{"GET /a HTTP/1.1\r\nHo", "st: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n"} {
+			client.Write([]byte(b))
+		}
+		client.Close()
+	}()
+	got, err := io.ReadAll(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "GET /a HTTP/1.1\r\nHost: x\r\n\r\n" + string(refusedHead)
+	if string(got) != want {
+		t.Fatalf("read %q, want %q", got, want)
+	}
+	if r := Refused(sc, []byte(RefusedTarget)); r == nil || r.Status != 400 || r.Target != "/b" {
+		t.Fatalf("refusal %+v", r)
+	}
+	if Refused(sc, []byte("/a")) != nil {
+		t.Fatal("a request for another target is not the refused one")
+	}
+}
+
+// FuzzFramer: a connection's bytes pass the same however its reads cut
+// them, what passes is a prefix of what came, and a refused head is never
+// passed.
+func FuzzFramer(f *testing.F) {
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), uint8(1), uint8(3))
+	f.Add([]byte("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: x\r\n\r\n"), uint8(2), uint8(5))
+	f.Add([]byte("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3;a=b\r\nabc\r\n0\r\nT: v\r\n\r\nGET /x HTTP/1.0\r\n\r\n"), uint8(4), uint8(1))
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"), uint8(7), uint8(2))
+	f.Add([]byte("\r\n\r\nGET / HTTP/1.1\nHost: x\n\n"), uint8(1), uint8(1))
+	f.Fuzz(func(t *testing.T, stream []byte, a, b uint8) {
+		whole, rw := scanAll(stream, nil)
+		cut, rc := scanAll(stream, []int{int(a), int(b)})
+		if !bytes.Equal(whole, cut) || (rw == nil) != (rc == nil) || rw != nil && *rw != *rc {
+			t.Fatalf("whole passed %q (%+v), cut %d/%d passed %q (%+v)", whole, rw, a, b, cut, rc)
+		}
+		if !bytes.HasPrefix(stream, whole) {
+			t.Fatalf("passed %q, not a prefix of %q", whole, stream)
+		}
+		// Every head passed is one CheckHead accepts.
+		var f Framer
+		if n, _ := f.Scan(whole); n != len(whole) {
+			t.Fatalf("passed bytes rescanned: %d of %d pass", n, len(whole))
+		}
+	})
+}
