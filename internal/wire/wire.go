@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -136,7 +137,8 @@ const HTTP1Date = "Mon, 02 Jan 2006 15:04:05 GMT"
 // WriteHead writes the head of a response a bridge sends on the connection
 // itself, which closes after its body: the status line, the headers each
 // gives (a Connection header is dropped), a Date unless one was given, a
-// Content-Length when length is not negative, and Connection: close.
+// Content-Length when length is not negative (never on a 204, RFC 9110
+// 8.6), and Connection: close.
 func WriteHead(w *bufio.Writer, http11 bool, status int, each func(fn func(name, value []byte)), length int64) {
 	if http11 {
 		w.WriteString("HTTP/1.1 ")
@@ -163,7 +165,7 @@ func WriteHead(w *bufio.Writer, http11 bool, status int, each func(fn func(name,
 		w.WriteString(Date())
 		w.WriteString("\r\n")
 	}
-	if length >= 0 {
+	if length >= 0 && status != http.StatusNoContent {
 		w.WriteString("Content-Length: ")
 		w.WriteString(strconv.FormatInt(length, 10))
 		w.WriteString("\r\n")
