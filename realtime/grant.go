@@ -284,7 +284,7 @@ func (m *holdMount) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (m *holdMount) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
-	if string(ctx.Path()) != m.prefix {
+	if wire.Path(ctx) != m.prefix {
 		wire.FastError(ctx, http.StatusNotFound, false)
 		return
 	}

@@ -85,7 +85,7 @@ func (r *Router) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	if !r.Fast() {
 		panic("mount: a mounted handler does not serve fasthttp")
 	}
-	i := r.match(string(ctx.Path()))
+	i := r.match(wire.Path(ctx))
 	if i < 0 {
 		wire.FastError(ctx, http.StatusNotFound, false)
 		return

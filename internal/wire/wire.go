@@ -131,6 +131,20 @@ func Target(ctx *fasthttp.RequestCtx) (path, query []byte) {
 	return u.PathOriginal(), u.QueryString()
 }
 
+// Path is the path of a request fasthttp parsed as the bridges and
+// net/http's URL.Path see it: as sent, percent-decoded (a malformed escape
+// kept as it is). fasthttp's own ctx.Path() is normalised ("/a/../b" is
+// "/b" there, "//a" is "/a"), so a choice made on it would not be the one
+// the handler behind makes.
+func Path(ctx *fasthttp.RequestCtx) string {
+	raw, _ := Target(ctx)
+	if bytes.IndexByte(raw, '%') < 0 {
+		return string(raw)
+	}
+	b, _ := Unescape(make([]byte, 0, len(raw)), raw, true)
+	return string(b)
+}
+
 // HTTP1Date is the layout of the Date header.
 const HTTP1Date = "Mon, 02 Jan 2006 15:04:05 GMT"
 
