@@ -436,9 +436,6 @@ func CheckHead(head []byte) (Framing, *Refusal) {
 		if lines > MaxHeaderLines {
 			return bad(431, "too many header lines")
 		}
-		if bytes.IndexByte(field, '\r') >= 0 {
-			return bad(400, "bare CR")
-		}
 		if field[0] == ' ' || field[0] == '\t' {
 			return bad(400, "obsolete line folding")
 		}
@@ -454,36 +451,49 @@ func CheckHead(head []byte) (Framing, *Refusal) {
 		}
 		for _, c := range value {
 			if !fieldByte(c) {
+				if c == '\r' {
+					return bad(400, "bare CR")
+				}
 				return bad(400, "control byte in a header value")
 			}
 		}
-		switch {
-		case EqualFold(name, "Host"):
-			hosts++
-			if !validHost(value) {
-				return bad(400, "malformed Host")
+		switch len(name) { // the names below, by length first
+		case 4:
+			if EqualFold(name, "Host") {
+				hosts++
+				if !validHost(value) {
+					return bad(400, "malformed Host")
+				}
 			}
-		case EqualFold(name, "Content-Length"):
-			lengths++
-			n, ok := decimal(value)
-			if !ok {
-				return bad(400, "malformed Content-Length")
+		case 14:
+			if EqualFold(name, "Content-Length") {
+				lengths++
+				n, ok := decimal(value)
+				if !ok {
+					return bad(400, "malformed Content-Length")
+				}
+				fr.Length = n
 			}
-			fr.Length = n
-		case EqualFold(name, "Transfer-Encoding"):
-			if teSeen {
-				te = append(append(te, ','), value...)
-			} else {
-				te, teSeen = append([]byte(nil), value...), true
+		case 17:
+			if EqualFold(name, "Transfer-Encoding") {
+				if teSeen {
+					te = append(append(te, ','), value...)
+				} else {
+					te, teSeen = append([]byte(nil), value...), true
+				}
 			}
-		case EqualFold(name, "Expect"):
-			if !EqualFold(value, "100-continue") {
+		case 6:
+			if EqualFold(name, "Expect") && !EqualFold(value, "100-continue") {
 				return bad(417, "unknown expectation")
 			}
-		case EqualFold(name, "Upgrade"):
-			upgrade = len(value) > 0
-		case EqualFold(name, "Connection"):
-			connUpgrade = connUpgrade || hasToken(value, "upgrade")
+		case 7:
+			if EqualFold(name, "Upgrade") {
+				upgrade = len(value) > 0
+			}
+		case 10:
+			if EqualFold(name, "Connection") {
+				connUpgrade = connUpgrade || hasToken(value, "upgrade")
+			}
 		}
 	}
 	switch {
@@ -597,9 +607,9 @@ func decimal(v []byte) (int64, bool) {
 func digit(c byte) bool { return '0' <= c && c <= '9' }
 
 // tokenByte reports whether c may appear in a token (RFC 9110 5.6.2).
-func tokenByte(c byte) bool { return c < 0x80 && tokenTable[c] }
+func tokenByte(c byte) bool { return tokenTable[c] }
 
-var tokenTable = func() (t [128]bool) {
+var tokenTable = func() (t [256]bool) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] = true
 	}
@@ -614,7 +624,14 @@ var tokenTable = func() (t [128]bool) {
 
 // fieldByte reports whether c may appear in a field value: VCHAR, obs-text,
 // SP or HTAB (RFC 9110 5.5).
-func fieldByte(c byte) bool { return c >= ' ' && c != 0x7f || c == '\t' }
+func fieldByte(c byte) bool { return fieldTable[c] }
+
+var fieldTable = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c >= ' ' && c != 0x7f || c == '\t'
+	}
+	return t
+}()
 
 func trimOWS(b []byte) []byte {
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
