@@ -31,7 +31,7 @@ var app = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 
 // tree makes the served directory, a secret beside it, and returns the
 // directory.
-func tree(t *testing.T) string {
+func tree(t testing.TB) string {
 	t.Helper()
 	base := t.TempDir()
 	os.WriteFile(filepath.Join(base, "secret.txt"), []byte(secret), 0o644)
@@ -74,7 +74,7 @@ func tree(t *testing.T) string {
 type server struct{ base string }
 
 // serve starts dir's handler under /static/ on both front ends.
-func serve(t *testing.T, dir string, opts static.Options) map[string]server {
+func serve(t testing.TB, dir string, opts static.Options) map[string]server {
 	t.Helper()
 	if opts.Prefix == "" {
 		opts.Prefix = "/static/"
@@ -88,7 +88,7 @@ func serve(t *testing.T, dir string, opts static.Options) map[string]server {
 }
 
 // serveHandler serves h on both front ends.
-func serveHandler(t *testing.T, h *static.Handler) map[string]server {
+func serveHandler(t testing.TB, h *static.Handler) map[string]server {
 	t.Helper()
 	ns := httptest.NewServer(h)
 	t.Cleanup(ns.Close)
