@@ -49,9 +49,6 @@ func strictFast(h fasthttp.RequestHandler, obs observe.Refuser) fasthttp.Request
 func answerFast(ctx *fasthttp.RequestCtx, r *wire.Refusal, obs observe.Refuser) {
 	ctx.Error(r.Body(), r.Status)
 	ctx.SetConnectionClose()
-	if r.Status == http.StatusRequestEntityTooLarge {
-		lingerOnClose(ctx.Conn(), 0)
-	}
 	if obs != nil {
 		o := observe.Outcome{Status: r.Status, Dur: time.Since(ctx.Time()), Bytes: int64(len(r.Body()))}
 		if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
