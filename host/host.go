@@ -17,6 +17,7 @@ package host
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -188,6 +189,13 @@ func (a *goApp) Producer() Producer {
 // PoolThreads is the pool behind each loop of a Go application: the
 // --blocking-threads given, or none when it is left at its default (a Go
 // handler runs on the goroutines of its loop unless a pool is asked for).
+// ServeStrict serves srv on ln with m0serve's strict reading of requests
+// (docs/reliability.md): a Go program's own http.Server refuses what
+// m0serve refuses (request smuggling shapes, obsolete folding, bare LF,
+// versions other than 1.x, oversized heads) before its handler sees it.
+// It sets srv's Handler and ConnContext to wrappers of theirs.
+func ServeStrict(srv *http.Server, ln net.Listener) error { return ihost.ServeStrict(srv, ln) }
+
 func PoolThreads(c *Config) int { return ihost.GoPoolThreads(c) }
 
 func (a *goApp) Banner(p *ihost.Plan) (string, string, string) {

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -107,4 +108,34 @@ func answerNet(w http.ResponseWriter, r *http.Request, rf *wire.Refusal, obs obs
 		}
 		obs.Refused(method, target, o)
 	}
+}
+
+// strictConnKey is where ServeStrict keeps a request's connection.
+type strictConnKey struct{}
+
+// ServeStrict serves srv on ln with m0serve's strict reading of requests
+// (docs/reliability.md): a Go program's own http.Server, refusing what
+// m0serve refuses before its handler sees it. It sets srv's Handler (nil:
+// http.DefaultServeMux) and ConnContext to wrappers of theirs.
+func ServeStrict(srv *http.Server, ln net.Listener) error {
+	next := srv.Handler
+	if next == nil {
+		next = http.DefaultServeMux
+	}
+	before := srv.ConnContext
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if before != nil {
+			ctx = before(ctx, c)
+		}
+		return context.WithValue(ctx, strictConnKey{}, c)
+	}
+	obs, _ := next.(observe.Refuser)
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := r.Context().Value(strictConnKey{}).(net.Conn)
+		if strictNet(w, r, c, obs) {
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+	return srv.Serve(wire.StrictListener(ln))
 }
