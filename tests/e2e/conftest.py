@@ -266,7 +266,7 @@ class Server:
 
     def start(self):
         if not self.binary.exists():
-            pytest.fail(f"{self.binary} not found (build it: go build -o .bin/ ./cmd/m0serve ./examples/go_host ./examples/mixed)")
+            pytest.fail(f"{self.binary} not found (build it: go build -o .bin/ ./cmd/m0serve ./examples/go_host ./examples/mixed ./tests/e2e/nethost)")
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                          cwd=self.workdir, env=self.env, start_new_session=True)

@@ -4,9 +4,10 @@ one where the RFC allows a choice), and a probe that sends one on a raw
 socket and reports what came back.
 
 tests/e2e/test_hostile.py runs the table on both of m0's front ends;
-bench/hostile runs it on the peers for docs/reliability.md:
+bench/hostile runs it on the peers for docs/reliability.md, a markdown
+table with a column per server (bold: an answer other than the table's):
 
-    python tests/e2e/hostile.py 127.0.0.1:8000 [--max-body 1048576]
+    python tests/e2e/hostile.py m0=127.0.0.1:8000+ws gunicorn=127.0.0.1:8001 ...
 
 Each request names its own target, /h/NAME (and /smuggled/NAME for a
 request hidden in another's body), so a recording application (apps/
@@ -306,25 +307,40 @@ def _show(want: tuple[int | frozenset[int], ...]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("addr", help="HOST:PORT")
+    ap.add_argument("servers", nargs="+", metavar="NAME=HOST:PORT[/PREFIX][+ws]",
+                    help="a server to try; +ws: its application takes WebSockets")
     ap.add_argument("--max-body", type=int, default=MAX_BODY)
-    ap.add_argument("--prefix", default="", help="the application's mount point, e.g. /wsgi")
-    ap.add_argument("--websocket", action="store_true", help="the application takes WebSockets (ASGI)")
     args = ap.parse_args()
-    host, _, port = args.addr.rpartition(":")
-    bad = 0
+    columns = []
+    for spec in args.servers:
+        name, _, rest = spec.rpartition("=")
+        websocket = rest.endswith("+ws")
+        rest = rest.removesuffix("+ws")
+        addr, slash, prefix = rest.partition("/")
+        host, _, port = addr.rpartition(":")
+        columns.append((name or addr, (host, int(port)), slash + prefix if prefix else "", websocket))
+    print("| case | strict answer | " + " | ".join(c[0] for c in columns) + " |")
+    print("|---|---|" + "---|" * len(columns))
+    differs = 0
     for case in cases(args.max_body):
-        if case.websocket and not args.websocket:
-            continue
-        try:
-            r = probe((host, int(port)), case, args.prefix)
-            wrong = verdict(case, r)
-            got = r.describe()
-        except OSError as e:
-            wrong, got = str(e), f"error {e}"
-        bad += wrong is not None
-        print(f"{case.name}\t{_show(case.want)}\t{got}\t{'ok' if wrong is None else 'DIFFERS'}")
-    return 1 if bad else 0
+        cells = []
+        for _, addr, prefix, websocket in columns:
+            if case.websocket and not websocket:
+                cells.append("n/a")
+                continue
+            try:
+                r = probe(addr, case, prefix)
+                wrong = verdict(case, r)
+                cell = r.describe()
+            except OSError as e:
+                wrong, cell = str(e), type(e).__name__
+            if wrong is not None:
+                differs += 1
+                cell = f"**{cell}**"
+            cells.append(cell)
+        want = _show(case.want) + (" closed" if not case.accepted else "")
+        print(f"| {case.name} | {want} | " + " | ".join(cells) + " |")
+    return 1 if differs else 0
 
 
 if __name__ == "__main__":
