@@ -115,6 +115,7 @@ type Hub struct {
 	next     uint64               // the lowest sequence number not released
 	held     map[uint64]heldFrame // frames ahead of next
 	heldWait *time.Timer          // runs releaseHeld when the first held is due
+	reorder  time.Duration        // ReorderWait, or the bus's own (Reorderer)
 
 	published, replayed, gaps, slow, refused atomic.Uint64
 	heldStreams, heldSockets                 atomic.Int64
@@ -141,7 +142,10 @@ func New(opts *Options) *Hub {
 	}
 	start := h.ids.Newest()
 	h.jnl = NewJournal(h.opts.ReplayFrames, start)
-	h.next, h.held = start.Seq+1, map[uint64]heldFrame{}
+	h.next, h.held, h.reorder = start.Seq+1, map[uint64]heldFrame{}, ReorderWait
+	if r, ok := h.opts.Bus.(Reorderer); ok {
+		h.reorder = r.ReorderWait()
+	}
 	return h
 }
 
@@ -208,6 +212,13 @@ func (h *Hub) Deliver(f *Frame) {
 // would otherwise never be sent the older.
 const ReorderWait = 100 * time.Millisecond
 
+// Reorderer is a Bus whose frames can take longer than ReorderWait to
+// arrive behind a later one (through a database, say): the hub holds a
+// frame that long for the ids before it.
+type Reorderer interface {
+	ReorderWait() time.Duration
+}
+
 // heldFrame is a frame held for the ids before it, until due.
 type heldFrame struct {
 	f   *Frame
@@ -216,7 +227,8 @@ type heldFrame struct {
 
 // orderLocked delivers f in id order: at once when it is the next id (and
 // then the frames it was holding up), or when it is older than the next;
-// otherwise it is held for the ids before it, for up to ReorderWait. A hub
+// otherwise it is held for the ids before it, for up to ReorderWait (or the
+// bus's, Reorderer). A hub
 // without a bus numbers every frame itself, in order.
 func (h *Hub) orderLocked(f *Frame) {
 	switch {
@@ -227,9 +239,9 @@ func (h *Hub) orderLocked(f *Frame) {
 		h.next++
 		h.releaseNextLocked()
 	default:
-		h.held[f.ID.Seq] = heldFrame{f, time.Now().Add(ReorderWait)}
+		h.held[f.ID.Seq] = heldFrame{f, time.Now().Add(h.reorder)}
 		if h.heldWait == nil {
-			h.heldWait = time.AfterFunc(ReorderWait, h.releaseHeld)
+			h.heldWait = time.AfterFunc(h.reorder, h.releaseHeld)
 		}
 	}
 }
@@ -279,7 +291,7 @@ func (h *Hub) releaseHeld() {
 		h.releaseNextLocked()
 	}
 	if len(h.held) > 0 && h.heldWait == nil {
-		first := now.Add(ReorderWait)
+		first := now.Add(h.reorder)
 		for _, hf := range h.held {
 			if hf.due.Before(first) {
 				first = hf.due

@@ -396,3 +396,35 @@ func TestReorder(t *testing.T) {
 		s2.Close()
 	})
 }
+
+// slowBus is a bus whose frames can arrive a second apart (Reorderer).
+type slowBus struct{ nullBus }
+
+func (slowBus) ReorderWait() time.Duration { return time.Second }
+
+// TestReorderBusWait: a hub holds a frame ahead of a lower id as long as
+// its bus says, not ReorderWait.
+func TestReorderBusWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ids := NewCounter()
+		h := New(&Options{ReplayFrames: 16, IDs: ids, Bus: slowBus{}})
+		sub, err := h.Subscribe("c", false, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		ids.Next()
+		ids.Next()
+		h.Deliver(&Frame{ID: ID{Epoch: ids.Newest().Epoch, Seq: 2}, Channel: "c"})
+		time.Sleep(time.Second - time.Nanosecond)
+		synctest.Wait()
+		if len(sub.C()) != 0 {
+			t.Fatal("2 delivered before the bus's wait for 1 was over")
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if f := <-sub.C(); f.ID.Seq != 2 {
+			t.Fatalf("delivered %v, want 2", f.ID)
+		}
+	})
+}

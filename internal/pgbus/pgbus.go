@@ -51,6 +51,11 @@ const RetainFor = 10 * time.Minute
 // gives up on it.
 const GapWait = time.Second
 
+// ReorderWait is how long a hub holds a frame that arrived ahead of a lower
+// number (realtime.Reorderer): as long as the listener waits for the lower
+// one, as frames through the database can arrive that far apart.
+func (b *Bus) ReorderWait() time.Duration { return GapWait }
+
 // schema is made on first use; every statement is idempotent, and an
 // advisory lock keeps instances that start together from racing.
 const schema = `
