@@ -155,7 +155,10 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 	e.AddID(keyProtocol, b2s(req.Protocol()))
 	e.AddID(keyRequestURI, b2s(uri))
 	e.AddID(keyRawURI, b2s(uri))
-	if len(req.Peek(fasthttp.HeaderContentLength)) > 0 || req.ContentLength() == -1 || bodyLen > 0 {
+	// fasthttp names a Content-Length of 0 for a request of another
+	// method than GET or HEAD that framed no body: CONTENT_LENGTH is there
+	// only when the client framed one, as under net/http.
+	if bodyLen > 0 || req.ContentLength() == -1 || len(req.Peek(fasthttp.HeaderContentLength)) > 0 && framed(req.RawHeaders()) {
 		e.AddID(keyLength, strconv.Itoa(bodyLen))
 	}
 
@@ -225,7 +228,7 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 	}
 	// fasthttp parses cookies and writes them back its own way; the
 	// application gets the Cookie lines as sent, joined with "; ".
-	if raw := req.RawHeaders(); bytes.Contains(raw, []byte("ookie:")) || bytes.Contains(raw, []byte("OOKIE:")) {
+	if raw := req.RawHeaders(); hasCookie(raw) {
 		start := len(arena)
 		for line := range bytes.Lines(raw) {
 			name, value, ok := bytes.Cut(line, []byte(":"))
@@ -243,6 +246,37 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 	}
 	*scratch = arena
 	return 0
+}
+
+// hasCookie reports whether a raw header block holds a Cookie line, its
+// name in any case.
+func hasCookie(raw []byte) bool {
+	for off := 0; ; {
+		i := bytes.IndexByte(raw[off:], ':')
+		if i < 0 {
+			return false
+		}
+		i += off
+		if i >= 6 && (i == 6 || raw[i-7] == '\n') && equalFold(raw[i-6:i], "Cookie") {
+			return true
+		}
+		off = i + 1
+	}
+}
+
+// framed reports whether a raw header block frames a body: a
+// Content-Length or Transfer-Encoding line; true for no block at all (a
+// request made in Go, not read from a connection).
+func framed(raw []byte) bool {
+	if len(raw) == 0 {
+		return true
+	}
+	for line := range bytes.Lines(raw) {
+		if n, _, ok := bytes.Cut(line, []byte(":")); ok && (equalFold(n, "Content-Length") || equalFold(n, "Transfer-Encoding")) {
+			return true
+		}
+	}
+	return false
 }
 
 // skipHeader reports whether a request header stays out of the environ:

@@ -1,6 +1,9 @@
 package wsgi
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestSplitHostPort(t *testing.T) {
 	for _, tt := range []struct {
@@ -32,9 +35,18 @@ func FuzzSplitHostPort(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		host, port, ok := splitHostPort(s)
 		if !ok {
+			if host != "" || port != "" {
+				t.Fatalf("splitHostPort(%q) refused with %q %q", s, host, port)
+			}
 			return
 		}
-		if port == "" || len(host)+len(port)+1 > len(s) {
+		// What it splits joins back: SERVER_NAME and SERVER_PORT are the
+		// Host header's, brackets off an IPv6 address.
+		joined := host + ":" + port
+		if strings.Contains(host, ":") || strings.HasPrefix(s, "[") && strings.HasSuffix(s[:len(s)-len(port)-1], "]") {
+			joined = "[" + host + "]:" + port
+		}
+		if port == "" || strings.Trim(port, "0123456789") != "" || joined != s {
 			t.Fatalf("splitHostPort(%q) = %q %q", s, host, port)
 		}
 	})

@@ -44,7 +44,7 @@ func both(t *testing.T, body func(t *testing.T, fe string)) {
 }
 
 // serve starts a test server for bridge:attr under the front end fe.
-func serve(t *testing.T, fe, attr string, opts *wsgi.Options) *server {
+func serve(t testing.TB, fe, attr string, opts *wsgi.Options) *server {
 	t.Helper()
 	dir, _ := filepath.Abs("testdata")
 	app, err := m0.LoadApp("bridge:"+attr, &m0.LoadOptions{Dir: dir})

@@ -258,3 +258,62 @@ def _mark(environ, start_response):
 
 
 mark = validator(_mark)
+
+
+_REQUIRED = ("REQUEST_METHOD", "SCRIPT_NAME", "PATH_INFO", "QUERY_STRING", "SERVER_NAME", "SERVER_PORT",
+             "SERVER_PROTOCOL", "wsgi.version", "wsgi.url_scheme", "wsgi.input", "wsgi.errors",
+             "wsgi.multithread", "wsgi.multiprocess", "wsgi.run_once")
+
+
+def check_environ(environ, start_response):
+    """Checks the environ against PEP 3333 and answers its CGI variables,
+    the body and what is wrong with it, as JSON. Not wrapped: what the
+    validator finds is reported, not raised."""
+    import warnings
+    from wsgiref.validate import check_environ as wsgiref_check
+
+    problems = []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an unknown method is a warning
+            wsgiref_check(environ)
+    except AssertionError as e:
+        problems.append("wsgiref.validate: %s" % e)
+    if type(environ) is not dict:
+        problems.append("environ is a %s" % type(environ).__name__)
+    for k in _REQUIRED:
+        if k not in environ:
+            problems.append("%s is missing" % k)
+    cgi = {}
+    for k, v in environ.items():
+        if type(k) is not str:
+            problems.append("key %r is not a str" % (k,))
+            continue
+        if k.startswith("wsgi.") or k.startswith("m0."):
+            continue
+        if type(v) is not str:
+            problems.append("%s is a %s, not a str" % (k, type(v).__name__))
+            continue
+        try:
+            v.encode("latin-1")
+        except UnicodeEncodeError:
+            problems.append("%s = %r is not latin-1" % (k, v))
+        cgi[k] = v
+    if environ.get("wsgi.version") != (1, 0) or environ.get("wsgi.url_scheme") not in ("http", "https"):
+        problems.append("wsgi.version %r, wsgi.url_scheme %r" % (environ.get("wsgi.version"), environ.get("wsgi.url_scheme")))
+    for k in ("wsgi.multithread", "wsgi.multiprocess", "wsgi.run_once"):
+        if type(environ.get(k)) is not bool:
+            problems.append("%s is not a bool" % k)
+    n = environ.get("CONTENT_LENGTH", "")
+    if n and not n.isdigit():
+        problems.append("CONTENT_LENGTH %r" % n)
+    body = environ["wsgi.input"].read(int(n) if n.isdigit() else -1)
+    if type(body) is not bytes:
+        problems.append("wsgi.input read a %s" % type(body).__name__)
+        body = b""
+    rest = environ["wsgi.input"].read()
+    if rest:
+        problems.append("wsgi.input holds %d bytes past CONTENT_LENGTH" % len(rest))
+    data = json.dumps({"cgi": cgi, "body": body.decode("latin-1"), "problems": problems}).encode()
+    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+    return [data]
