@@ -120,7 +120,9 @@ func (s *scope) fast(ctx *fasthttp.RequestCtx, rootPath string) {
 }
 
 // netScope packs a request net/http parsed. net/http keeps no header
-// order: headers come name by name, each name's values in order.
+// order: headers come name by name, each name's values in order. It keeps
+// no Trailer line of a chunked request either, nor the spelling of its
+// Transfer-Encoding ("chunked").
 func (s *scope) net(r *http.Request, rootPath string) {
 	client, _ := netip.ParseAddrPort(r.RemoteAddr)
 	var server netip.AddrPort
@@ -144,6 +146,11 @@ func (s *scope) net(r *http.Request, rootPath string) {
 		for _, v := range values {
 			s.header([]byte(name), []byte(v))
 		}
+	}
+	if len(r.TransferEncoding) > 0 {
+		// net/http takes Transfer-Encoding out of the header; the client
+		// sent it, and fasthttp's scope has it.
+		s.header([]byte("transfer-encoding"), []byte(strings.Join(r.TransferEncoding, ", ")))
 	}
 }
 

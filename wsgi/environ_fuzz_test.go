@@ -1,18 +1,13 @@
 package wsgi_test
 
 import (
-	"bufio"
 	"encoding/json"
-	"errors"
-	"io"
-	"net"
-	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-	"unicode/utf8"
+
+	"github.com/m0serve/m0/internal/testutil"
+	"github.com/m0serve/m0/internal/wire"
 )
 
 // checked is what testdata/bridge.py's check_environ answers.
@@ -58,33 +53,34 @@ func FuzzEnviron(f *testing.F) {
 		for _, fe := range frontends {
 			c, err := ask(servers[fe], req)
 			if err != nil {
-				t.Fatalf("%s: %s: %v", fe, short(req), err)
+				t.Fatalf("%s: %s: %v", fe, testutil.Quote(req), err)
 			}
 			if c == nil {
 				continue // the front end or the bridge refused the request
 			}
 			if len(c.Problems) > 0 {
-				t.Fatalf("%s: %s: the environ %q: %q", fe, short(req), c.CGI, c.Problems)
+				t.Fatalf("%s: %s: the environ %q: %q", fe, testutil.Quote(req), c.CGI, c.Problems)
 			}
 			env := c.CGI
 			// Blank lines before a request line are skipped (RFC 9112 2.2).
 			if env["REQUEST_METHOD"] != strings.TrimLeft(method, "\r\n") || env["SERVER_PROTOCOL"] != "HTTP/1.1" {
-				t.Fatalf("%s: %s: the environ %q", fe, short(req), env)
+				t.Fatalf("%s: %s: the environ %q", fe, testutil.Quote(req), env)
 			}
 			// An absolute-form target names the host itself (RFC 9112
 			// 3.2.2); an origin-form one is the request's path and query.
 			if strings.HasPrefix(target, "/") {
 				if env["HTTP_HOST"] != "example.com:8080" || env["SERVER_NAME"] != "example.com" || env["SERVER_PORT"] != "8080" {
-					t.Fatalf("%s: %s: the environ %q", fe, short(req), env)
+					t.Fatalf("%s: %s: the environ %q", fe, testutil.Quote(req), env)
 				}
 				path, query, _ := strings.Cut(target, "?")
-				if decoded, ok := unescape(path); !ok || latin1(env["PATH_INFO"]) != decoded || latin1(env["QUERY_STRING"]) != query {
+				if decoded, ok := wire.Unescape(nil, []byte(path), false); !ok || testutil.Latin1(env["PATH_INFO"]) != string(decoded) ||
+					testutil.Latin1(env["QUERY_STRING"]) != query {
 					t.Fatalf("%s: target %q: PATH_INFO %q, QUERY_STRING %q", fe, target, env["PATH_INFO"], env["QUERY_STRING"])
 				}
 			}
-			if plainLines(headers) && !strings.Contains(strings.ToLower(headers), "content-length") &&
-				!strings.Contains(strings.ToLower(headers), "transfer-encoding") && latin1(c.Body) != body {
-				t.Fatalf("%s: %s: body %s", fe, short(req), short(c.Body))
+			if testutil.PlainLines(headers) && !strings.Contains(strings.ToLower(headers), "content-length") &&
+				!strings.Contains(strings.ToLower(headers), "transfer-encoding") && testutil.Latin1(c.Body) != body {
+				t.Fatalf("%s: %s: body %s", fe, testutil.Quote(req), testutil.Quote(c.Body))
 			}
 			delete(env, "REMOTE_PORT")
 			got[fe] = c
@@ -98,106 +94,30 @@ func FuzzEnviron(f *testing.F) {
 		n, fh := got["net/http"], got["fasthttp"]
 		for k, v := range n.CGI {
 			if fh.CGI[k] != v {
-				t.Fatalf("%s: %s is %q under net/http, %q under fasthttp\nnet/http: %q\nfasthttp: %q", short(req), k, v, fh.CGI[k], n.CGI, fh.CGI)
+				t.Fatalf("%s: %s is %q under net/http, %q under fasthttp\nnet/http: %q\nfasthttp: %q", testutil.Quote(req), k, v, fh.CGI[k], n.CGI, fh.CGI)
 			}
 		}
 		for k, v := range fh.CGI {
 			if _, ok := n.CGI[k]; !ok {
-				t.Fatalf("%s: %s is %q under fasthttp, missing under net/http\nnet/http: %q\nfasthttp: %q", short(req), k, v, n.CGI, fh.CGI)
+				t.Fatalf("%s: %s is %q under fasthttp, missing under net/http\nnet/http: %q\nfasthttp: %q", testutil.Quote(req), k, v, n.CGI, fh.CGI)
 			}
 		}
 		if n.Body != fh.Body {
-			t.Fatalf("%s: body %s under net/http, %s under fasthttp", short(req), short(n.Body), short(fh.Body))
+			t.Fatalf("%s: body %s under net/http, %s under fasthttp", testutil.Quote(req), testutil.Quote(n.Body), testutil.Quote(fh.Body))
 		}
 	})
-}
-
-// plainLines reports whether headers is header lines each ended by CRLF,
-// none empty (the head goes on after them, to the Content-Length added).
-func plainLines(headers string) bool {
-	for line := range strings.SplitSeq(strings.TrimSuffix(headers, "\r\n"), "\r\n") {
-		if headers != "" && (line == "" || strings.ContainsAny(line, "\r\n")) {
-			return false
-		}
-	}
-	return headers == "" || strings.HasSuffix(headers, "\r\n")
 }
 
 // ask sends req on a connection of its own and returns what
 // check_environ answered, or nil when something else answered.
 func ask(addr, req string) (*checked, error) {
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
+	resp, b, err := testutil.Send(addr, req)
+	if err != nil || resp == nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
 		return nil, err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	go func() {
-		// The server may answer before it has read it all; after it, the
-		// client sends nothing more (a body cut short ends there).
-		io.WriteString(c, req)
-		c.(*net.TCPConn).CloseWrite()
-	}()
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, nil // no response: the connection closed on a head it refused
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if errors.Is(err, os.ErrDeadlineExceeded) || err != nil && resp.StatusCode == 200 {
-		return nil, err
-	}
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
-		return nil, nil
 	}
 	var out checked
 	if err := json.Unmarshal(b, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
-}
-
-// short quotes s, cut to a length a failure can print.
-func short(s string) string {
-	if len(s) > 400 {
-		return strconv.Quote(s[:400]) + "..."
-	}
-	return strconv.Quote(s)
-}
-
-// latin1 is the bytes a native string carries (PEP 3333: each code point
-// below 256 one byte).
-func latin1(s string) string {
-	b := make([]byte, 0, len(s))
-	for _, r := range s {
-		if r > 0xff || r == utf8.RuneError {
-			return "\x00not latin-1\x00"
-		}
-		b = append(b, byte(r))
-	}
-	return string(b)
-}
-
-// unescape percent-decodes a path; false for a malformed escape.
-func unescape(s string) (string, bool) {
-	var b []byte
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b = append(b, s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		n, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-		if err != nil || s[i+1] == '+' || s[i+1] == '-' {
-			return "", false
-		}
-		b = append(b, byte(n))
-		i += 2
-	}
-	return string(b), true
 }

@@ -3,11 +3,19 @@
 package testutil
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
+	"io"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 )
@@ -117,4 +125,81 @@ func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Send writes req, as written, on a connection of its own to addr and
+// reads the response. A server that has not answered within half a second
+// is waiting for more (a body cut short): the connection's sending side is
+// then closed, which ends the request. resp is nil when the server closed
+// the connection without a response (a head it refused); err is no
+// response within 5 seconds more, or a 200 cut short.
+func Send(addr, req string) (resp *http.Response, body []byte, err error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer c.Close()
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	// The server may answer before it has read it all.
+	go io.WriteString(c, req)
+	br := bufio.NewReader(c)
+	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := br.Peek(1); errors.Is(err, os.ErrDeadlineExceeded) {
+		// Not half-closed at once: net/http takes that for a client
+		// that left, and cancels the request.
+		c.(*net.TCPConn).CloseWrite()
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err = http.ReadResponse(br, nil)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, nil, err
+	}
+	if err != nil {
+		return nil, nil, nil
+	}
+	defer resp.Body.Close()
+	body, err = io.ReadAll(resp.Body)
+	if errors.Is(err, os.ErrDeadlineExceeded) || err != nil && resp.StatusCode == http.StatusOK {
+		return nil, nil, err
+	}
+	return resp, body, nil
+}
+
+// Quote quotes s for a failure message, cut to a length one can print.
+func Quote(s string) string {
+	if len(s) > 400 {
+		return strconv.Quote(s[:400]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// Latin1 is the bytes a native string carries, as a Go string (PEP 3333:
+// each code point below 256 is one byte); a string with a code point
+// above is returned marked, so that it equals no request's bytes.
+func Latin1(s string) string {
+	b := make([]byte, 0, len(s))
+	for _, r := range s {
+		if r > 0xff || r == utf8.RuneError {
+			return "\x00not latin-1\x00" + s
+		}
+		b = append(b, byte(r))
+	}
+	return string(b)
+}
+
+// PlainLines reports whether headers is header lines, each ended by CRLF
+// and none empty, that a request head can go on after.
+func PlainLines(headers string) bool {
+	if headers == "" {
+		return true
+	}
+	if !strings.HasSuffix(headers, "\r\n") {
+		return false
+	}
+	for line := range strings.SplitSeq(strings.TrimSuffix(headers, "\r\n"), "\r\n") {
+		if line == "" || strings.ContainsAny(line, "\r\n") {
+			return false
+		}
+	}
+	return true
 }
