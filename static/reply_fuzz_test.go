@@ -188,3 +188,42 @@ func checkPart(t *testing.T, cr string, data, body []byte) {
 		t.Fatalf("Content-Range %q of %d bytes, with %q", cr, len(data), body)
 	}
 }
+
+// FuzzAccepts: an Accept-Encoding value takes an encoding as RFC 9110
+// 12.5.3 reads it: the first member that names it (case ignored), unless
+// its weight, a parameter named q in any case and in any place among the
+// member's parameters (blanks around its "=" allowed), is a qvalue of 0
+// ("0", "0.", "0.0" to "0.000").
+func FuzzAccepts(f *testing.F) {
+	for _, s := range []string{"gzip", "br;q=0, gzip;q=0", "gzip;q=1, br;q=0", "GZIP ; q=0", "gzip;q=0.", "gzip;Q=0", "gzip;level=9;q=0",
+		"gzip;q=0.000", "gzip;q=0.0001", "gzip;q= 0", "identity, *", "gzip, gzip;q=0", "x-gzip", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		for _, enc := range []string{"gzip", "br"} {
+			if got, want := accepts(header, enc), acceptsRFC(header, enc); got != want {
+				t.Fatalf("accepts(%q, %q) = %v, want %v", header, enc, got, want)
+			}
+		}
+	})
+}
+
+// acceptsRFC is accepts as RFC 9110 reads Accept-Encoding.
+func acceptsRFC(header, enc string) bool {
+	for _, member := range strings.Split(header, ",") {
+		params := strings.Split(member, ";")
+		if !strings.EqualFold(strings.Trim(params[0], " \t"), enc) {
+			continue
+		}
+		for _, p := range params[1:] {
+			name, value, ok := strings.Cut(p, "=")
+			name, value = strings.Trim(name, " \t"), strings.Trim(value, " \t")
+			if ok && strings.EqualFold(name, "q") {
+				whole, frac, dot := strings.Cut(value, ".")
+				return !(whole == "0" && (!dot || len(frac) <= 3 && strings.Trim(frac, "0") == ""))
+			}
+		}
+		return true
+	}
+	return false
+}
