@@ -190,8 +190,8 @@ func fastLimits(s *fasthttp.Server, lim Limits, obs observe.Refuser) {
 			rf.timedOut()
 			ctx.Error(timedOut, fasthttp.StatusRequestTimeout)
 			ctx.SetConnectionClose()
-		case bodyRefusal(err) != nil:
-			r := bodyRefusal(err)
+		case bodyRefusal(err, ctx.Conn()) != nil:
+			r := bodyRefusal(err, ctx.Conn())
 			ctx.Error(r.Body(), r.Status)
 			ctx.SetConnectionClose()
 		case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
@@ -244,6 +244,9 @@ func netLimits(h http.Handler, lim Limits) *http.Server {
 		// zero, as IdleTimeout's zero, is no bound.
 		ReadHeaderTimeout: lim.IdleTimeout,
 		IdleTimeout:       lim.IdleTimeout,
+		// OPTIONS * is answered by limitHandler (strictNet), after the
+		// request count, as on fasthttp.
+		DisableGeneralOptionsHandler: true,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, observe.ConnKey{}, &observe.Conn{Conn: c})
 		},
@@ -259,6 +262,7 @@ func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	cs.Requests++
 	obs, _ := lh.h.(observe.Refuser)
+	defer servedNet(cs.Conn, cs.Requests)
 	if strictNet(w, r, cs.Conn, obs) {
 		return
 	}
@@ -297,8 +301,8 @@ func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case err != nil && isTimeout(err):
 		lh.refuse(w, r, http.StatusRequestTimeout)
 		return
-	case bodyRefusal(err) != nil:
-		answerNet(w, r, bodyRefusal(err), obs)
+	case bodyRefusal(err, cs.Conn) != nil:
+		answerNet(w, r, bodyRefusal(err, cs.Conn), obs)
 		return
 	case err != nil:
 		if !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
@@ -550,8 +554,14 @@ func (c *limitConn) CloseWrite() error {
 func (c *limitConn) Close() error {
 	c.once.Do(func() {
 		if d := time.Duration(c.linger.Load()); c.refused.Load() && d > 0 {
-			if c.CloseWrite() == nil && c.Conn.SetReadDeadline(time.Now().Add(d)) == nil {
-				io.Copy(io.Discard, c.Conn)
+			// Read from the socket itself: a strict reading reads as
+			// closed after a refusal.
+			raw := c.Conn
+			if s := wire.StrictOf(raw); s != nil {
+				raw = s.NetConn()
+			}
+			if c.CloseWrite() == nil && raw.SetReadDeadline(time.Now().Add(d)) == nil {
+				io.Copy(io.Discard, raw)
 			}
 		}
 		c.err = c.Conn.Close()

@@ -55,7 +55,7 @@ const KeepsHijackedConns = true
 func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
 	obs, _ := h.(observe.Refuser)
 	s := &fasthttp.Server{
-		Handler:               strictFast(h.ServeFastHTTP, obs),
+		Handler:               strictFast(h.ServeFastHTTP, obs, lim.linger()),
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
 		// The application parses its own bodies, byte for byte.

@@ -18,32 +18,39 @@ import (
 // (limitedServer.Serve), so a request the strict reading refuses never
 // reaches a handler: its connection hands the front end a request for
 // wire.RefusedTarget instead, which the outermost handler answers here
-// with the refusal and closes. A request that asked to upgrade and was not
-// switched closes its connection too: what the client sent after it was
-// not read as HTTP.
+// with the refusal and closes. After an upgrade request the connection
+// reads nothing until the request is answered: the outermost handler tells
+// it (StrictConn.Served) when it was answered without a switch.
 
 // NetConn returns the connection a limitConn wraps (wire.StrictOf).
 func (c *limitConn) NetConn() net.Conn { return c.Conn }
 
 // strictFast is the outermost fasthttp handler: it answers a refused
-// request, and closes after an upgrade request that did not switch.
-func strictFast(h fasthttp.RequestHandler, obs observe.Refuser) fasthttp.RequestHandler {
+// request (lingering on close for linger, so that a client still sending
+// reads its answer), and tells the connection each request was served.
+func strictFast(h fasthttp.RequestHandler, obs observe.Refuser, linger time.Duration) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		if r := wire.Refused(ctx.Conn(), ctx.Request.Header.RequestURI()); r != nil {
 			answerFast(ctx, r, obs)
+			lingerOnClose(ctx.Conn(), linger)
 			return
 		}
-		if ctx.IsOptions() && string(ctx.Request.Header.RequestURI()) == "*" {
-			// The server's own options, answered as net/http answers
-			// them: the application is asked about its resources.
-			ctx.Response.Header.SetContentLength(0)
-			return
+		if !ctx.IsOptions() || string(ctx.Request.Header.RequestURI()) != "*" {
+			h(ctx)
+		} else {
+			ctx.Response.Header.SetContentLength(0) // asteriskOptions
 		}
-		h(ctx)
-		if s := wire.StrictOf(ctx.Conn()); s != nil && s.Passing() && !ctx.Hijacked() {
-			ctx.SetConnectionClose()
+		if s := wire.StrictOf(ctx.Conn()); s != nil && !ctx.Hijacked() {
+			s.Served(int(ctx.ConnRequestNum()))
 		}
 	}
+}
+
+// asteriskOptions: OPTIONS * asks about the server, not a resource, and is
+// answered 200 with no body by the server on both front ends, as net/http
+// answers it, never by the application.
+func asteriskOptions(r *http.Request) bool {
+	return r.Method == http.MethodOptions && r.RequestURI == "*"
 }
 
 // answerFast answers r on ctx and closes the connection after it.
@@ -63,28 +70,43 @@ func answerFast(ctx *fasthttp.RequestCtx, r *wire.Refusal, obs observe.Refuser) 
 	}
 }
 
-// bodyRefusal returns the refusal a body's read error is, if it is one.
-func bodyRefusal(err error) *wire.Refusal {
+// bodyRefusal returns the refusal a body's read error on c is, if it is
+// one (fasthttp hands some read errors on inside errors of its own).
+func bodyRefusal(err error, c net.Conn) *wire.Refusal {
 	var r *wire.Refusal
 	if errors.As(err, &r) {
 		return r
 	}
+	if s := wire.StrictOf(c); err != nil && s != nil {
+		if r := s.Refusal(); r != nil && r.InBody {
+			return r
+		}
+	}
 	return nil
 }
 
-// strictNet answers a refused request on net/http, and reports whether it
-// did. A request after which the connection stopped being read as HTTP
-// (an upgrade) is answered, if not switched, with Connection: close.
+// strictNet answers on net/http a refused request and OPTIONS *, and
+// reports whether it did. (Run the server with DisableGeneralOptionsHandler
+// for OPTIONS * to come here.)
 func strictNet(w http.ResponseWriter, r *http.Request, c net.Conn, obs observe.Refuser) bool {
+	if asteriskOptions(r) {
+		w.Header().Set("Content-Length", "0")
+		return true
+	}
 	rf := wire.Refused(c, []byte(r.RequestURI))
 	if rf == nil {
-		if s := wire.StrictOf(c); s != nil && s.Passing() {
-			w.Header().Set("Connection", "close")
-		}
 		return false
 	}
 	answerNet(w, r, rf, obs)
 	return true
+}
+
+// servedNet tells c, if it reads strictly, that request number n was
+// served: an upgrade request not switched ends its hold.
+func servedNet(c net.Conn, n int) {
+	if s := wire.StrictOf(c); s != nil {
+		s.Served(n)
+	}
 }
 
 // answerNet answers rf on w, closing the connection after it.
@@ -113,6 +135,12 @@ func answerNet(w http.ResponseWriter, r *http.Request, rf *wire.Refusal, obs obs
 // strictConnKey is where ServeStrict keeps a request's connection.
 type strictConnKey struct{}
 
+// strictConn is a connection ServeStrict serves and its requests so far.
+type strictConn struct {
+	c net.Conn
+	n int
+}
+
 // ServeStrict serves srv on ln with m0serve's strict reading of requests
 // (docs/reliability.md): a Go program's own http.Server, refusing what
 // m0serve refuses before its handler sees it. It sets srv's Handler (nil:
@@ -127,15 +155,20 @@ func ServeStrict(srv *http.Server, ln net.Listener) error {
 		if before != nil {
 			ctx = before(ctx, c)
 		}
-		return context.WithValue(ctx, strictConnKey{}, c)
+		return context.WithValue(ctx, strictConnKey{}, &strictConn{c: c})
 	}
+	srv.DisableGeneralOptionsHandler = true
 	obs, _ := next.(observe.Refuser)
 	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, _ := r.Context().Value(strictConnKey{}).(net.Conn)
-		if strictNet(w, r, c, obs) {
-			return
+		sc, _ := r.Context().Value(strictConnKey{}).(*strictConn)
+		if sc == nil {
+			sc = &strictConn{}
 		}
-		next.ServeHTTP(w, r)
+		sc.n++
+		if !strictNet(w, r, sc.c, obs) {
+			next.ServeHTTP(w, r)
+		}
+		servedNet(sc.c, sc.n)
 	})
 	return srv.Serve(wire.StrictListener(ln))
 }

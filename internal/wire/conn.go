@@ -145,6 +145,9 @@ func (r *AcceptRetry) failure(err error, pause time.Duration) {
 
 // Pending reports whether bytes are waiting to be read on c's socket.
 func Pending(c net.Conn) bool {
+	if s := StrictOf(c); s != nil && s.Held() {
+		return true // bytes of an unfinished head, read and held back
+	}
 	n := 0
 	WithFD(c, func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
 	return n > 0

@@ -60,7 +60,8 @@ const (
 	inDataLF           // and its LF
 	inTrailer          // at or in a trailer line
 	inTrailerLF        // after a trailer line's CR
-	inPass             // after an upgrade: nothing is read as HTTP any more
+	inHold             // after an upgrade request: nothing passes until it is answered
+	inPass             // after a switch of protocols: nothing is read as HTTP any more
 	inRefused          // after a refusal: nothing more is passed
 )
 
@@ -77,15 +78,47 @@ type Framer struct {
 	searched int
 	// Heads is how many request heads have been passed.
 	Heads int
+	// upgrade is the number (Heads) of the upgrade request being read,
+	// whose body ends in inHold rather than at the next head.
+	upgrade int
 	// Err is the refusal that ended the connection's requests, if any.
 	Err *Refusal
 }
 
+// Holding reports whether the Framer waits for the answer to an upgrade
+// request, passing nothing: Switch if the answer switched protocols,
+// Resume if it did not.
+func (f *Framer) Holding() bool { return f.state == inHold }
+
 // Passing reports whether the Framer has stopped reading the connection as
-// HTTP after an upgrade request: what follows is the upgraded protocol's,
-// or, if the handler declined the upgrade, bytes the server must not read
-// as requests (it closes the connection after its answer).
+// HTTP: the protocols were switched (Switch).
 func (f *Framer) Passing() bool { return f.state == inPass }
+
+// Switch says that the upgrade request the Framer holds for was answered
+// with 101: everything after it is passed as it comes.
+func (f *Framer) Switch() {
+	if f.state == inHold {
+		f.state = inPass
+	}
+}
+
+// Resume says that request number n (counting from 1 as Heads does) was
+// answered; if it is the upgrade request the Framer holds for, the
+// protocols were not switched, and the next request head is read.
+func (f *Framer) Resume(n int) {
+	if f.state == inHold && f.upgrade == n {
+		f.state = inHead
+	}
+}
+
+// bodyDone moves to what follows a request's body: the next head, or the
+// hold after an upgrade request.
+func (f *Framer) bodyDone() {
+	f.state = inHead
+	if f.upgrade == f.Heads && f.upgrade > 0 {
+		f.state = inHold
+	}
+}
 
 // Scan reads b, the connection's bytes from where the last Scan stopped,
 // and returns how many of them may be handed to the front end. An
@@ -111,7 +144,8 @@ func (f *Framer) Scan(b []byte) (int, *Refusal) {
 			n := int64(len(b) - i)
 			if n >= f.left {
 				i += int(f.left)
-				f.left, f.state = 0, inHead
+				f.left = 0
+				f.bodyDone()
 			} else {
 				f.left -= n
 				i = len(b)
@@ -127,6 +161,8 @@ func (f *Framer) Scan(b []byte) (int, *Refusal) {
 			}
 		case inPass:
 			return len(b), nil
+		case inHold:
+			return i, nil
 		case inRefused:
 			return i, f.Err
 		default:
@@ -219,7 +255,7 @@ func (f *Framer) chunked(c byte) *Refusal {
 			return bodyErr("bare CR in the trailer section")
 		}
 		if f.lineStart { // an empty line: the end of the message
-			f.state = inHead
+			f.bodyDone()
 			return nil
 		}
 		f.state, f.lineStart = inTrailer, true
@@ -310,13 +346,16 @@ func (f *Framer) head(b []byte) (int, *Refusal) {
 		return 0, r
 	}
 	f.Heads++
+	if fr.Upgrade {
+		f.upgrade = f.Heads
+	}
 	switch {
-	case fr.Upgrade:
-		f.state = inPass
 	case fr.Chunked:
 		f.state, f.left, f.line = inSize, 0, 0
 	case fr.Length > 0:
 		f.state, f.left = inLength, fr.Length
+	default:
+		f.bodyDone()
 	}
 	return end, nil
 }
@@ -326,7 +365,8 @@ type Framing struct {
 	Length  int64 // the Content-Length, or 0
 	Chunked bool
 	// Upgrade: the request asks to switch protocols (Upgrade with
-	// Connection: upgrade); what follows it is not read as HTTP.
+	// Connection: upgrade); what follows it is not read until it is
+	// answered.
 	Upgrade bool
 }
 
@@ -488,7 +528,7 @@ func CheckHead(head []byte) (Framing, *Refusal) {
 			}
 		case 7:
 			if EqualFold(name, "Upgrade") {
-				upgrade = len(value) > 0
+				upgrade = upgrade || len(value) > 0
 			}
 		case 10:
 			if EqualFold(name, "Connection") {

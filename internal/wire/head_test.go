@@ -2,10 +2,13 @@ package wire
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckHead(t *testing.T) {
@@ -117,9 +120,61 @@ func TestFramerLimits(t *testing.T) {
 	if r == nil || r.Status != 431 {
 		t.Fatalf("long header: %+v", r)
 	}
-	out, r := scanAll([]byte("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n\x81\x05hello GET / HTTP/9.9\r\n"), []int{5})
-	if r != nil || !bytes.HasSuffix(out, []byte("HTTP/9.9\r\n")) {
-		t.Fatalf("after an upgrade: passed %q, refusal %+v", out, r)
+}
+
+// TestFramerUpgrade: after an upgrade request and its body nothing passes
+// until it is answered; a switch passes the rest as it comes, an answer
+// without one reads on as HTTP.
+func TestFramerUpgrade(t *testing.T) {
+	up := "POST /up HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nUpgrade:\r\nConnection: upgrade\r\nContent-Length: 2\r\n\r\nab"
+	after := "\x81\x05hello GET / HTTP/9.9\r\n"
+	var f Framer
+	b := []byte(up + after)
+	n, r := f.Scan(b)
+	if r != nil || n != len(up) || !f.Holding() {
+		t.Fatalf("passed %q (%+v), holding %v", b[:n], r, f.Holding())
+	}
+	f.Resume(2) // another request's answer
+	if !f.Holding() {
+		t.Fatal("released by another request")
+	}
+	f.Switch()
+	if m, r := f.Scan(b[n:]); r != nil || m != len(after) || !f.Passing() {
+		t.Fatalf("after the switch passed %d of %d (%+v)", m, len(after), r)
+	}
+
+	f = Framer{}
+	next := "GET /next HTTP/1.1\r\nHost: x\r\n\r\n"
+	b = []byte(up + next)
+	n, _ = f.Scan(b)
+	f.Resume(1)
+	if m, r := f.Scan(b[n:]); r != nil || m != len(next) || f.Holding() || f.Heads != 2 {
+		t.Fatalf("after an answer without a switch passed %d of %d (%+v)", m, len(next), r)
+	}
+}
+
+// TestStrictConnHold: a read after an upgrade request waits for its answer
+// without reading the socket, and ends at its read deadline.
+func TestStrictConnHold(t *testing.T) {
+	client, server := net.Pipe()
+	sc := &StrictConn{Conn: server}
+	go client.Write([]byte("GET /up HTTP/1.1\r\nHost: x\r\nUpgrade: a\r\nConnection: upgrade\r\n\r\n"))
+	buf := make([]byte, 4096)
+	if n, err := sc.Read(buf); err != nil || !bytes.HasPrefix(buf[:n], []byte("GET /up")) {
+		t.Fatalf("read %q %v", buf[:n], err)
+	}
+	sc.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := sc.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("held read: %v, want the deadline", err)
+	}
+	sc.SetReadDeadline(time.Time{})
+	go func() {
+		sc.Write([]byte("HTTP/1.1 101 Switching Protocols\r\n\r\n"))
+		client.Write([]byte("raw\n"))
+	}()
+	go io.Copy(io.Discard, client)
+	if n, err := sc.Read(buf); err != nil || string(buf[:n]) != "raw\n" {
+		t.Fatalf("after the switch read %q %v", buf[:n], err)
 	}
 }
 

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // RefusedTarget is the target of the request a StrictConn hands its front
@@ -39,15 +42,23 @@ func (l strictListener) Accept() (net.Conn, error) {
 // StrictConn is a connection whose reads reach its front end only as its
 // Framer passes them. A refused head is replaced by a request for
 // RefusedTarget, after which the connection reads as closed; a refused
-// body reads as an error, the *Refusal.
+// body reads as an error, the *Refusal. After an upgrade request nothing
+// is read until it is answered: a response that begins "HTTP/1.x 101"
+// written on the connection switches it (everything after passes as it
+// comes), and Served with the request's number, once it was answered
+// otherwise, reads on as HTTP.
 type StrictConn struct {
 	net.Conn
-	f       Framer // of the reading goroutine
-	held    []byte // read, not yet passed: an unfinished head
+	mu      sync.Mutex
+	f       Framer
+	held    []byte // read, not yet passed: an unfinished head, or all after a held upgrade
+	rescan  bool   // held may hold whole heads: scan it before reading more
 	ready   []byte // passed, not yet read
 	said    bool   // the request for RefusedTarget has been handed out
+	rdl     time.Time
+	wake    chan struct{} // a hold released, or a read deadline set
+	holding atomic.Bool
 	refused atomic.Pointer[Refusal]
-	passing atomic.Bool
 }
 
 // NetConn returns the connection StrictConn reads.
@@ -57,15 +68,85 @@ func (c *StrictConn) NetConn() net.Conn { return c.Conn }
 // any. Safe from any goroutine.
 func (c *StrictConn) Refusal() *Refusal { return c.refused.Load() }
 
-// Passing reports whether the connection has stopped being read as HTTP
-// after an upgrade request (Framer.Passing). Safe from any goroutine.
-func (c *StrictConn) Passing() bool { return c.passing.Load() }
+// Held reports whether bytes have arrived that were not passed on yet (an
+// unfinished head): the connection is not unused.
+func (c *StrictConn) Held() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.held) > 0
+}
+
+// Served says request number n (from 1) on the connection was answered,
+// and did not switch protocols (a handler returned without taking the
+// connection over): an upgrade request the reading holds for is over.
+func (c *StrictConn) Served(n int) {
+	if !c.holding.Load() {
+		return
+	}
+	c.mu.Lock()
+	c.f.Resume(n)
+	c.settle()
+	c.mu.Unlock()
+}
+
+// settle, under mu, keeps holding in step with the Framer and wakes a
+// Read waiting for the hold to end.
+func (c *StrictConn) settle() {
+	h := c.f.Holding()
+	if c.holding.Load() && !h {
+		c.rescan = true
+		c.poke()
+	}
+	c.holding.Store(h)
+}
+
+func (c *StrictConn) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Write switches a held connection when p is a 101 response.
+func (c *StrictConn) Write(p []byte) (int, error) {
+	if c.holding.Load() && len(p) >= 13 && string(p[:5]) == "HTTP/" && string(p[8:13]) == " 101 " {
+		c.mu.Lock()
+		c.f.Switch()
+		c.settle()
+		c.mu.Unlock()
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *StrictConn) SetReadDeadline(t time.Time) error {
+	c.setRDL(t)
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *StrictConn) SetDeadline(t time.Time) error {
+	c.setRDL(t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *StrictConn) setRDL(t time.Time) {
+	c.mu.Lock()
+	c.rdl = t
+	if c.wake != nil {
+		c.poke()
+	}
+	c.mu.Unlock()
+}
 
 func (c *StrictConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for {
 		if len(c.ready) > 0 {
 			n := copy(p, c.ready)
 			c.ready = c.ready[n:]
+			if len(c.ready) == 0 {
+				c.ready = nil
+			}
 			return n, nil
 		}
 		if r := c.f.Err; r != nil {
@@ -81,11 +162,28 @@ func (c *StrictConn) Read(p []byte) (int, error) {
 		if len(p) == 0 {
 			return 0, nil
 		}
+		if c.f.Holding() {
+			if err := c.await(); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if c.rescan || c.f.Passing() && len(c.held) > 0 {
+			c.rescan = false
+			k, _ := c.scan(c.held)
+			c.ready, c.held = c.held[:k], c.held[k:]
+			if len(c.held) == 0 || c.f.Err != nil {
+				c.held = nil
+			}
+			continue
+		}
 		if len(c.held) == 0 {
+			c.mu.Unlock()
 			n, err := c.Conn.Read(p)
+			c.mu.Lock()
 			if n > 0 {
 				k, _ := c.scan(p[:n])
-				if k < n && c.f.Err == nil { // an unfinished head
+				if k < n && c.f.Err == nil { // an unfinished head, or after a held upgrade
 					c.held = append(make([]byte, 0, max(2*(n-k), 4<<10)), p[k:n]...)
 				}
 				if k > 0 {
@@ -98,9 +196,12 @@ func (c *StrictConn) Read(p []byte) (int, error) {
 			continue
 		}
 		if len(c.held) == cap(c.held) {
-			c.held = append(make([]byte, 0, min(2*cap(c.held), MaxHead+4<<10)), c.held...)
+			c.held = append(make([]byte, 0, min(max(2*len(c.held), 4<<10), MaxHead+4<<10)), c.held...)
 		}
-		n, err := c.Conn.Read(c.held[len(c.held):cap(c.held)])
+		buf := c.held[len(c.held):cap(c.held)]
+		c.mu.Unlock()
+		n, err := c.Conn.Read(buf)
+		c.mu.Lock()
 		c.held = c.held[:len(c.held)+n]
 		if n > 0 {
 			k, _ := c.scan(c.held)
@@ -115,14 +216,39 @@ func (c *StrictConn) Read(p []byte) (int, error) {
 	}
 }
 
+// await, under mu, waits for a hold to end or the read deadline to pass;
+// the socket is not read meanwhile.
+func (c *StrictConn) await() error {
+	if c.wake == nil {
+		c.wake = make(chan struct{}, 1)
+	}
+	var timeout <-chan time.Time
+	if !c.rdl.IsZero() {
+		d := time.Until(c.rdl)
+		if d <= 0 {
+			return os.ErrDeadlineExceeded
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	c.mu.Unlock()
+	defer c.mu.Lock()
+	select {
+	case <-c.wake:
+		return nil
+	case <-timeout:
+		return os.ErrDeadlineExceeded
+	}
+}
+
+// scan, under mu, passes b through the Framer.
 func (c *StrictConn) scan(b []byte) (int, *Refusal) {
 	k, r := c.f.Scan(b)
 	if r != nil {
 		c.refused.Store(r)
 	}
-	if c.f.Passing() && !c.passing.Load() {
-		c.passing.Store(true)
-	}
+	c.settle()
 	return k, r
 }
 
