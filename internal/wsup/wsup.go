@@ -27,19 +27,48 @@ var Upgrader = websocket.Upgrader{
 	EnableCompression: false,
 }
 
-// IsNetUpgrade reports whether r asks for a WebSocket.
-func IsNetUpgrade(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) }
-
-// IsFastUpgrade reports whether ctx's request asks for a WebSocket.
-func IsFastUpgrade(ctx *fasthttp.RequestCtx) bool {
-	h := &ctx.Request.Header
-	return ctx.IsGet() && hasToken(h.Peek("Connection"), "upgrade") && hasToken(h.Peek("Upgrade"), "websocket")
+// IsNetUpgrade reports whether r asks for a WebSocket: a GET whose
+// Connection lines name upgrade and whose Upgrade lines name websocket
+// (ASCII case ignored), as IsFastUpgrade reads a request fasthttp parsed.
+func IsNetUpgrade(r *http.Request) bool {
+	if r.Method != http.MethodGet {
+		return false
+	}
+	has := func(lines []string, tok string) bool {
+		for _, line := range lines {
+			for part := range strings.SplitSeq(line, ",") {
+				if p := strings.Trim(part, " \t"); len(p) == len(tok) && strings.EqualFold(p, tok) && isASCII(p) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return has(r.Header["Connection"], "upgrade") && has(r.Header["Upgrade"], "websocket")
 }
 
-func hasToken(v []byte, tok string) bool {
-	for part := range bytes.SplitSeq(v, []byte(",")) {
-		if wire.EqualFold(bytes.TrimSpace(part), tok) {
-			return true
+// IsFastUpgrade reports whether ctx's request asks for a WebSocket, as
+// IsNetUpgrade.
+func IsFastUpgrade(ctx *fasthttp.RequestCtx) bool {
+	h := &ctx.Request.Header
+	return ctx.IsGet() && hasToken(h.PeekAll("Connection"), "upgrade") && hasToken(h.PeekAll("Upgrade"), "websocket")
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+func hasToken(lines [][]byte, tok string) bool {
+	for _, v := range lines {
+		for part := range bytes.SplitSeq(v, []byte(",")) {
+			if wire.EqualFold(bytes.Trim(part, " \t"), tok) {
+				return true
+			}
 		}
 	}
 	return false
