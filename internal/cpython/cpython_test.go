@@ -15,7 +15,7 @@ import (
 	"github.com/m0serve/m0/internal/wire"
 )
 
-func startT(t *testing.T) *Runtime {
+func startT(t testing.TB) *Runtime {
 	t.Helper()
 	rt, err := Start()
 	if err != nil {
@@ -32,7 +32,7 @@ func startT(t *testing.T) *Runtime {
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "\\'") + "'" }
 
-func loadT(t *testing.T, rt *Runtime, attr string) *WSGI {
+func loadT(t testing.TB, rt *Runtime, attr string) *WSGI {
 	t.Helper()
 	app, err := rt.Load("apps:"+attr, "", "")
 	if err != nil {

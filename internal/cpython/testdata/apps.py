@@ -71,3 +71,18 @@ def crlf(environ, start_response):
 
 
 validated = wsgiref.validate.validator(hello)
+
+
+def environ_items(environ, start_response):
+    """Answers the environ's str items, its keys that are not str, and the
+    body, as JSON (FuzzEnvironCall)."""
+    import json
+
+    body = environ["wsgi.input"].read()
+    out = {
+        "env": {k: v for k, v in environ.items() if type(k) is str and type(v) is str},
+        "not_str": [repr(k) for k, v in environ.items() if type(k) is not str or (not k.startswith("wsgi.") and type(v) is not str)],
+        "body": body.decode("latin-1") if type(body) is bytes else None,
+    }
+    start_response("200 OK", [("Content-Type", "application/json")])
+    return [json.dumps(out).encode()]
