@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,16 +101,30 @@ GRANT USAGE ON SCHEMA m0 TO PUBLIC;
 // exists): an instance whose role may not make it then uses it as it is.
 const ready = `SELECT to_regclass('m0.meta') IS NOT NULL AND to_regprocedure('m0.publish(text,text)') IS NOT NULL`
 
-// Redact hides the password of a DSN, as a URL (postgres://user:secret@host/db)
-// or as key=value pairs (password=secret), for anything printed.
+// Redact hides the password of a DSN, as a URL (postgres://user:secret@host/db,
+// or ?password=secret) or as key=value pairs (password=secret, or
+// password='it\'s'), for anything printed. A URL whose user information
+// does not parse cleanly (a password written with its '@', '/' or '#'
+// unescaped) has everything before its last '@' hidden.
 func Redact(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		return u.Redacted()
+	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && !strings.ContainsAny(scheme, " \t=") {
+		at := strings.LastIndex(rest, "@")
+		u, err := url.Parse(dsn)
+		switch {
+		case err == nil && u.User != nil && !strings.Contains(u.Host+u.Path+u.RawQuery+u.Fragment, "@"):
+			dsn = u.Redacted()
+		case at >= 0:
+			dsn = scheme + "://xxxxx" + rest[at:]
+		}
+		return passwordQuery.ReplaceAllString(dsn, "${1}xxxxx")
 	}
 	return passwordKV.ReplaceAllString(dsn, "${1}xxxxx")
 }
 
-var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
+var (
+	passwordKV    = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S+)`)
+	passwordQuery = regexp.MustCompile(`(?i)([?&]password=)[^&#]*`)
+)
 
 // Bus is one instance's end of the database: a realtime.IDSource (ids
 // from the sequence, in the database's epoch) and a realtime.Bus (frames
