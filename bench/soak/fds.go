@@ -10,13 +10,14 @@ import (
 	"time"
 )
 
-// fdSuite: m0serve under RLIMIT_NOFILE cfg.nofile, one worker and two,
+// fdSuite: m0serve under RLIMIT_NOFILE cfg.nofile, one worker and two
+// (cfg.fdWorkers),
 // its descriptors exhausted by idle connections: what it logs and the CPU
 // it spends while exhausted, whether it serves a connection it holds
 // meanwhile, and how soon a new connection is served once they close.
 func fdSuite(cfg *config, py *python) ([]string, error) {
 	var out []string
-	for _, workers := range []int{1, 2} {
+	for _, workers := range cfg.fdWorkers {
 		spec := serverSpec{python: py, appDir: cfg.apps, spec: "reliability_app:application", nofile: cfg.nofile}
 		if workers > 1 {
 			spec.args, spec.banners = []string{"--workers", "2"}, 2

@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +50,9 @@ type config struct {
 	conns, streams, rate, slow   int
 	nofile                       int
 	slowFor                      time.Duration
+	metrics                      bool
+	fdWorkers                    []int
+	slowKinds                    []string
 }
 
 func main() {
@@ -65,7 +69,19 @@ func main() {
 	flag.IntVar(&cfg.slow, "slow", 1000, "connections of each slow kind in the slow suite")
 	flag.DurationVar(&cfg.slowFor, "slow-for", 15*time.Second, "how long the slow suite measures each phase")
 	flag.IntVar(&cfg.nofile, "nofile", 256, "RLIMIT_NOFILE of the server in the fds suite")
+	flag.BoolVar(&cfg.metrics, "metrics", false, "soak suites: serve with --metrics and report the Go heap at each tenth")
+	var fdWorkers, slowKinds string
+	flag.StringVar(&slowKinds, "slow-kinds", "slowloris-headers,slow-body,never-reads", "the slow suite's kinds of connection")
+	flag.StringVar(&fdWorkers, "fd-workers", "1,2", "worker counts of the fds suite")
 	flag.Parse()
+	for _, w := range strings.Split(fdWorkers, ",") {
+		n, err := strconv.Atoi(w)
+		if err != nil || n < 1 {
+			fatal(fmt.Errorf("-fd-workers %q: want counts such as 1,2", fdWorkers))
+		}
+		cfg.fdWorkers = append(cfg.fdWorkers, n)
+	}
+	cfg.slowKinds = strings.Split(slowKinds, ",")
 	for _, p := range []*string{&cfg.m0serve, &cfg.root} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {

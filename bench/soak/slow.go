@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -166,6 +167,9 @@ func slowSuite(cfg *config, py *python) ([]string, error) {
 		var wg sync.WaitGroup
 		opened := time.Now()
 		for _, k := range slowKinds(protocol) {
+			if !slices.Contains(cfg.slowKinds, k.kind) {
+				continue
+			}
 			s := openSlow(srv.addr(), k.kind, k.first, cfg.slow)
 			held = append(held, s)
 			wg.Add(1)

@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -28,6 +30,9 @@ type soakResult struct {
 	endKiB        int64
 	maxKiB        int64
 	tenths        []int64 // RSS after each tenth of n, the end's last
+	blocks        []int64 // Python's allocated blocks at the same points
+	heap          []int64 // the Go heap in use (KiB) at the same points, under -metrics
+	held          []int64 // what the Go runtime holds from the system (KiB), the same
 	serverErrors  int     // ERROR and WARN records in the server's log
 	exit          int
 	command       string
@@ -43,9 +48,9 @@ func (r *soakResult) growth() float64 {
 
 func (r *soakResult) line() string {
 	return fmt.Sprintf("soak suite=%s python=%s n=%d failed=%d rate=%.0f/s p50=%.2fms p99=%.2fms "+
-		"rss_warm=%.1fMiB rss_end=%.1fMiB rss_max=%.1fMiB growth=%+.2f%% rss_by_tenth=[%s] server_log_errors=%d exit=%d%s errors=[%s] cmd=%q",
+		"rss_warm=%.1fMiB rss_end=%.1fMiB rss_max=%.1fMiB growth=%+.2f%% rss_by_tenth=[%s] py_blocks_by_tenth=[%s]%s server_log_errors=%d exit=%d%s errors=[%s] cmd=%q",
 		r.suite, r.python, r.n, r.failed, float64(r.n)/r.elapsed.Seconds(), r.p50, r.p99,
-		mib(r.warmKiB), mib(r.endKiB), mib(r.maxKiB), r.growth(), tenthsText(r.tenths), r.serverErrors, r.exit, r.extra,
+		mib(r.warmKiB), mib(r.endKiB), mib(r.maxKiB), r.growth(), tenthsText(r.tenths), blocksText(r.blocks), heapText(r.heap, r.held), r.serverErrors, r.exit, r.extra,
 		errSummary(r.errs), r.command)
 }
 
@@ -57,15 +62,31 @@ func tenthsText(kib []int64) string {
 	return strings.Join(parts, " ")
 }
 
+func blocksText(n []int64) string {
+	var parts []string
+	for _, k := range n {
+		parts = append(parts, strconv.FormatInt(k, 10))
+	}
+	return strings.Join(parts, " ")
+}
+
+func heapText(inuse, held []int64) string {
+	if len(inuse) == 0 {
+		return ""
+	}
+	return " go_heap_inuse_by_tenth=[" + tenthsText(inuse) + "] go_held_by_tenth=[" + tenthsText(held) + "]"
+}
+
 func mib(kib int64) float64 { return float64(kib) / 1024 }
 
-// checkpoints samples the RSS each time done passes another tenth of n;
-// the first is the end of the warm-up, from which the maximum is taken.
-func checkpoints(s *sampler, done *atomic.Int64, n int64, ended <-chan struct{}) <-chan []int64 {
-	out := make(chan []int64, 1)
+// checkpoints samples the RSS, and the blocks Python has allocated, each
+// time done passes another tenth of n; the first is the end of the
+// warm-up, from which the maximum is taken.
+func checkpoints(s *sampler, addr string, done *atomic.Int64, n int64, ended <-chan struct{}) <-chan [4][]int64 {
+	out := make(chan [4][]int64, 1)
 	go func() {
-		var rss []int64
-		defer func() { out <- rss }()
+		var rss, blocks, heap, held []int64
+		defer func() { out <- [4][]int64{rss, blocks, heap, held} }()
 		t := time.NewTicker(20 * time.Millisecond)
 		defer t.Stop()
 		for tenth := int64(1); tenth < 10; tenth++ {
@@ -80,9 +101,58 @@ func checkpoints(s *sampler, done *atomic.Int64, n int64, ended <-chan struct{})
 				s.resetMax()
 			}
 			rss = append(rss, s.take())
+			blocks = append(blocks, pyBlocks(addr))
+			h, g := goHeap(addr)
+			heap, held = append(heap, h), append(held, g)
 		}
 	}()
 	return out
+}
+
+// goHeap is the server's Go heap in use, and all the memory the Go
+// runtime holds from the system (go_memstats_sys_bytes less
+// go_memstats_heap_released_bytes), in KiB, from its /__metrics
+// (-metrics); -1 when unknown.
+func goHeap(addr string) (inuse, held int64) {
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + addr + "/__metrics")
+	if err != nil {
+		return -1, -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	v := map[string]int64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		if f, err := strconv.ParseFloat(value, 64); ok && err == nil && strings.HasPrefix(name, "go_memstats_") {
+			v[name] = int64(f) / 1024
+		}
+	}
+	inuse, ok := v["go_memstats_heap_inuse_bytes"]
+	if !ok {
+		return -1, -1
+	}
+	return inuse, v["go_memstats_sys_bytes"] - v["go_memstats_heap_released_bytes"]
+}
+
+// pyBlocks is sys.getallocatedblocks() in the server, after a collection
+// (the application's /memory), or -1.
+func pyBlocks(addr string) int64 {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return -1
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	resp, body, err := exchange(c, bufio.NewReader(c), get("/memory"))
+	if err != nil || resp.StatusCode != 200 {
+		return -1
+	}
+	var m struct{ Blocks int64 }
+	if json.Unmarshal(body, &m) != nil {
+		return -1
+	}
+	return m.Blocks
 }
 
 // serverLogErrors counts the server's ERROR and WARN records.
@@ -93,11 +163,14 @@ func serverLogErrors(s *server) int {
 // soak runs one soak suite on one Python.
 func soak(cfg *config, suite string, py *python) (*soakResult, error) {
 	spec := serverSpec{python: py, appDir: cfg.apps, spec: "reliability_app:application"}
+	if cfg.metrics {
+		spec.args = []string{"--metrics"}
+	}
 	switch suite {
 	case "asgi", "ws":
 		spec.spec = "reliability_app:asgi"
 	case "sse":
-		spec.args = []string{"--realtime", "--replay-frames", "4096"}
+		spec.args = append(spec.args, "--realtime", "--replay-frames", "4096")
 	}
 	srv, err := startServer(cfg.m0serve, cfg.workdir, spec)
 	if err != nil {
@@ -140,11 +213,17 @@ func soak(cfg *config, suite string, py *python) (*soakResult, error) {
 	default:
 		return nil, fmt.Errorf("unknown soak suite %q", suite)
 	}
-	marks := checkpoints(smp, done, cfg.n, ended)
+	marks := checkpoints(smp, srv.addr(), done, cfg.n, ended)
 	finish()
 	close(ended)
 	r.endKiB = smp.take()
-	r.tenths = append(<-marks, r.endKiB)
+	m := <-marks
+	r.tenths = append(m[0], r.endKiB)
+	r.blocks = append(m[1], pyBlocks(srv.addr()))
+	if cfg.metrics {
+		h, g := goHeap(srv.addr())
+		r.heap, r.held = append(m[2], h), append(m[3], g)
+	}
 	r.warmKiB = r.tenths[0]
 	r.maxKiB = smp.max()
 	smp.stop()
