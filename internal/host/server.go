@@ -65,7 +65,11 @@ func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
 		// Every hijack handler closes its connection; a held stream is
 		// held apart from fasthttp's request context and read buffer.
 		KeepHijackedConns: KeepsHijackedConns,
-		Logger:            log.New(io.Discard, "", 0),
+		// A response finished during a drain says Connection: close, as
+		// net/http's does: the client does not send its next request on
+		// a connection that is closing.
+		CloseOnShutdown: true,
+		Logger:          log.New(io.Discard, "", 0),
 	}
 	fastLimits(s, lim, obs)
 	return s

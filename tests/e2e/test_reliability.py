@@ -315,10 +315,10 @@ def test_huge_stream_to_a_reader_that_never_reads_is_bounded(serve, protocol):
 # the drain tells a kept-alive client the connection ends
 
 
-@pytest.mark.xfail(strict=True, reason="FastServer does not set fasthttp's CloseOnShutdown (internal/host/server.go): "
-                                       "a response finished during the drain says nothing of the close that follows, "
-                                       "so a client reuses the connection and its next request fails")
 def test_response_finished_during_the_drain_says_connection_close(serve):
+    """A response finished during the drain says Connection: close, so a
+    kept-alive client does not send its next request on a connection that
+    is closing."""
     server = serve(SPECS["wsgi"])
     with server.connect() as s:
         s.sendall(http_request("GET", "/sleep?s=1", server.port))
