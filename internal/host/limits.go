@@ -263,6 +263,12 @@ func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cs.Requests++
 	obs, _ := lh.h.(observe.Refuser)
 	defer servedNet(cs.Conn, cs.Requests)
+	if rf := wire.Refused(cs.Conn, []byte(r.RequestURI)); rf != nil && rf.Status == http.StatusRequestEntityTooLarge {
+		// --max-body's own 413, logged once, of the request as sent.
+		r.Method, r.URL.Path = rf.Method, rf.Target
+		lh.refuse(w, r, http.StatusRequestEntityTooLarge)
+		return
+	}
 	if strictNet(w, r, cs.Conn, obs) {
 		return
 	}

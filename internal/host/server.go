@@ -55,7 +55,9 @@ const KeepsHijackedConns = true
 func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
 	obs, _ := h.(observe.Refuser)
 	s := &fasthttp.Server{
-		Handler:               strictFast(h.ServeFastHTTP, obs, lim.linger()),
+		// Bodies are read as they arrive (readBody), so a slow upload
+		// holds what it sent, not the length it announced.
+		StreamRequestBody:     true,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
 		// The application parses its own bodies, byte for byte.
@@ -72,6 +74,7 @@ func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
 		Logger:          log.New(io.Discard, "", 0),
 	}
 	fastLimits(s, lim, obs)
+	s.Handler = strictFast(h.ServeFastHTTP, obs, lim, s.ErrorHandler)
 	return s
 }
 
@@ -85,7 +88,7 @@ type limitedServer struct {
 }
 
 func (s *limitedServer) Serve(ln net.Listener) error {
-	l := s.lim.Listener(wire.StrictListener(ln))
+	l := s.lim.Listener(wire.StrictListener(ln, s.lim.maxBody()))
 	s.ln.Store(l)
 	return s.serve(l)
 }

@@ -1,12 +1,15 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/m0serve/m0/internal/observe"
@@ -26,13 +29,28 @@ import (
 func (c *limitConn) NetConn() net.Conn { return c.Conn }
 
 // strictFast is the outermost fasthttp handler: it answers a refused
-// request (lingering on close for linger, so that a client still sending
-// reads its answer), and tells the connection each request was served.
-func strictFast(h fasthttp.RequestHandler, obs observe.Refuser, linger time.Duration) fasthttp.RequestHandler {
+// request (lingering on close, so that a client still sending reads its
+// answer), reads the body within lim (a failure is answered by refuse, the
+// server's ErrorHandler), and tells the connection each request was
+// served.
+func strictFast(h fasthttp.RequestHandler, obs observe.Refuser, lim Limits, refuse func(*fasthttp.RequestCtx, error)) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		if r := wire.Refused(ctx.Conn(), ctx.Request.Header.RequestURI()); r != nil {
-			answerFast(ctx, r, obs)
-			lingerOnClose(ctx.Conn(), linger)
+			if r.Status == http.StatusRequestEntityTooLarge {
+				// --max-body's own 413, logged once, of the request as sent.
+				ctx.Request.Header.SetMethod(r.Method)
+				ctx.Request.SetRequestURI(r.Target)
+				refuse(ctx, fasthttp.ErrBodyTooLarge)
+			} else {
+				answerFast(ctx, r, obs)
+				lingerOnClose(ctx.Conn(), lim.linger())
+			}
+			ctx.SetConnectionClose()
+			return
+		}
+		if err := readBody(ctx, lim.maxBody()); err != nil {
+			refuse(ctx, err)
+			ctx.SetConnectionClose()
 			return
 		}
 		if !ctx.IsOptions() || string(ctx.Request.Header.RequestURI()) != "*" {
@@ -44,6 +62,44 @@ func strictFast(h fasthttp.RequestHandler, obs observe.Refuser, linger time.Dura
 			s.Served(int(ctx.ConnRequestNum()))
 		}
 	}
+}
+
+var bodyScratch = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// readBody reads a request body fasthttp hands on as a stream, whole and
+// within capBytes (negative: no cap), into the request, as it arrives: what
+// a slow upload holds is what it sent. The error is fasthttp's
+// ErrBodyTooLarge, a read error, or the strict reading's refusal.
+func readBody(ctx *fasthttp.RequestCtx, capBytes int64) error {
+	req := &ctx.Request
+	if !req.IsBodyStream() || req.Header.ContentLength() == 0 {
+		return nil
+	}
+	if n := req.Header.ContentLength(); capBytes >= 0 && int64(n) > capBytes {
+		return fasthttp.ErrBodyTooLarge
+	}
+	var rd io.Reader = ctx.RequestBodyStream()
+	if capBytes >= 0 {
+		rd = io.LimitReader(rd, capBytes+1)
+	}
+	buf := bodyScratch.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 1<<20 {
+			buf.Reset()
+			bodyScratch.Put(buf)
+		}
+	}()
+	if _, err := buf.ReadFrom(rd); err != nil {
+		return err
+	}
+	if capBytes >= 0 && int64(buf.Len()) > capBytes {
+		return fasthttp.ErrBodyTooLarge
+	}
+	if n := req.Header.ContentLength(); n > 0 && buf.Len() != n {
+		return io.ErrUnexpectedEOF // the client left before its body was whole
+	}
+	req.SetBody(buf.Bytes())
+	return nil
 }
 
 // asteriskOptions: OPTIONS * asks about the server, not a resource, and is
@@ -170,5 +226,5 @@ func ServeStrict(srv *http.Server, ln net.Listener) error {
 		}
 		servedNet(sc.c, sc.n)
 	})
-	return srv.Serve(wire.StrictListener(ln))
+	return srv.Serve(wire.StrictListener(ln, 0))
 }

@@ -76,6 +76,10 @@ type Framer struct {
 	// searched is how far into an unfinished head the search for its end
 	// has gone, so a head arriving a byte at a time is searched once.
 	searched int
+	// Cap is the most body bytes a request may announce in its
+	// Content-Length; more is refused with 413 before any of the body is
+	// read. Zero: no cap.
+	Cap int64
 	// Heads is how many request heads have been passed.
 	Heads int
 	// upgrade is the number (Heads) of the upgrade request being read,
@@ -344,6 +348,9 @@ func (f *Framer) head(b []byte) (int, *Refusal) {
 	fr, r := CheckHead(b[skip:end])
 	if r != nil {
 		return 0, r
+	}
+	if f.Cap > 0 && fr.Length > f.Cap {
+		return 0, refuse(b[skip:], 413, "body over the size limit")
 	}
 	f.Heads++
 	if fr.Upgrade {

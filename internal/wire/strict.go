@@ -27,16 +27,22 @@ var refusedHead = []byte("GET " + RefusedTarget + " HTTP/1.1\r\nHost: m0\r\nConn
 
 // StrictListener returns ln with each connection it accepts read through a
 // Framer: the front end serving it sees only requests the Framer passed.
-func StrictListener(ln net.Listener) net.Listener { return strictListener{ln} }
+// capBytes is the Framer's Cap (zero or less: none).
+func StrictListener(ln net.Listener, capBytes int64) net.Listener {
+	return strictListener{ln, max(capBytes, 0)}
+}
 
-type strictListener struct{ net.Listener }
+type strictListener struct {
+	net.Listener
+	cap int64
+}
 
 func (l strictListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return &StrictConn{Conn: c}, nil
+	return &StrictConn{Conn: c, f: Framer{Cap: l.cap}}, nil
 }
 
 // StrictConn is a connection whose reads reach its front end only as its
