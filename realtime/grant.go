@@ -129,9 +129,12 @@ func (k *GrantKeys) Verify(r *http.Request, prefix string, now time.Time) (chann
 	return k.verify(q, prefix, sessionCookie(r.Header["Cookie"], k.cookie()), now)
 }
 
-// verifyFast is Verify of a request fasthttp parsed.
+// verifyFast is Verify of a request fasthttp parsed. The query is the
+// target's, as sent, from its first "?" on: fasthttp's own ends at a "#",
+// which net/http's and the bridges' do not.
 func (k *GrantKeys) verifyFast(r *fasthttp.Request, prefix string, now time.Time) (string, error) {
-	q, err := url.ParseQuery(string(r.URI().QueryString()))
+	_, query, _ := bytes.Cut(r.Header.RequestURI(), []byte("?"))
+	q, err := url.ParseQuery(string(query))
 	if err != nil {
 		return "", ErrGrantMalformed
 	}

@@ -213,6 +213,7 @@ func FuzzGrantFrontEnds(f *testing.F) {
 	f.Add(k.Sign("/live", "room", exp, true, "caf\u00e9"), "sessionid=caf\u00e9")
 	f.Add(k.Sign("/live", "r m", exp, false, ""), "")
 	f.Add("ch=room&exp=1&ses=0&sig=;", "")
+	f.Add(k.Sign("/live", "room", exp, false, "")+"#x", "")
 	f.Fuzz(func(t *testing.T, query, cookie string) {
 		head := "GET /live?" + query + " HTTP/1.1\r\nHost: x\r\n"
 		if cookie != "" {
