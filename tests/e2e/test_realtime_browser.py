@@ -197,8 +197,8 @@ def header_fields(head):
     return fields
 
 
-def held_sse(server):
-    m = re.search(r'^m0_realtime_held\{kind="sse"\} (\d+)', server.get("/__metrics").text, re.M)
+def held(server, kind="sse"):
+    m = re.search(r'^m0_realtime_held\{kind="%s"\} (\d+)' % kind, server.get("/__metrics").text, re.M)
     return int(m.group(1)) if m else 0
 
 
@@ -215,7 +215,9 @@ def test_browser_reconnects_for_what_it_missed_and_sees_the_gap(serve, browser_f
     proxy = Proxy(server.port)
     try:
         page = browser_factory(f"http://127.0.0.1:{proxy.port}/")
-        wait_until(lambda: held_sse(server) == 1, BROWSER_TIMEOUT, "the page's EventSource to be held")
+        wait_until(lambda: held(server) == 1, BROWSER_TIMEOUT, "the page's EventSource to be held")
+        # A WebSocket hears only what is published once it is held.
+        wait_until(lambda: held(server, "websocket") == 1, BROWSER_TIMEOUT, "the page's WebSocket to be held")
 
         # Live frames reach the page, and its WebSocket hears them too.
         ids = [publish(server, f"live {i}") for i in range(3)]
@@ -228,7 +230,7 @@ def test_browser_reconnects_for_what_it_missed_and_sees_the_gap(serve, browser_f
         # The connection is cut; while the browser is away, frames go out.
         proxy.pause()
         proxy.cut()
-        wait_until(lambda: held_sse(server) == 0, 10, "the server to notice the cut stream")
+        wait_until(lambda: held(server) == 0, 10, "the server to notice the cut stream")
         missed = [publish(server, f"missed {i}") for i in range(2)]
         proxy.resume()
         # Chromium reconnects by itself, presenting the last id it saw.
