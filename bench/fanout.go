@@ -1,0 +1,152 @@
+package main
+
+// The fan-out suite: bench/holds starts each server, holds the streams,
+// publishes and measures; the harness runs it pinned to the client CPU
+// and reads the JSON it reports.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// holdsResult is one line of the JSON bench/holds reports.
+type holdsResult struct {
+	Server        string  `json:"server"`
+	Command       string  `json:"command"`
+	Streams       int     `json:"streams"`
+	RSSIdleKiB    int64   `json:"rss_idle_kib"`
+	RSSHeldKiB    int64   `json:"rss_held_kib"`
+	RSSLoadKiB    int64   `json:"rss_load_kib"`
+	PerStreamKiB  float64 `json:"per_stream_kib"`
+	Published     int64   `json:"published"`
+	PublishErrors int64   `json:"publish_errors"`
+	Expected      int64   `json:"deliveries_expected"`
+	Received      int64   `json:"deliveries_received"`
+	Ended         int64   `json:"streams_ended"`
+	P50ms         float64 `json:"p50_ms"`
+	P99ms         float64 `json:"p99_ms"`
+	Maxms         float64 `json:"max_ms"`
+	CPUPercent    float64 `json:"server_cpu_percent"`
+}
+
+// parseHolds reads the results in bench/holds's report (the lines of its
+// json block).
+func parseHolds(out string) ([]holdsResult, error) {
+	var rs []holdsResult
+	in := false
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "```json":
+			in = true
+		case line == "```":
+			in = false
+		case in && strings.TrimSpace(line) != "":
+			var r holdsResult
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				return nil, fmt.Errorf("holds: %q: %w", line, err)
+			}
+			rs = append(rs, r)
+		}
+	}
+	if len(rs) == 0 {
+		return nil, fmt.Errorf("holds: no results in its report")
+	}
+	return rs, nil
+}
+
+// fanoutRun is a holds result as a Run: deliveries per second over the
+// measured window, and the tool's own memory per held stream.
+func fanoutRun(hr holdsResult, duration time.Duration) Run {
+	per := hr.PerStreamKiB
+	r := Run{
+		Concurrency: hr.Streams, Requests: hr.Received, RPS: float64(hr.Received) / duration.Seconds(),
+		P50ms: hr.P50ms, P99ms: hr.P99ms, Maxms: hr.Maxms,
+		CPUSeconds:  hr.CPUPercent / 100 * duration.Seconds(),
+		RSSBeforeKB: hr.RSSIdleKiB, RSSPeakKB: max(hr.RSSHeldKiB, hr.RSSLoadKiB), PerConnKiB: &per,
+		Lost: hr.Expected - hr.Received,
+	}
+	r.Errors.Write = hr.PublishErrors
+	r.Errors.Read = hr.Ended
+	return r
+}
+
+func (h *harness) runHolds(s Suite, rep *Report) {
+	rate := s.Rate
+	warmup := 3 * time.Second
+	if h.opt.quick {
+		rate, warmup = 100, time.Second
+	}
+	for _, sv := range s.Servers {
+		if !h.selected(sv.Key) {
+			continue
+		}
+		if sv.Key == "centrifugo" {
+			if _, err := os.Stat(filepath.Join(h.bin, "centrifugo")); err != nil {
+				rep.Notes = append(rep.Notes, "Centrifugo left out: bench/.bin/centrifugo is not built (the full run builds it).")
+				continue
+			}
+		}
+		for _, streams := range h.concurrencies(s) {
+			argv := []string{"taskset", "-c", clientCPU, filepath.Join(h.bin, "holds"), "-servers", sv.Key,
+				"-m0serve", filepath.Join(h.bin, "m0serve"), "-centrifugo", filepath.Join(h.bin, "centrifugo"),
+				"-app-dir", filepath.Join(h.bench, "apps"), "-streams", strconv.Itoa(streams), "-channels", strconv.Itoa(min(100, streams)),
+				"-rate", strconv.Itoa(rate), "-warmup", warmup.String(), "-duration", h.opt.duration.String(),
+				"-server-cpu", serverCPU, "-workdir", filepath.Join(h.work, "holds-"+sv.Key)}
+			if busy := h.quiet(s); busy != "" {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s at %d streams: other work kept %s just before the run; treat it as noisy.", sv.Label, streams, busy))
+			}
+			h.logf("fanout / %s: %d streams, %d frames/s", sv.Label, streams, rate)
+			cmd := exec.Command(argv[0], argv[1:]...)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, os.Stderr
+			err := cmd.Run()
+			run := Run{App: "fanout", Server: sv.Key, Concurrency: streams}
+			if err == nil {
+				var hrs []holdsResult
+				if hrs, err = parseHolds(out.String()); err == nil {
+					run = fanoutRun(hrs[0], h.opt.duration)
+					run.App, run.Server = "fanout", sv.Key
+					run.Command = h.holdsCommand(hrs[0].Command)
+				}
+			}
+			if err != nil {
+				run.Failed = err.Error()
+				h.warnf("fanout / %s: %v", sv.Label, err)
+			} else {
+				h.logf("fanout / %s at %d: %.0f deliveries/s, p50 %.2f ms, p99 %.2f ms, %.2f KiB per stream, lost %d",
+					sv.Label, streams, run.RPS, run.P50ms, run.P99ms, *run.PerConnKiB, run.Lost)
+			}
+			if h.opt.quick && (run.Failed != "" || run.Lost != 0 || run.Requests == 0) {
+				h.failures = append(h.failures, fmt.Sprintf("fanout: %s at %d streams: failed %q, lost %d, %d received", sv.Label, streams, run.Failed, run.Lost, run.Requests))
+			}
+			rep.Runs = append(rep.Runs, run)
+		}
+	}
+}
+
+// holdsCommand is the server's command line as holds reports it, as the
+// page prints it.
+func (h *harness) holdsCommand(c string) string {
+	f := strings.Fields(c)
+	for i := range f {
+		if f[i] == "--port" && i+1 < len(f) {
+			f[i+1] = "$PORT"
+		}
+		if strings.HasPrefix(f[i], h.work) {
+			f[i] = "$TMP" + strings.TrimPrefix(f[i], h.work)
+		}
+		f[i] = strings.ReplaceAll(f[i], h.repo+"/", "")
+	}
+	return strings.Join(f, " ")
+}

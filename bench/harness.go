@@ -1,0 +1,867 @@
+package main
+
+// The harness: what a run needs on the machine, and one suite measured.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+const (
+	serverCPU = "0"
+	clientCPU = "1"
+	// centrifugoVersion is built with go install into bench/.bin.
+	centrifugoVersion = "6.9.1"
+	readyTimeout      = 30 * time.Second
+	busyLimit         = 10.0 // % of a benchmark CPU busy, idle, above which a run is noted as noisy
+)
+
+type options struct {
+	suites   []string
+	quick    bool
+	duration time.Duration
+	warmup   time.Duration
+	timeout  time.Duration
+	only     []string
+	results  string // the results root: bench/results
+	venv     string
+	docs     string // the page rendered; "" for none
+}
+
+type harness struct {
+	opt       options
+	repo      string // the checkout
+	bench     string // repo/bench
+	bin       string // bench/.bin
+	work      string // a temporary directory, removed at the end
+	static    string // the static suite's files
+	djangoDB  string
+	date      string
+	outDir    string // results/DATE
+	raw       string // outDir/raw: server logs (not committed)
+	versions  map[string]string
+	commit    string
+	machine   Machine
+	failures  []string // quick: what was not correct
+	nginxPath string
+}
+
+func (h *harness) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "==> "+format+"\n", args...)
+}
+
+func (h *harness) warnf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "!!  "+format+"\n", args...)
+}
+
+// expand fills a command-line template.
+func (h *harness) expand(args []string, port int, app App, conf string) []string {
+	r := strings.NewReplacer(
+		"{m0serve}", filepath.Join(h.bin, "m0serve"),
+		"{bin}", h.bin,
+		"{venv}", h.opt.venv,
+		"{port}", strconv.Itoa(port),
+		"{dir}", h.expandDir(app.Dir),
+		"{module}", app.Module,
+		"{callable}", app.Callable,
+		"{static}", h.static,
+		"{apps}", filepath.Join(h.bench, "apps"),
+		"{examples}", filepath.Join(h.repo, "examples"),
+		"{conf}", conf,
+		"{confdir}", filepath.Dir(conf),
+		"{nginx}", h.nginxPath,
+	)
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = r.Replace(a)
+	}
+	return out
+}
+
+func (h *harness) expandDir(dir string) string {
+	return strings.NewReplacer("{static}", h.static, "{apps}", filepath.Join(h.bench, "apps"),
+		"{examples}", filepath.Join(h.repo, "examples")).Replace(dir)
+}
+
+// shown is a command line as the page prints it: paths relative to the
+// checkout, the run's own temporary directory and port named.
+func (h *harness) shown(argv []string, port int) string {
+	ps := strconv.Itoa(port)
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a == ps {
+			a = "$PORT"
+		}
+		a = strings.ReplaceAll(a, ":"+ps, ":$PORT")
+		a = strings.ReplaceAll(a, h.work, "$TMP")
+		a = strings.ReplaceAll(a, h.repo+"/", "")
+		if strings.ContainsAny(a, " \"'") {
+			a = strconv.Quote(a)
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
+}
+
+// --- setup ----------------------------------------------------------------
+
+func (h *harness) setup(ss []Suite) error {
+	var err error
+	if h.work, err = os.MkdirTemp("", "m0bench-"); err != nil {
+		return err
+	}
+	if err := h.debianPackages(ss); err != nil {
+		return err
+	}
+	if err := h.ensureVenv(); err != nil {
+		return err
+	}
+	os.Setenv("PATH", filepath.Join(h.opt.venv, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if err := h.build(ss); err != nil {
+		return err
+	}
+	if uses(ss, "static", "") {
+		if err := h.staticFiles(); err != nil {
+			return err
+		}
+	}
+	if uses(ss, "wsgi", "") {
+		if err := h.djangoDatabase(); err != nil {
+			return err
+		}
+	}
+	raiseNoFile()
+	h.machine = machine()
+	h.versions = h.collectVersions()
+	h.commit = commit(h.repo)
+	return nil
+}
+
+func (h *harness) cleanup() {
+	if h.work != "" {
+		os.RemoveAll(h.work)
+	}
+}
+
+// uses reports whether one of the suites named is selected (and, with a
+// server key, has that server).
+func uses(ss []Suite, suite, server string) bool {
+	for _, s := range ss {
+		if s.Name != suite {
+			continue
+		}
+		if server == "" {
+			return true
+		}
+		for _, sv := range s.Servers {
+			if sv.Key == server {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (h *harness) debianPackages(ss []Suite) error {
+	var missing []string
+	if _, err := exec.LookPath("wrk"); err != nil {
+		missing = append(missing, "wrk")
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		missing = append(missing, "util-linux")
+	}
+	h.nginxPath = nginxBinary()
+	if h.nginxPath == "" && uses(ss, "static", "nginx") {
+		missing = append(missing, "nginx")
+	}
+	if _, err := os.Stat(filepath.Join(h.opt.venv, "bin", "python")); err != nil && !h.opt.quick {
+		if _, err := exec.LookPath("gcc"); err != nil {
+			missing = append(missing, "gcc") // uWSGI builds from source
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	h.logf("apt-get install %s", strings.Join(missing, " "))
+	sudo := []string{}
+	if os.Geteuid() != 0 {
+		sudo = []string{"sudo"}
+	}
+	for _, argv := range [][]string{
+		append(sudo, "apt-get", "update", "-qq"),
+		append(append(sudo, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq", "--no-install-recommends"), missing...),
+	} {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+		}
+	}
+	h.nginxPath = nginxBinary()
+	return nil
+}
+
+func nginxBinary() string {
+	if p, err := exec.LookPath("nginx"); err == nil {
+		return p
+	}
+	if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
+		return "/usr/sbin/nginx"
+	}
+	return ""
+}
+
+// ensureVenv makes bench/.venv from bench/requirements.txt with the python3
+// on PATH (again when either changes). A --venv given is used as it is.
+func (h *harness) ensureVenv() error {
+	if h.opt.venv != filepath.Join(h.bench, ".venv") {
+		if _, err := os.Stat(filepath.Join(h.opt.venv, "bin", "python")); err != nil {
+			return fmt.Errorf("--venv %s: no bin/python in it", h.opt.venv)
+		}
+		return nil
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		return errors.New("python3 not found on PATH")
+	}
+	ver, err := output(py, "-c", "import sys; print(sys.version.split()[0])")
+	if err != nil {
+		return err
+	}
+	req, err := os.ReadFile(filepath.Join(h.bench, "requirements.txt"))
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(req)
+	stamp := ver + " " + hex.EncodeToString(sum[:])
+	stampPath := filepath.Join(h.opt.venv, ".bench-stamp")
+	if b, err := os.ReadFile(stampPath); err == nil && strings.TrimSpace(string(b)) == stamp {
+		return nil
+	}
+	have, _ := output(filepath.Join(h.opt.venv, "bin", "python"), "-c", "import sys; print(sys.version.split()[0])")
+	steps := [][]string{}
+	if have != ver {
+		steps = append(steps, []string{py, "-m", "venv", "--clear", h.opt.venv})
+	}
+	steps = append(steps,
+		[]string{filepath.Join(h.opt.venv, "bin", "pip"), "install", "-q", "--disable-pip-version-check", "-r", filepath.Join(h.bench, "requirements.txt")},
+		[]string{filepath.Join(h.opt.venv, "bin", "pip"), "install", "-q", "--disable-pip-version-check", "--no-deps", filepath.Join(h.repo, "python")})
+	for _, argv := range steps {
+		h.logf("%s", strings.Join(argv, " "))
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+		}
+	}
+	return os.WriteFile(stampPath, []byte(stamp+"\n"), 0o644)
+}
+
+// build compiles m0serve and the harness's Go servers and tools into
+// bench/.bin, and Centrifugo at its pinned version for the fan-out suite.
+func (h *harness) build(ss []Suite) error {
+	if err := os.MkdirAll(h.bin, 0o755); err != nil {
+		return err
+	}
+	pkgs := []string{"./cmd/m0serve"}
+	if uses(ss, "static", "fileserver") {
+		pkgs = append(pkgs, "./bench/fileserver")
+	}
+	if uses(ss, "embed", "") {
+		pkgs = append(pkgs, "./bench/embed")
+	}
+	if uses(ss, "gohost", "") {
+		pkgs = append(pkgs, "./bench/gohost")
+	}
+	if uses(ss, "fanout", "") {
+		pkgs = append(pkgs, "./bench/holds")
+	}
+	h.logf("go build -o bench/.bin/ %s", strings.Join(pkgs, " "))
+	cmd := exec.Command("go", append([]string{"build", "-o", h.bin + "/"}, pkgs...)...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = h.repo, os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build: %w", err)
+	}
+	if uses(ss, "fanout", "centrifugo") && !h.opt.quick {
+		cf := filepath.Join(h.bin, "centrifugo")
+		if v, _ := output(cf, "version"); !strings.Contains(v, "v"+centrifugoVersion+" ") {
+			h.logf("go install github.com/centrifugal/centrifugo/v6@v%s (about 90 s the first time)", centrifugoVersion)
+			cmd := exec.Command("go", "install", "-ldflags", "-X github.com/centrifugal/centrifugo/v6/internal/build.Version="+centrifugoVersion,
+				"github.com/centrifugal/centrifugo/v6@v"+centrifugoVersion)
+			cmd.Env = append(os.Environ(), "GOBIN="+h.bin)
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("building Centrifugo: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// staticFiles writes the static suite's files: random bytes of fixed sizes.
+func (h *harness) staticFiles() error {
+	h.static = filepath.Join(h.work, "static")
+	if err := os.MkdirAll(h.static, 0o755); err != nil {
+		return err
+	}
+	for name, size := range map[string]int{"1k.bin": 1024, "1m.bin": 1 << 20} {
+		b := make([]byte, size)
+		rand.Read(b)
+		if err := os.WriteFile(filepath.Join(h.static, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// djangoDatabase is the Django page's database: a fresh SQLite file,
+// migrated and signed 100 times, that every server reads (M0_EXAMPLE_DB).
+func (h *harness) djangoDatabase() error {
+	h.djangoDB = filepath.Join(h.work, "guestbook.sqlite3")
+	os.Setenv("M0_EXAMPLE_DB", h.djangoDB)
+	manage := filepath.Join(h.repo, "examples", "django_site", "manage.py")
+	py := filepath.Join(h.opt.venv, "bin", "python")
+	for _, argv := range [][]string{{py, manage, "migrate", "--noinput", "-v0"}, {py, manage, "seed", "100"}} {
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("the Django page's database: %s: %v\n%s", strings.Join(argv[1:], " "), err, out)
+		}
+	}
+	return nil
+}
+
+// raiseNoFile lifts the soft limit on open files to the hard one: 1,024
+// connections and 10,000 held streams need it, and the servers inherit it.
+func raiseNoFile() {
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil && lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+}
+
+func output(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+func machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.Model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	m.Kernel, _ = output("uname", "-r")
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		fmt.Sscanf(string(b), "MemTotal: %d kB", &kb)
+		m.MemGiB = int((kb + 1<<19) >> 20)
+	}
+	return m
+}
+
+func commit(repo string) string {
+	c, err := output("git", "-C", repo, "rev-parse", "--short", "HEAD")
+	if err != nil {
+		return "unknown"
+	}
+	if st, _ := output("git", "-C", repo, "status", "--porcelain", "--", ".", ":!bench/results", ":!docs/benchmarks.md", ":!docs/benchmarks"); st != "" {
+		c += "+dirty"
+	}
+	return c
+}
+
+func (h *harness) collectVersions() map[string]string {
+	v := map[string]string{"go": runtime.Version()}
+	py := filepath.Join(h.opt.venv, "bin", "python")
+	const script = `import importlib.metadata as m, json, sys
+out = {"python": sys.version.split()[0]}
+for name in sys.argv[1:]:
+    try:
+        out[name] = m.version(name)
+    except m.PackageNotFoundError:
+        pass
+print(json.dumps(out))`
+	if out, err := exec.Command(py, "-c", script, "gunicorn", "uWSGI", "granian", "uvicorn", "uvloop", "httptools", "hypercorn",
+		"websockets", "Flask", "Django", "fastapi", "starlette", "pydantic").Output(); err == nil {
+		var m map[string]string
+		if json.Unmarshal(out, &m) == nil {
+			for k, x := range m {
+				v[k] = x
+			}
+		}
+	}
+	if out, err := exec.Command("wrk", "-v").CombinedOutput(); len(out) > 0 {
+		_ = err // wrk -v exits 1
+		if f := strings.Fields(string(out)); len(f) >= 2 {
+			v["wrk"] = f[1]
+		}
+	}
+	if h.nginxPath != "" {
+		if out, _ := output(h.nginxPath, "-v"); strings.Contains(out, "nginx/") {
+			v["nginx"] = out[strings.Index(out, "nginx/")+len("nginx/"):]
+		}
+	}
+	if out, err := output(filepath.Join(h.bin, "centrifugo"), "version"); err == nil {
+		if f := strings.Fields(out); len(f) >= 2 {
+			v["centrifugo"] = strings.TrimPrefix(f[1], "v")
+		}
+	}
+	return v
+}
+
+// --- one suite ----------------------------------------------------------------
+
+// runSuite measures every selected application on every selected server at
+// each concurrency, and returns the suite's report.
+func (h *harness) runSuite(s Suite) *Report {
+	rep := &Report{
+		Suite: s.Name, Title: s.Title, About: s.About, Date: time.Now().UTC().Format(time.RFC3339),
+		Commit: h.commit, Machine: h.machine, Versions: map[string]string{}, Quick: h.opt.quick,
+	}
+	rep.Method = h.method(s)
+	busy := cpuBusy([]int{0, 1}, time.Second)
+	rep.Machine.BusyIdle = fmt.Sprintf("CPU 0 %.0f%%, CPU 1 %.0f%%", busy[0], busy[1])
+	for _, sv := range s.Servers {
+		if !h.selected(sv.Key) {
+			continue
+		}
+		rep.Servers = append(rep.Servers, ServerInfo{Key: sv.Key, Label: sv.Label, Peer: sv.Peer})
+		for _, k := range versionKeys(sv.Package) {
+			if v, ok := h.versions[k]; ok {
+				rep.Versions[k] = v
+			}
+		}
+	}
+	for _, k := range []string{"python", "go", "wrk"} {
+		rep.Versions[k] = h.versions[k]
+	}
+	for _, app := range s.Apps {
+		if !h.selected(app.Name) {
+			continue
+		}
+		rep.Apps = append(rep.Apps, AppInfo{Name: app.Name, About: app.About})
+	}
+	if s.Tool == "holds" {
+		h.runHolds(s, rep)
+		return rep
+	}
+	for _, app := range s.Apps {
+		if !h.selected(app.Name) {
+			continue
+		}
+		for _, sv := range s.Servers {
+			if !h.selected(sv.Key) || !sv.serves(app.Name) {
+				continue
+			}
+			rep.Runs = append(rep.Runs, h.measure(s, sv, app, rep)...)
+		}
+	}
+	return rep
+}
+
+func versionKeys(pkg string) []string {
+	switch pkg {
+	case "uvicorn":
+		return []string{"uvicorn", "uvloop", "httptools", "websockets"}
+	case "granian", "hypercorn":
+		return []string{pkg, "uvloop"}
+	case "gunicorn":
+		return []string{"gunicorn", "uvicorn"}
+	case "":
+		return nil
+	}
+	return []string{pkg}
+}
+
+func (h *harness) method(s Suite) Method {
+	m := Method{Tool: s.Tool, DurationS: h.opt.duration.Seconds(), WarmupS: h.opt.warmup.Seconds(), Threads: s.Threads,
+		TimeoutS: h.opt.timeout.Seconds(), Rate: s.Rate}
+	if m.Threads == 0 {
+		m.Threads = 1
+	}
+	if !s.Unpinned {
+		m.ServerCPU, m.ClientCPU = serverCPU, clientCPU
+	}
+	switch s.Tool {
+	case "wrk":
+		m.Description = fmt.Sprintf("wrk -t%d -cN -d%s --timeout %s --latency after a %s warm-up at 64 connections; each concurrency in turn against the same server process.",
+			m.Threads, secondsArg(m.DurationS), secondsArg(m.TimeoutS), secondsArg(m.WarmupS))
+	case "wsload":
+		m.Description = fmt.Sprintf("bench/.bin/bench wsload: N connections, each a loop of send and wait for the echo, %s measured after a %s warm-up at 64 connections.",
+			secondsArg(m.DurationS), secondsArg(m.WarmupS))
+	case "holds":
+		m.Description = "bench/holds: the streams opened and held, the server's RSS read before and after; then frames published at the rate for a 3 s warm-up and the measured window."
+	}
+	return m
+}
+
+func (h *harness) selected(name string) bool {
+	return len(h.opt.only) == 0 || slices.Contains(h.opt.only, name) || !h.onlyNames(name)
+}
+
+// onlyNames reports whether --only names a thing of the same kind as name
+// in some suite: --only granian leaves every application selected.
+func (h *harness) onlyNames(name string) bool {
+	kindOf := func(n string) (server, app bool) {
+		for _, s := range suites() {
+			for _, sv := range s.Servers {
+				server = server || sv.Key == n
+			}
+			for _, a := range s.Apps {
+				app = app || a.Name == n
+			}
+		}
+		return
+	}
+	isServer, isApp := kindOf(name)
+	for _, o := range h.opt.only {
+		oServer, oApp := kindOf(o)
+		if (isServer && oServer) || (isApp && oApp) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *harness) concurrencies(s Suite) []int {
+	if !h.opt.quick {
+		return s.Concurrency
+	}
+	if s.Tool == "holds" {
+		return []int{100}
+	}
+	if slices.Contains(s.Concurrency, 64) {
+		return []int{64}
+	}
+	return s.Concurrency[:1]
+}
+
+// measure starts one server on one application, checks its answer, warms
+// it up, and runs the load at each concurrency.
+func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
+	conc := h.concurrencies(s)
+	fail := func(format string, args ...any) []Run {
+		msg := fmt.Sprintf(format, args...)
+		h.warnf("%s / %s: %s", app.Name, sv.Label, msg)
+		var runs []Run
+		for _, c := range conc {
+			runs = append(runs, Run{App: app.Name, Server: sv.Key, Concurrency: c, Failed: msg})
+		}
+		if h.opt.quick && !strings.HasPrefix(msg, "not installed") {
+			h.failures = append(h.failures, fmt.Sprintf("%s: %s on %s: %s", s.Name, sv.Label, app.Name, msg))
+		}
+		return runs
+	}
+	port, err := freePort()
+	if err != nil {
+		return fail("%v", err)
+	}
+	conf := ""
+	if sv.Config != nil {
+		if conf, err = sv.Config(h, port, app); err != nil {
+			return fail("%v", err)
+		}
+	}
+	argv := h.expand(sv.args(app.Name), port, app, conf)
+	if _, err := exec.LookPath(argv[0]); err != nil || argv[0] == "" {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s left out: %s is not installed.", sv.Label, argv[0]))
+		h.logf("%s / %s: not installed (%s), left out", app.Name, sv.Label, argv[0])
+		return nil
+	}
+	path := app.Path
+	if p, ok := sv.Paths[app.Name]; ok {
+		path = p
+	}
+	if path == "" {
+		path = "/"
+	}
+	cpus := serverCPU
+	if s.Unpinned {
+		cpus = ""
+	}
+	command := h.shown(argv, port)
+	if cpus != "" {
+		command = "taskset -c " + cpus + " " + command
+	}
+	logPath := filepath.Join(h.raw, fmt.Sprintf("%s-%s-%s.log", s.Name, app.Name, sv.Key))
+	h.logf("%s / %s: %s", app.Name, sv.Label, command)
+	p, err := startServer(argv, sv.Env, cpus, logPath)
+	if err != nil {
+		return fail("start: %v", err)
+	}
+	defer func() {
+		if err := p.stop(); err != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s: %v", sv.Label, app.Name, err))
+		}
+	}()
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + path
+	if err := h.ready(p, s, app, url); err != nil {
+		return fail("%v (log: %s)", err, h.rel(logPath))
+	}
+	if h.opt.warmup > 0 {
+		if _, err := h.load(s, url, 64, h.opt.warmup); err != nil {
+			return fail("warm-up: %v", err)
+		}
+	}
+	var runs []Run
+	for _, c := range conc {
+		if busy := h.quiet(s); busy != "" {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s at %d: other work kept %s just before the run; treat it as noisy.", sv.Label, app.Name, c, busy))
+		}
+		cpu0, rss0 := sessionUsage(p.pid())
+		sampler := sampleRSS(p.pid(), 200*time.Millisecond)
+		r, err := h.load(s, url, c, h.opt.duration)
+		peak := sampler.stop()
+		cpu1, _ := sessionUsage(p.pid())
+		r.App, r.Server, r.Concurrency, r.Command = app.Name, sv.Key, c, command
+		r.CPUSeconds, r.RSSBeforeKB, r.RSSPeakKB = cpu1-cpu0, rss0, peak
+		if c >= 64 && peak > rss0 {
+			per := float64(peak-rss0) / float64(c)
+			r.PerConnKiB = &per
+		}
+		if err != nil {
+			r.Failed = err.Error()
+		} else if !p.alive() {
+			r.Failed = "the server exited during the run (log: " + h.rel(logPath) + ")"
+		}
+		if r.Failed != "" {
+			h.warnf("%s / %s at %d: %s", app.Name, sv.Label, c, r.Failed)
+		} else {
+			h.logf("%s / %s at %d: %.0f/s, p50 %.2f ms, p99 %.2f ms, server CPU %.1f s%s", app.Name, sv.Label, c, r.RPS, r.P50ms, r.P99ms, r.CPUSeconds, errNote(r.Errors))
+		}
+		if h.opt.quick && (r.Failed != "" || r.Errors.Total() > 0 || r.Requests == 0) {
+			h.failures = append(h.failures, fmt.Sprintf("%s: %s on %s at %d: failed %q, errors %q, %d requests", s.Name, sv.Label, app.Name, c, r.Failed, r.Errors.String(), r.Requests))
+		}
+		runs = append(runs, r)
+	}
+	return runs
+}
+
+func errNote(e Errors) string {
+	if e.Total() == 0 {
+		return ""
+	}
+	return "; errors: " + e.String()
+}
+
+func (h *harness) rel(p string) string {
+	if r, err := filepath.Rel(h.repo, p); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return p
+}
+
+// quiet waits up to 5 s for the benchmark CPUs to be idle, and says how busy
+// they were when they are not.
+func (h *harness) quiet(s Suite) string {
+	var b []float64
+	for range 5 {
+		b = cpuBusy([]int{0, 1}, time.Second)
+		if b[0] <= busyLimit && b[1] <= busyLimit {
+			return ""
+		}
+	}
+	return fmt.Sprintf("CPU 0 %.0f%% and CPU 1 %.0f%% busy", b[0], b[1])
+}
+
+// load runs the suite's tool at concurrency c for d.
+func (h *harness) load(s Suite, url string, c int, d time.Duration) (Run, error) {
+	var r Run
+	threads := max(s.Threads, 1)
+	pin := []string{"taskset", "-c", clientCPU}
+	if s.Unpinned {
+		pin = nil
+	}
+	var argv []string
+	switch s.Tool {
+	case "wrk":
+		argv = append(pin, wrkArgs(threads, c, d.Seconds(), h.opt.timeout.Seconds(), url)...)
+	case "wsload":
+		self, err := os.Executable()
+		if err != nil {
+			return r, err
+		}
+		argv = append(pin, self, "wsload", "-url", "ws"+strings.TrimPrefix(url, "http"), "-c", strconv.Itoa(c),
+			"-d", d.String(), "-timeout", h.opt.timeout.String())
+	default:
+		return r, fmt.Errorf("unknown tool %q", s.Tool)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d+60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r.Raw = out.String()
+	if err != nil {
+		return r, fmt.Errorf("%s: %v: %s", filepath.Base(argv[len(pin)]), err, strings.TrimSpace(lastLine(errb.String())))
+	}
+	if s.Tool == "wrk" {
+		err = parseWrk(r.Raw, &r)
+	} else {
+		err = json.Unmarshal(out.Bytes(), &r)
+		r.Raw = ""
+	}
+	return r, err
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// ready polls until the server answers correctly: 200, and the body and
+// Content-Type the application's answer has (for a file, its bytes).
+func (h *harness) ready(p *proc, s Suite, app App, url string) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(readyTimeout)
+	var last error
+	for time.Now().Before(deadline) {
+		if !p.alive() {
+			return fmt.Errorf("exited during startup (%v)", p.err)
+		}
+		if s.Tool == "wsload" {
+			if last = wsEcho(url); last == nil {
+				return nil
+			}
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		resp, err := client.Get(url)
+		if err != nil {
+			last = err
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return fmt.Errorf("reading %s: %v", url, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			last = fmt.Errorf("%s answered %d", url, resp.StatusCode)
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		return checkAnswer(app, h.static, resp.Header, body)
+	}
+	return fmt.Errorf("no correct answer within %s: %v", readyTimeout, last)
+}
+
+// checkAnswer is whether a 200 answer is the application's.
+func checkAnswer(app App, staticDir string, header http.Header, body []byte) error {
+	if app.Body != "" && string(body) != app.Body {
+		return fmt.Errorf("unexpected body %q (want %q)", trim(body), app.Body)
+	}
+	if ct := header.Get("Content-Type"); app.ContentType != "" && !strings.HasPrefix(ct, app.ContentType) {
+		return fmt.Errorf("unexpected Content-Type %q (want %s)", ct, app.ContentType)
+	}
+	if app.File != "" {
+		want, err := os.ReadFile(filepath.Join(staticDir, app.File))
+		if err != nil {
+			return err
+		}
+		if cl := header.Get("Content-Length"); cl != strconv.Itoa(len(want)) {
+			return fmt.Errorf("Content-Length %q, want %d", cl, len(want))
+		}
+		if !bytes.Equal(body, want) {
+			return fmt.Errorf("the body differs from %s", app.File)
+		}
+	}
+	return nil
+}
+
+func trim(b []byte) string {
+	if len(b) > 80 {
+		return string(b[:80]) + "..."
+	}
+	return string(b)
+}
+
+// wsEcho opens a WebSocket and wants one message echoed.
+func wsEcho(url string) error {
+	d := websocket.Dialer{HandshakeTimeout: 2 * time.Second}
+	c, resp, err := d.Dial("ws"+strings.TrimPrefix(url, "http"), nil)
+	if err != nil {
+		if resp != nil {
+			return fmt.Errorf("handshake: %v (%d)", err, resp.StatusCode)
+		}
+		return err
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if err := c.WriteMessage(websocket.TextMessage, []byte("m0 bench ready?")); err != nil {
+		return err
+	}
+	kind, msg, err := c.ReadMessage()
+	if err != nil {
+		return err
+	}
+	if kind != websocket.TextMessage || string(msg) != "m0 bench ready?" {
+		return fmt.Errorf("echo: got %d %q", kind, msg)
+	}
+	return nil
+}
+
+// nginxConfig writes nginx's configuration: one process (no master, no
+// daemon), sendfile, no access log, every path under the run's directory.
+// open_file_cache stays off (the default): like the others, nginx opens
+// the file for each request.
+func nginxConfig(h *harness, port int, app App) (string, error) {
+	dir := filepath.Join(h.work, "nginx")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	conf := fmt.Sprintf(`worker_processes 1;
+daemon off;
+master_process off;
+error_log %[1]s/error.log warn;
+pid %[1]s/nginx.pid;
+events { worker_connections 2048; }
+http {
+    client_body_temp_path %[1]s/client_body_temp;
+    proxy_temp_path %[1]s/proxy_temp;
+    fastcgi_temp_path %[1]s/fastcgi_temp;
+    uwsgi_temp_path %[1]s/uwsgi_temp;
+    scgi_temp_path %[1]s/scgi_temp;
+    types { application/octet-stream bin; }
+    default_type application/octet-stream;
+    sendfile on;
+    tcp_nopush on;
+    access_log off;
+    keepalive_requests 100000;
+    server {
+        listen 127.0.0.1:%[2]d;
+        location /static/ { alias %[3]s/; }
+    }
+}
+`, dir, port, h.static)
+	path := filepath.Join(dir, "nginx.conf")
+	return path, os.WriteFile(path, []byte(conf), 0o644)
+}

@@ -1,0 +1,232 @@
+package main
+
+// Processes: a server in a session of its own, pinned, measured through
+// /proc, stopped by its own PIDs.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A proc is a started server: the leader of a session (setsid), so every
+// process it forks is found by its session id.
+type proc struct {
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{}
+	err    error
+}
+
+// startServer starts argv (pinned with taskset when cpus is not empty) in
+// a new session, its output to logPath.
+func startServer(argv, env []string, cpus, logPath string) (*proc, error) {
+	if cpus != "" {
+		argv = append([]string{"taskset", "-c", cpus}, argv...)
+	}
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{cmd: cmd, log: logPath, exited: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGINT to the server's own process (its graceful path), then
+// SIGTERM and SIGKILL to its whole session, and waits for every process of
+// the session to be gone.
+func (p *proc) stop() error {
+	sid := p.pid()
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	if waitSessionGone(sid, p.exited, 10*time.Second) {
+		return nil
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		for _, pid := range sessionPIDs(sid) {
+			_ = syscall.Kill(pid, sig)
+		}
+		_ = syscall.Kill(-sid, sig)
+		if waitSessionGone(sid, p.exited, 5*time.Second) {
+			return fmt.Errorf("pid %d ignored SIGINT for 10 s; stopped with %v", sid, sig)
+		}
+	}
+	return fmt.Errorf("session %d still has processes: %v", sid, sessionPIDs(sid))
+}
+
+func waitSessionGone(sid int, exited <-chan struct{}, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			if len(sessionPIDs(sid)) == 0 {
+				return true
+			}
+		default:
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
+}
+
+// statFields is /proc/PID/stat after the command name: fields[0] is the
+// state (field 3 of proc(5)).
+func statFields(pid int) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, errors.New("malformed stat")
+	}
+	return strings.Fields(string(b[i+1:])), nil
+}
+
+// sessionPIDs are the live (not zombie) processes of session sid.
+func sessionPIDs(sid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		f, err := statFields(pid)
+		if err != nil || len(f) < 4 || f[0] == "Z" {
+			continue
+		}
+		if s, _ := strconv.Atoi(f[3]); s == sid { // field 6: session
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+var clockTicks = 100.0 // sysconf(_SC_CLK_TCK) on Linux
+
+// sessionUsage is the CPU seconds (user + system, with what the processes
+// reaped) and the RSS in KiB of every process of session sid.
+func sessionUsage(sid int) (cpu float64, rssKiB int64) {
+	page := int64(os.Getpagesize()) / 1024
+	for _, pid := range sessionPIDs(sid) {
+		f, err := statFields(pid)
+		if err != nil || len(f) < 22 {
+			continue
+		}
+		for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+			v, _ := strconv.ParseFloat(f[i], 64)
+			cpu += v / clockTicks
+		}
+		pages, _ := strconv.ParseInt(f[21], 10, 64) // rss
+		rssKiB += pages * page
+	}
+	return cpu, rssKiB
+}
+
+// rssSampler records the highest RSS of a session until stopped.
+type rssSampler struct {
+	done chan struct{}
+	peak chan int64
+}
+
+func sampleRSS(sid int, every time.Duration) *rssSampler {
+	s := &rssSampler{done: make(chan struct{}), peak: make(chan int64, 1)}
+	go func() {
+		var peak int64
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if _, rss := sessionUsage(sid); rss > peak {
+				peak = rss
+			}
+			select {
+			case <-s.done:
+				s.peak <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *rssSampler) stop() int64 {
+	close(s.done)
+	return <-s.peak
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// cpuBusy is how busy each listed CPU was over d, in percent.
+func cpuBusy(cpus []int, d time.Duration) []float64 {
+	read := func() map[string][2]float64 {
+		b, _ := os.ReadFile("/proc/stat")
+		m := map[string][2]float64{}
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 8 || !strings.HasPrefix(f[0], "cpu") {
+				continue
+			}
+			var total, idle float64
+			for i, v := range f[1:] {
+				x, _ := strconv.ParseFloat(v, 64)
+				total += x
+				if i == 3 || i == 4 { // idle, iowait
+					idle += x
+				}
+			}
+			m[f[0]] = [2]float64{total, idle}
+		}
+		return m
+	}
+	a := read()
+	time.Sleep(d)
+	b := read()
+	out := make([]float64, len(cpus))
+	for i, c := range cpus {
+		k := "cpu" + strconv.Itoa(c)
+		dt := b[k][0] - a[k][0]
+		if dt > 0 {
+			out[i] = 100 * (1 - (b[k][1]-a[k][1])/dt)
+		}
+	}
+	return out
+}

@@ -1,0 +1,532 @@
+package main
+
+// docs/benchmarks.md and its charts, from a results directory's JSON.
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+func renderPage(dir, docsPath, repo string) error {
+	reps, err := readReports(dir)
+	if err != nil {
+		return err
+	}
+	chartDir := filepath.Join(filepath.Dir(docsPath), "benchmarks")
+	if err := os.MkdirAll(chartDir, 0o755); err != nil {
+		return err
+	}
+	relDir := dir
+	if r, err := filepath.Rel(repo, dir); err == nil && !strings.HasPrefix(r, "..") {
+		relDir = r
+	}
+	page, charts := render(reps, relDir)
+	for name, svg := range charts {
+		if err := os.WriteFile(filepath.Join(chartDir, name), []byte(svg), 0o644); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(docsPath, []byte(page), 0o644)
+}
+
+// A table is a suite's runs in the order of the suite's data.
+type table struct {
+	rep     *Report
+	servers []ServerInfo
+	apps    []AppInfo
+	concs   []int
+	runs    map[string]Run // app/server/c
+}
+
+func key(app, server string, c int) string { return app + "/" + server + "/" + strconv.Itoa(c) }
+
+func newTable(rep *Report) *table {
+	t := &table{rep: rep, runs: map[string]Run{}}
+	t.servers = append(t.servers, rep.Servers...)
+	t.apps = append(t.apps, rep.Apps...)
+	if s, ok := suiteByName(rep.Suite); ok {
+		order := func(k string) int {
+			for i, sv := range s.Servers {
+				if sv.Key == k {
+					return i
+				}
+			}
+			return len(s.Servers)
+		}
+		sort.SliceStable(t.servers, func(i, j int) bool { return order(t.servers[i].Key) < order(t.servers[j].Key) })
+		appOrder := func(n string) int {
+			for i, a := range s.Apps {
+				if a.Name == n {
+					return i
+				}
+			}
+			return len(s.Apps)
+		}
+		sort.SliceStable(t.apps, func(i, j int) bool { return appOrder(t.apps[i].Name) < appOrder(t.apps[j].Name) })
+	}
+	for _, r := range rep.Runs {
+		t.runs[key(r.App, r.Server, r.Concurrency)] = r
+		if !slices.Contains(t.concs, r.Concurrency) {
+			t.concs = append(t.concs, r.Concurrency)
+		}
+	}
+	slices.Sort(t.concs)
+	return t
+}
+
+func (t *table) label(k string) string {
+	for _, s := range t.servers {
+		if s.Key == k {
+			return s.Label
+		}
+	}
+	return k
+}
+
+func (t *table) peer(k string) bool {
+	for _, s := range t.servers {
+		if s.Key == k {
+			return s.Peer
+		}
+	}
+	return false
+}
+
+// ok is a run with figures.
+func ok(r Run, found bool) bool { return found && r.Failed == "" && r.RPS > 0 }
+
+// best is the peer with the highest rate at (app, c).
+func (t *table) best(app string, c int) (Run, bool) {
+	var b Run
+	found := false
+	for _, s := range t.servers {
+		r, have := t.runs[key(app, s.Key, c)]
+		if !s.Peer || !ok(r, have) {
+			continue
+		}
+		if !found || r.RPS > b.RPS {
+			b, found = r, true
+		}
+	}
+	return b, found
+}
+
+// lowestP99 is the peer with the lowest p99 at (app, c).
+func (t *table) lowestP99(app string, c int) (Run, bool) {
+	var b Run
+	found := false
+	for _, s := range t.servers {
+		r, have := t.runs[key(app, s.Key, c)]
+		if !s.Peer || !ok(r, have) {
+			continue
+		}
+		if !found || r.P99ms < b.P99ms {
+			b, found = r, true
+		}
+	}
+	return b, found
+}
+
+func (t *table) unit() string {
+	switch t.rep.Method.Tool {
+	case "wsload":
+		return "messages/s"
+	case "holds":
+		return "deliveries/s"
+	}
+	return "req/s"
+}
+
+func (t *table) concName() string {
+	if t.rep.Method.Tool == "holds" {
+		return "streams"
+	}
+	return "connections"
+}
+
+func render(reps []*Report, relDir string) (string, map[string]string) {
+	charts := map[string]string{}
+	var b strings.Builder
+	first := reps[0]
+	date := first.Date
+	if len(date) >= 10 {
+		date = date[:10]
+	}
+	quick := false
+	for _, r := range reps {
+		quick = quick || r.Quick
+	}
+	b.WriteString("# Benchmarks\n\n")
+	if quick {
+		b.WriteString("**A smoke run (`bench/run --quick`): one second per server, to check every answer, not to measure. These figures mean nothing.**\n\n")
+	}
+	fmt.Fprintf(&b, "m0serve beside the servers a Python developer would otherwise run, one suite at a time, measured on %s at commit `%s` by `bench/run all`. Every figure below is in [%s](../%s/) as JSON, one file per suite, with the exact command line of each server and the load tool's own output. This page is rendered from those files (`bench/run render`); nothing on it is typed by hand.\n\n",
+		date, first.Commit, relDir, relDir)
+
+	b.WriteString("## Method\n\n")
+	m := first.Machine
+	fmt.Fprintf(&b, "- **Machine**: %d CPUs (%s), %d GiB, Linux %s. It is a shared virtual machine: treat differences under about 10%% as noise. Before the first suite the CPUs were %s busy.\n", m.CPUs, orUnknown(m.Model), m.MemGiB, m.Kernel, orUnknown(m.BusyIdle))
+	b.WriteString("- **Pinning**: every server runs one worker process (beside an idle supervisor where it has one) pinned to CPU 0 with `taskset`; the load tool runs pinned to CPU 1, so a server is measured on one core and the client never competes with it. The workers suite alone pins nothing: its servers use both CPUs and share them with wrk.\n")
+	b.WriteString("- **Correctness first**: each server is started in a session of its own and polled until it answers the application's exact body and Content-Type (a static file: its exact bytes and length; a WebSocket: an echo); one that does not is reported as failed, never measured. It is stopped by its own PIDs (SIGINT, then SIGTERM and SIGKILL to its session).\n")
+	fmt.Fprintf(&b, "- **Load**: HTTP with wrk %s (`-t1 -cN --latency --timeout 5s`; the workers suite `-t2`), after a %s warm-up at 64 connections, then %s at each concurrency in turn against the same process; WebSocket with the harness's own load (`bench/.bin/bench wsload`: each connection sends a 32-byte message and waits for its echo); held SSE streams with bench/holds. Concurrency 1 is the latency of one client, 64 a busy server, 1,024 the tail under many connections.\n",
+		orUnknown(first.Versions["wrk"]), secondsArg(first.Method.WarmupS), secondsArg(first.Method.DurationS))
+	b.WriteString("- **One run per figure**: no repetition, no averaging, no run discarded. A run whose CPUs were busy with other work just before it is named in its suite's notes.\n")
+	b.WriteString("- **Ratios**: \"vs best peer\" divides a row's rate by the highest rate of any peer on the same application at the same concurrency (in the embedding, mounts and Go host suites the peers include m0's own baselines: bare net/http, m0serve unmounted, bare fasthttp).\n")
+	b.WriteString("- **Memory per connection**: the server's RSS (every process of its session), sampled every 200 ms during a run, its peak less its value just before the run, divided by the connections; for held SSE streams, bench/holds's RSS growth over the held streams, divided by them.\n")
+	b.WriteString("- **Reproduce**: `bench/run all` (about 40 minutes; it installs wrk and nginx with apt-get, the peers into bench/.venv from bench/requirements.txt, builds m0serve and Centrifugo), or one suite, `bench/run wsgi --only granian,m0serve`. See [bench/README.md](../bench/README.md).\n\n")
+	versions := map[string]string{}
+	for _, r := range reps {
+		for k, v := range r.Versions {
+			versions[k] = v
+		}
+	}
+	var names []string
+	for k := range versions {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	b.WriteString("Versions:")
+	for i, k := range names {
+		sep := ","
+		if i == len(names)-1 {
+			sep = "."
+		}
+		fmt.Fprintf(&b, " %s %s%s", k, versions[k], sep)
+	}
+	b.WriteString("\n\n")
+
+	b.WriteString("## Summary\n\n")
+	b.WriteString("m0's row against the best peer on each application, at each concurrency.\n\n")
+	fmt.Fprintf(&b, "| suite | application | concurrency | m0 | rate | best peer | its rate | ratio | m0 p99 ms | peer p99 ms |\n|---|---|---:|---|---:|---|---:|---:|---:|---:|\n")
+	var losses []string
+	for _, rep := range reps {
+		t := newTable(rep)
+		for _, a := range t.apps {
+			for _, c := range t.concs {
+				m0row, mr, found := t.firstM0(a.Name, c)
+				br, bok := t.best(a.Name, c)
+				if !found {
+					continue
+				}
+				rate, ratio, p99 := "failed", "", ""
+				if ok(mr, true) {
+					rate, p99 = num(mr.RPS), ms2(mr.P99ms)
+				}
+				peer, prate, pp99 := "", "", ""
+				if bok {
+					peer, prate, pp99 = t.label(br.Server), num(br.RPS), ms2(br.P99ms)
+					if ok(mr, true) {
+						ratio = fmt.Sprintf("**%.2fx**", mr.RPS/br.RPS)
+					}
+				}
+				fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", rep.Title, a.Name, c, t.label(m0row), rate, peer, prate, ratio, p99, pp99)
+			}
+		}
+		losses = append(losses, t.losses()...)
+	}
+	b.WriteString("\n## Where m0 loses\n\n")
+	if len(losses) == 0 {
+		b.WriteString("Nowhere in this run: every m0 row has the highest rate and the lowest p99 of its application and concurrency.\n\n")
+	} else {
+		b.WriteString("Every row of m0's below the best peer's rate, above the lowest peer p99, failed, or with errors, as measured:\n\n")
+		for _, l := range losses {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+		b.WriteString("\n")
+	}
+
+	var mem []group
+	for _, rep := range reps {
+		t := newTable(rep)
+		fmt.Fprintf(&b, "## %s\n\n%s\n\n", rep.Title, rep.About)
+		if rep.Method.ServerCPU == "" {
+			b.WriteString("Nothing pinned. ")
+		}
+		fmt.Fprintf(&b, "%s\n\n", rep.Method.Description)
+		for _, a := range t.apps {
+			name := rep.Suite + "-" + a.Name
+			charts[name+".svg"] = t.rateChart(a)
+			charts[name+"-latency.svg"] = t.latencyChart(a)
+			fmt.Fprintf(&b, "### %s: %s\n\n", rep.Title, a.About)
+			fmt.Fprintf(&b, "![%s %s throughput](benchmarks/%s.svg)\n\n", rep.Title, a.Name, name)
+			fmt.Fprintf(&b, "![%s %s latency](benchmarks/%s-latency.svg)\n\n", rep.Title, a.Name, name)
+			t.writeTable(&b, a)
+		}
+		if g, ok := t.memoryGroup(); ok {
+			mem = append(mem, g...)
+		}
+		t.writeCommands(&b)
+		if len(rep.Notes) > 0 {
+			b.WriteString("Notes:\n\n")
+			for _, n := range rep.Notes {
+				fmt.Fprintf(&b, "- %s\n", n)
+			}
+			b.WriteString("\n")
+		}
+	}
+	if len(mem) > 0 {
+		charts["memory.svg"] = barChart("Memory per connection (KiB, lower is better)",
+			"server RSS growth at the highest concurrency, divided by the connections (SSE: held streams)", mem, true, false)
+		b.WriteString("## Memory per connection\n\n")
+		b.WriteString("The server's RSS growth at each suite's highest concurrency, divided by the connections it held (for SSE, bench/holds's figure over the held streams). A figure under a few KiB is within the noise of the allocator's own growth.\n\n")
+		b.WriteString("![Memory per connection](benchmarks/memory.svg)\n\n")
+		b.WriteString("| suite | application | connections | server | RSS before MiB | RSS peak MiB | KiB per connection |\n|---|---|---:|---|---:|---:|---:|\n")
+		for _, rep := range reps {
+			t := newTable(rep)
+			if len(t.concs) == 0 {
+				continue
+			}
+			c := t.concs[len(t.concs)-1]
+			for _, a := range t.apps {
+				for _, s := range t.servers {
+					r, have := t.runs[key(a.Name, s.Key, c)]
+					if !ok(r, have) || r.PerConnKiB == nil {
+						continue
+					}
+					fmt.Fprintf(&b, "| %s | %s | %d | %s | %.1f | %.1f | %.2f |\n", rep.Title, a.Name, c, s.Label,
+						float64(r.RSSBeforeKB)/1024, float64(r.RSSPeakKB)/1024, *r.PerConnKiB)
+				}
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String(), charts
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// firstM0 is m0's first row at (app, c): the first server that is not a
+// peer.
+func (t *table) firstM0(app string, c int) (string, Run, bool) {
+	for _, s := range t.servers {
+		if s.Peer {
+			continue
+		}
+		if r, have := t.runs[key(app, s.Key, c)]; have {
+			return s.Key, r, true
+		}
+	}
+	return "", Run{}, false
+}
+
+// losses names every m0 row below the best peer's rate or above the
+// lowest peer p99, failed, or with errors.
+func (t *table) losses() []string {
+	var out []string
+	for _, a := range t.apps {
+		for _, c := range t.concs {
+			br, bok := t.best(a.Name, c)
+			lr, lok := t.lowestP99(a.Name, c)
+			for _, s := range t.servers {
+				r, have := t.runs[key(a.Name, s.Key, c)]
+				if s.Peer || !have {
+					continue
+				}
+				where := fmt.Sprintf("%s, %s at %d %s, %s", t.rep.Title, a.Name, c, t.concName(), s.Label)
+				if !ok(r, true) {
+					out = append(out, fmt.Sprintf("%s: failed (%s).", where, orUnknown(r.Failed)))
+					continue
+				}
+				if bok && r.RPS < br.RPS {
+					out = append(out, fmt.Sprintf("%s: %s %s, %.2fx %s's %s.", where, num(r.RPS), t.unit(), r.RPS/br.RPS, t.label(br.Server), num(br.RPS)))
+				}
+				if lok && r.P99ms > lr.P99ms {
+					out = append(out, fmt.Sprintf("%s: p99 %s ms, %s's %s ms.", where, ms2(r.P99ms), t.label(lr.Server), ms2(lr.P99ms)))
+				}
+				if r.Errors.Total() > 0 {
+					out = append(out, fmt.Sprintf("%s: errors: %s.", where, r.Errors.String()))
+				}
+				if r.Lost > 0 {
+					out = append(out, fmt.Sprintf("%s: %d deliveries lost.", where, r.Lost))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (t *table) writeTable(b *strings.Builder, a AppInfo) {
+	holds := t.rep.Method.Tool == "holds"
+	fmt.Fprintf(b, "| %s | server | %s | vs best peer | p50 ms | p90 ms | p99 ms | max ms | errors | %s per server CPU-s | RSS peak MiB | KiB per conn |\n",
+		t.concName(), t.unit(), t.unit()[:strings.Index(t.unit(), "/")])
+	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n")
+	for _, c := range t.concs {
+		br, bok := t.best(a.Name, c)
+		for _, s := range t.servers {
+			r, have := t.runs[key(a.Name, s.Key, c)]
+			if !have {
+				continue
+			}
+			label := s.Label
+			if !s.Peer {
+				label = "**" + label + "**"
+			}
+			if !ok(r, true) {
+				fmt.Fprintf(b, "| %d | %s | failed: %s | | | | | | | | | |\n", c, label, mdEscape(orUnknown(r.Failed)))
+				continue
+			}
+			ratio := ""
+			if bok {
+				ratio = fmt.Sprintf("%.2fx", r.RPS/br.RPS)
+			}
+			errs := r.Errors.String()
+			if holds {
+				errs = fmt.Sprintf("lost %d", r.Lost)
+				if r.Errors.Write > 0 {
+					errs += fmt.Sprintf(", publish errors %d", r.Errors.Write)
+				}
+				if r.Errors.Read > 0 {
+					errs += fmt.Sprintf(", streams ended %d", r.Errors.Read)
+				}
+			}
+			perCPU, per := "", ""
+			if v := r.ReqPerCPU(); v > 0 {
+				perCPU = num(v)
+			}
+			if r.PerConnKiB != nil {
+				per = fmt.Sprintf("%.2f", *r.PerConnKiB)
+			}
+			p90 := ms2(r.P90ms)
+			if r.P90ms == 0 {
+				p90 = ""
+			}
+			fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s |\n", c, label, num(r.RPS), ratio,
+				ms2(r.P50ms), p90, ms2(r.P99ms), ms2(r.Maxms), errs, perCPU, float64(r.RSSPeakKB)/1024, per)
+		}
+	}
+	b.WriteString("\n")
+}
+
+func (t *table) writeCommands(b *strings.Builder) {
+	b.WriteString("Command lines (the first application's; `$PORT` is the run's own, `$TMP` its temporary directory):\n\n")
+	for _, s := range t.servers {
+		for _, a := range t.apps {
+			var cmd string
+			for _, c := range t.concs {
+				if r, have := t.runs[key(a.Name, s.Key, c)]; have && r.Command != "" {
+					cmd = r.Command
+					break
+				}
+			}
+			if cmd != "" {
+				fmt.Fprintf(b, "- %s: `%s`\n", s.Label, cmd)
+				break
+			}
+		}
+	}
+	b.WriteString("\n")
+}
+
+func (t *table) rateChart(a AppInfo) string {
+	var gs []group
+	for _, c := range t.concs {
+		g := group{title: fmt.Sprintf("%d %s", c, t.concName())}
+		for _, s := range t.servers {
+			r, have := t.runs[key(a.Name, s.Key, c)]
+			if !have {
+				continue
+			}
+			br := bar{label: s.Label, m0: !s.Peer}
+			if ok(r, true) {
+				br.value, br.text = r.RPS, num(r.RPS)
+				if r.Errors.Total() > 0 {
+					br.text += " (errors)"
+				}
+			} else {
+				br.fail = "failed"
+			}
+			g.bars = append(g.bars, br)
+		}
+		gs = append(gs, g)
+	}
+	return barChart(fmt.Sprintf("%s, %s: %s (higher is better)", t.rep.Title, a.Name, t.unit()),
+		"bars scaled within each concurrency; m0 in orange", gs, true, false)
+}
+
+func (t *table) latencyChart(a AppInfo) string {
+	var gs []group
+	for _, c := range t.concs {
+		g := group{title: fmt.Sprintf("%d %s", c, t.concName())}
+		for _, s := range t.servers {
+			r, have := t.runs[key(a.Name, s.Key, c)]
+			if !have {
+				continue
+			}
+			br := bar{label: s.Label, m0: !s.Peer}
+			if ok(r, true) {
+				br.value, br.low = r.P99ms, r.P50ms
+				br.text = fmt.Sprintf("p50 %s / p99 %s ms", ms2(r.P50ms), ms2(r.P99ms))
+			} else {
+				br.fail = "failed"
+			}
+			g.bars = append(g.bars, br)
+		}
+		gs = append(gs, g)
+	}
+	return barChart(fmt.Sprintf("%s, %s: latency (lower is better)", t.rep.Title, a.Name),
+		"dark: p50; whole bar: p99; log scale", gs, false, true)
+}
+
+// memoryGroup is the suite's memory per connection at its highest
+// concurrency, one group per application.
+func (t *table) memoryGroup() ([]group, bool) {
+	if len(t.concs) == 0 {
+		return nil, false
+	}
+	c := t.concs[len(t.concs)-1]
+	if c < 64 {
+		return nil, false
+	}
+	var gs []group
+	for _, a := range t.apps {
+		g := group{title: fmt.Sprintf("%s, %s, %d %s", t.rep.Title, a.Name, c, t.concName())}
+		for _, s := range t.servers {
+			r, have := t.runs[key(a.Name, s.Key, c)]
+			if !ok(r, have) || r.PerConnKiB == nil {
+				continue
+			}
+			g.bars = append(g.bars, bar{label: s.Label, value: *r.PerConnKiB, text: fmt.Sprintf("%.2f KiB", *r.PerConnKiB), m0: !s.Peer})
+		}
+		if len(g.bars) > 0 {
+			gs = append(gs, g)
+		}
+	}
+	return gs, len(gs) > 0
+}
+
+// num is a rate with thousands separators.
+func num(v float64) string {
+	n := int64(math.Round(v))
+	s := strconv.FormatInt(n, 10)
+	var out []byte
+	for i := range s {
+		if i > 0 && (len(s)-i)%3 == 0 && s[i-1] != '-' {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
+
+// ms2 is milliseconds with two decimals under 100, whole above.
+func ms2(v float64) string {
+	if v >= 100 {
+		return strconv.FormatFloat(math.Round(v), 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+func mdEscape(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}

@@ -1,0 +1,283 @@
+package main
+
+// The suites, as data: each is servers × applications × concurrencies.
+// A server's command line is a template; the harness fills in
+//
+//	{m0serve} {bin}   bench/.bin/m0serve, bench/.bin (what the harness built)
+//	{venv}            the virtualenv of the Python peers (bench/.venv)
+//	{port}            a free port on 127.0.0.1
+//	{dir}             the application's directory
+//	{module} {callable}
+//	{static}          the static suite's files (1k.bin, 1m.bin)
+//	{apps}            bench/apps
+//	{conf}            a configuration file the server's Config wrote
+//
+// Every server but the workers suite's runs one worker process (beside an
+// idle supervisor where the server has one) pinned to CPU 0; the load tool
+// runs pinned to CPU 1.
+
+// A Suite is one page section.
+type Suite struct {
+	Name, Title string
+	About       string // one paragraph for the page: what is measured
+	Tool        string // wrk, wsload (WebSocket echo), holds (SSE fan-out)
+	Apps        []App
+	Servers     []Server
+	Concurrency []int // connections; for holds, held streams
+	Unpinned    bool  // servers and the tool share every CPU
+	Threads     int   // the load tool's threads (default 1)
+	Rate        int   // holds: frames published per second
+}
+
+// An App is what the servers serve and how a correct answer looks.
+type App struct {
+	Name, About      string
+	Dir              string // template
+	Module, Callable string
+	Path             string // requested (default /)
+	Body             string // the exact body of a correct answer ("" for any)
+	ContentType      string // its Content-Type's prefix ("" for any)
+	File             string // static: the file under {static} the answer must equal
+}
+
+// A Server is one row of the suite's tables.
+type Server struct {
+	Key, Label string
+	Peer       bool                // what m0's rows are compared to: the peers, and in the embed, mounts and gohost suites m0's own baselines
+	Package    string              // the Python distribution (or "nginx", "centrifugo", "go") whose version is reported
+	Args       []string            // the command line, a template
+	AppArgs    map[string][]string // per application, in place of Args
+	Env        []string
+	Only       []string          // the applications it serves (all when empty)
+	Paths      map[string]string // per application, in place of the App's Path
+	Config     func(h *harness, port int, app App) (string, error)
+}
+
+func (s *Server) serves(app string) bool {
+	if len(s.Only) == 0 {
+		return true
+	}
+	for _, a := range s.Only {
+		if a == app {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) args(app string) []string {
+	if a, ok := s.AppArgs[app]; ok {
+		return a
+	}
+	return s.Args
+}
+
+const (
+	helloWSGI = "Hello, World!\n"
+	helloASGI = "Hello, World!"
+)
+
+var (
+	m0serveWSGI = []string{"{m0serve}", "--host", "127.0.0.1", "--port", "{port}", "--app-dir", "{dir}", "{module}:{callable}"}
+	m0serveASGI = []string{"{m0serve}", "--host", "127.0.0.1", "--port", "{port}", "--app-dir", "{dir}", "--loop", "uvloop", "{module}:{callable}"}
+	gunicorn    = func(class string, extra ...string) []string {
+		return append([]string{"{venv}/bin/gunicorn", "--bind", "127.0.0.1:{port}", "--chdir", "{dir}", "--workers", "1",
+			"--log-level", "warning", "--worker-class", class}, append(extra, "{module}:{callable}")...)
+	}
+	// --http-socket: the worker speaks HTTP itself (--http would add a
+	// router process). It closes every connection after its answer (with
+	// one sync worker, keep-alive would let one connection hold it), so
+	// the answer says Connection: close and the client opens a new one
+	// without counting an error. --listen 1024 as the others' backlogs
+	// are at least that (uWSGI's default is 100).
+	uwsgi = []string{"{venv}/bin/uwsgi", "--http-socket", "127.0.0.1:{port}", "--chdir", "{dir}", "--module", "{module}:{callable}",
+		"--master", "--processes", "1", "--threads", "1", "--listen", "1024", "--add-header", "Connection: close", "--disable-logging"}
+	// --blocking-threads 2: the fastest of 1, 2, 4, 8 and the default
+	// pinned to one core.
+	granianWSGI = []string{"{venv}/bin/granian", "--interface", "wsgi", "--host", "127.0.0.1", "--port", "{port}", "--working-dir", "{dir}",
+		"--workers", "1", "--blocking-threads", "2", "--no-access-log", "--log-level", "warning", "{module}:{callable}"}
+	granianASGI = []string{"{venv}/bin/granian", "--interface", "asgi", "--host", "127.0.0.1", "--port", "{port}", "--working-dir", "{dir}",
+		"--workers", "1", "--runtime-threads", "1", "--loop", "uvloop", "--no-access-log", "--log-level", "warning", "{module}:{callable}"}
+	uvicorn = []string{"{venv}/bin/uvicorn", "--host", "127.0.0.1", "--port", "{port}", "--app-dir", "{dir}", "--workers", "1",
+		"--loop", "uvloop", "--http", "httptools", "--no-access-log", "--log-level", "warning", "{module}:{callable}"}
+	uvicornWSGI = append(append([]string{}, uvicorn[:len(uvicorn)-1]...), "--interface", "wsgi", "{module}:{callable}")
+	// hypercorn has no --chdir: it imports the module from the path given.
+	hypercorn = []string{"{venv}/bin/hypercorn", "--bind", "127.0.0.1:{port}", "--workers", "1", "--worker-class", "uvloop",
+		"--log-level", "warning", "{dir}/{module}:{callable}"}
+)
+
+func suites() []Suite {
+	return []Suite{
+		{
+			Name: "wsgi", Title: "WSGI", Tool: "wrk",
+			About: "A WSGI application behind each server: the hello world (the server's own cost), a Flask view answering JSON, and a Django page rendered from a template with the ORM (the 20 newest of 100 guestbook entries, SQLite, DEBUG off).",
+			Apps: []App{
+				{Name: "hello", About: "examples/hello: PEP 3333 hello world, `GET /`", Dir: "{examples}/hello", Module: "hello", Callable: "application", Body: helloWSGI},
+				{Name: "flask", About: "examples/flask_app: Flask, `GET /json`", Dir: "{examples}/flask_app", Module: "app", Callable: "app", Path: "/json", ContentType: "application/json"},
+				{Name: "django", About: "examples/django_site: Django template and ORM page, `GET /recent`", Dir: "{examples}/django_site", Module: "mysite.wsgi", Callable: "application", Path: "/recent", ContentType: "text/html"},
+			},
+			Servers: []Server{
+				{Key: "m0serve", Label: "m0serve", Args: m0serveWSGI},
+				{Key: "gunicorn-sync", Label: "gunicorn sync", Peer: true, Package: "gunicorn", Args: gunicorn("sync")},
+				{Key: "gunicorn-gthread", Label: "gunicorn gthread (8 threads)", Peer: true, Package: "gunicorn", Args: gunicorn("gthread", "--threads", "8")},
+				{Key: "uwsgi", Label: "uWSGI", Peer: true, Package: "uWSGI", Args: uwsgi},
+				{Key: "granian", Label: "granian", Peer: true, Package: "granian", Args: granianWSGI},
+			},
+			Concurrency: []int{1, 64, 1024},
+		},
+		{
+			Name: "asgi", Title: "ASGI", Tool: "wrk",
+			About: "An ASGI application behind each server, every one on uvloop: a raw ASGI hello world and a FastAPI route answering JSON.",
+			Apps: []App{
+				{Name: "hello", About: "bench/apps/hello_asgi.py: raw ASGI, `GET /`", Dir: "{apps}", Module: "hello_asgi", Callable: "app", Body: helloASGI, ContentType: "text/plain"},
+				{Name: "fastapi", About: "bench/apps/fastapi_json.py: FastAPI, `GET /json`", Dir: "{apps}", Module: "fastapi_json", Callable: "app", Path: "/json", Body: `{"message":"Hello, World!"}`, ContentType: "application/json"},
+			},
+			Servers: []Server{
+				{Key: "m0serve", Label: "m0serve", Args: m0serveASGI},
+				{Key: "uvicorn", Label: "uvicorn (uvloop, httptools)", Peer: true, Package: "uvicorn", Args: uvicorn},
+				{Key: "gunicorn-uvicorn", Label: "gunicorn + uvicorn worker", Peer: true, Package: "gunicorn", Args: gunicorn("uvicorn.workers.UvicornWorker")},
+				{Key: "granian", Label: "granian", Peer: true, Package: "granian", Args: granianASGI},
+				{Key: "hypercorn", Label: "hypercorn", Peer: true, Package: "hypercorn", Args: hypercorn},
+			},
+			Concurrency: []int{1, 64, 1024},
+		},
+		{
+			Name: "static", Title: "Static files", Tool: "wrk",
+			About: "The same two files of random bytes under `/static/`: m0serve's `--static` in front of an ASGI application, nginx (sendfile, one worker, no access log) and Go's `http.FileServer`.",
+			Apps: []App{
+				{Name: "1k", About: "`GET /static/1k.bin`, 1,024 bytes", Dir: "{static}", Path: "/static/1k.bin", File: "1k.bin"},
+				{Name: "1m", About: "`GET /static/1m.bin`, 1,048,576 bytes", Dir: "{static}", Path: "/static/1m.bin", File: "1m.bin"},
+			},
+			Servers: []Server{
+				{Key: "m0serve", Label: "m0serve --static", Args: []string{"{m0serve}", "--host", "127.0.0.1", "--port", "{port}", "--app-dir", "{apps}", "--static", "/static={static}", "hello_asgi:app"}},
+				{Key: "nginx", Label: "nginx", Peer: true, Package: "nginx", Args: []string{"{nginx}", "-p", "{confdir}/", "-e", "{confdir}/error.log", "-c", "{conf}"}, Config: nginxConfig},
+				{Key: "fileserver", Label: "Go http.FileServer", Peer: true, Package: "go", Args: []string{"{bin}/fileserver", "-host", "127.0.0.1", "-port", "{port}", "-dir", "{static}"}},
+			},
+			Concurrency: []int{1, 64, 1024},
+		},
+		{
+			Name: "websocket", Title: "WebSocket echo", Tool: "wsload",
+			About: "A raw ASGI application echoing every WebSocket message; each connection sends a 32-byte text message and waits for its echo before the next (bench/.bin/bench wsload, gorilla/websocket). Messages per second and the round trip.",
+			Apps: []App{
+				{Name: "echo", About: "bench/apps/ws_echo.py: raw ASGI WebSocket echo, `/ws`", Dir: "{apps}", Module: "ws_echo", Callable: "app", Path: "/ws"},
+			},
+			Servers: []Server{
+				{Key: "m0serve", Label: "m0serve", Args: m0serveASGI},
+				{Key: "uvicorn", Label: "uvicorn (websockets)", Peer: true, Package: "uvicorn", Args: append(append([]string{}, uvicorn[:len(uvicorn)-1]...), "--ws", "websockets", "{module}:{callable}")},
+				{Key: "granian", Label: "granian", Peer: true, Package: "granian", Args: granianASGI},
+				{Key: "hypercorn", Label: "hypercorn", Peer: true, Package: "hypercorn", Args: hypercorn},
+			},
+			Concurrency: []int{1, 64, 1024},
+		},
+		{
+			Name: "fanout", Title: "SSE fan-out", Tool: "holds", Rate: 1000,
+			About: "Server-Sent Events held by the server and fed by publishes: the streams spread over 100 channels, 1,000 frames/s published over HTTP for 10 s after a 3 s warm-up (bench/holds). m0serve --realtime holds them for a plain WSGI application (bench/apps/realtime_bench.py, `M0-Hold: stream`, `m0pub.publish`); Centrifugo, a Go server made for fan-out, through its uni_sse transport and HTTP publish API. Latency is publish to receive, measured at the clients; memory is the server's RSS growth over the held streams.",
+			Apps: []App{
+				{Name: "fanout", About: "SSE streams over 100 channels, 1,000 frames/s"},
+			},
+			Servers: []Server{
+				{Key: "m0serve", Label: "m0serve --realtime"},
+				{Key: "centrifugo", Label: "Centrifugo", Peer: true, Package: "centrifugo"},
+			},
+			Concurrency: []int{1000, 10000},
+		},
+		{
+			Name: "embed", Title: "Embedding (a Go program on net/http)", Tool: "wrk",
+			About: "A Go program (bench/embed) that mounts the WSGI hello at `/wsgi/`, the ASGI hello at `/asgi/` and a Go handler at `/go` on one `http.ServeMux`, served by a plain `net/http` server: the path of a Go program that embeds m0. Beside it, the same applications under m0serve, granian and uvicorn, and the Go handler alone on a bare `net/http` server.",
+			Apps: []App{
+				{Name: "wsgi", About: "examples/hello (WSGI)", Dir: "{examples}/hello", Module: "hello", Callable: "application", Body: helloWSGI},
+				{Name: "asgi", About: "bench/apps/hello_asgi.py (raw ASGI)", Dir: "{apps}", Module: "hello_asgi", Callable: "app", Body: helloASGI},
+				{Name: "go", About: "a Go handler writing the same body", Body: helloWSGI},
+			},
+			Servers: []Server{
+				{Key: "embed", Label: "Go program (net/http)", Package: "go",
+					Args:  []string{"{bin}/embed", "-addr", "127.0.0.1:{port}", "-dir", "{examples}/hello", "-wsgi", "hello:application", "-asgi-dir", "{apps}", "-asgi", "hello_asgi:app"},
+					Paths: map[string]string{"wsgi": "/wsgi/", "asgi": "/asgi/", "go": "/go"}},
+				{Key: "m0serve", Label: "m0serve", Only: []string{"wsgi", "asgi"}, AppArgs: map[string][]string{"wsgi": m0serveWSGI, "asgi": m0serveASGI}},
+				{Key: "granian", Label: "granian", Peer: true, Package: "granian", Only: []string{"wsgi", "asgi"}, AppArgs: map[string][]string{"wsgi": granianWSGI, "asgi": granianASGI}},
+				{Key: "uvicorn", Label: "uvicorn", Peer: true, Package: "uvicorn", Only: []string{"asgi"}, Args: uvicorn},
+				{Key: "bare", Label: "bare net/http (no bridge)", Peer: true, Package: "go", Only: []string{"go"}, Args: []string{"{bin}/embed", "-bare", "-addr", "127.0.0.1:{port}"}, Paths: map[string]string{"go": "/go"}},
+			},
+			Concurrency: []int{64},
+		},
+		{
+			Name: "mounts", Title: "Mounts", Tool: "wrk",
+			About: "m0serve serving the WSGI and the ASGI hello as its application at `/`, and mounted under a prefix (`--mount /a=SPEC`, `GET /a/`): what routing by prefix costs.",
+			Apps: []App{
+				{Name: "wsgi", About: "examples/hello (WSGI)", Dir: "{examples}/hello", Module: "hello", Callable: "application", Body: helloWSGI},
+				{Name: "asgi", About: "bench/apps/hello_asgi.py (raw ASGI)", Dir: "{apps}", Module: "hello_asgi", Callable: "app", Body: helloASGI},
+			},
+			Servers: []Server{
+				{Key: "unmounted", Label: "m0serve (at /)", Peer: true, AppArgs: map[string][]string{"wsgi": m0serveWSGI, "asgi": m0serveASGI}},
+				{Key: "mounted", Label: "m0serve (--mount /a=...)",
+					AppArgs: map[string][]string{
+						"wsgi": {"{m0serve}", "--host", "127.0.0.1", "--port", "{port}", "--app-dir", "{dir}", "--mount", "/a={module}:{callable}"},
+						"asgi": {"{m0serve}", "--host", "127.0.0.1", "--port", "{port}", "--app-dir", "{dir}", "--loop", "uvloop", "--mount", "/a={module}:{callable}"},
+					},
+					Paths: map[string]string{"wsgi": "/a/", "asgi": "/a/"}},
+			},
+			Concurrency: []int{64},
+		},
+		{
+			Name: "gohost", Title: "Go host", Tool: "wrk",
+			About: "One Go handler (bench/gohost) on the m0 host (`host.Serve`: the host's flags, limits, strict reading and drain around fasthttp) and on a bare `fasthttp.Server`: what the host adds to a Go program that hands it its handler.",
+			Apps: []App{
+				{Name: "go", About: "a Go handler writing `Hello, World!`", Body: helloWSGI},
+			},
+			Servers: []Server{
+				{Key: "host", Label: "m0 host", Args: []string{"{bin}/gohost", "-mode", "host", "-port", "{port}"}},
+				{Key: "fasthttp", Label: "bare fasthttp", Peer: true, Package: "go", Args: []string{"{bin}/gohost", "-mode", "bare", "-port", "{port}"}},
+			},
+			Concurrency: []int{64},
+		},
+		{
+			Name: "workers", Title: "Workers", Tool: "wrk", Unpinned: true, Threads: 2,
+			About: "The WSGI hello with one and two worker processes, on both CPUs, nothing pinned, wrk -t2 beside the servers: what a second worker buys on this machine, and requests per second of the server's CPU time (every process of its session).",
+			Apps: []App{
+				{Name: "hello", About: "examples/hello (WSGI)", Dir: "{examples}/hello", Module: "hello", Callable: "application", Body: helloWSGI},
+			},
+			Servers: []Server{
+				{Key: "m0serve-1", Label: "m0serve, 1 worker", Args: m0serveWSGI},
+				{Key: "m0serve-2", Label: "m0serve --workers 2", Args: workers(m0serveWSGI, "--workers", "2")},
+				{Key: "granian-1", Label: "granian, 1 worker", Peer: true, Package: "granian", Args: granianWSGI},
+				{Key: "granian-2", Label: "granian, 2 workers", Peer: true, Package: "granian", Args: workers(granianWSGI, "--workers", "2")},
+				{Key: "gunicorn-1", Label: "gunicorn gthread, 1 worker", Peer: true, Package: "gunicorn", Args: gunicorn("gthread", "--threads", "8")},
+				{Key: "gunicorn-2", Label: "gunicorn gthread, 2 workers", Peer: true, Package: "gunicorn", Args: workers(gunicorn("gthread", "--threads", "8"), "--workers", "2")},
+				{Key: "uvicorn-1", Label: "uvicorn --interface wsgi, 1 worker", Peer: true, Package: "uvicorn", Args: uvicornWSGI},
+				{Key: "uvicorn-2", Label: "uvicorn --interface wsgi, 2 workers", Peer: true, Package: "uvicorn", Args: workers(uvicornWSGI, "--workers", "2")},
+			},
+			Concurrency: []int{64, 1024},
+		},
+	}
+}
+
+// workers is a command line with FLAG's value replaced, or FLAG VALUE put
+// before the last argument (the application) when it has none.
+func workers(args []string, flag, value string) []string {
+	out := append([]string{}, args...)
+	for i := range out[:len(out)-1] {
+		if out[i] == flag {
+			out[i+1] = value
+			return out
+		}
+	}
+	last := out[len(out)-1]
+	return append(append(out[:len(out)-1], flag, value), last)
+}
+
+func suiteOrder() []string {
+	var names []string
+	for _, s := range suites() {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+func suiteByName(name string) (Suite, bool) {
+	for _, s := range suites() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Suite{}, false
+}
