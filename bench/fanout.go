@@ -98,11 +98,14 @@ func (h *harness) runHolds(s Suite, rep *Report) {
 			}
 		}
 		for _, streams := range h.concurrencies(s) {
-			argv := []string{"taskset", "-c", clientCPU, filepath.Join(h.bin, "holds"), "-servers", sv.Key,
+			argv := []string{filepath.Join(h.bin, "holds"), "-servers", sv.Key,
 				"-m0serve", filepath.Join(h.bin, "m0serve"), "-centrifugo", filepath.Join(h.bin, "centrifugo"),
 				"-app-dir", filepath.Join(h.bench, "apps"), "-streams", strconv.Itoa(streams), "-channels", strconv.Itoa(min(100, streams)),
 				"-rate", strconv.Itoa(rate), "-warmup", warmup.String(), "-duration", h.opt.duration.String(),
-				"-server-cpu", serverCPU, "-workdir", filepath.Join(h.work, "holds-"+sv.Key)}
+				"-server-cpu", h.serverCPU, "-workdir", filepath.Join(h.work, "holds-"+sv.Key)}
+			if h.clientCPU != "" {
+				argv = append([]string{"taskset", "-c", h.clientCPU}, argv...)
+			}
 			if busy := h.quiet(s); busy != "" {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("%s at %d streams: other work kept %s just before the run; treat it as noisy.", sv.Label, streams, busy))
 			}

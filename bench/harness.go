@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,8 +28,6 @@ import (
 )
 
 const (
-	serverCPU = "0"
-	clientCPU = "1"
 	// centrifugoVersion is built with go install into bench/.bin.
 	centrifugoVersion = "6.9.1"
 	readyTimeout      = 30 * time.Second
@@ -45,6 +44,7 @@ type options struct {
 	results  string // the results root: bench/results
 	venv     string
 	docs     string // the page rendered; "" for none
+	runs     int    // loads per server and concurrency; the median is reported
 }
 
 type harness struct {
@@ -63,6 +63,8 @@ type harness struct {
 	machine   Machine
 	failures  []string // quick: what was not correct
 	nginxPath string
+	serverCPU string // taskset CPU lists: "0" and "1", or "" on a machine of one CPU
+	clientCPU string
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -150,6 +152,11 @@ func (h *harness) setup(ss []Suite) error {
 		}
 	}
 	raiseNoFile()
+	if runtime.NumCPU() >= 2 {
+		h.serverCPU, h.clientCPU = "0", "1"
+	} else {
+		h.warnf("one CPU: nothing is pinned, server and load share it")
+	}
 	h.machine = machine()
 	h.versions = h.collectVersions()
 	h.commit = commit(h.repo)
@@ -442,6 +449,7 @@ func (h *harness) runSuite(s Suite) *Report {
 		Commit: h.commit, Machine: h.machine, Versions: map[string]string{}, Quick: h.opt.quick,
 	}
 	rep.Method = h.method(s)
+	rep.Targets = s.Targets
 	busy := cpuBusy([]int{0, 1}, time.Second)
 	rep.Machine.BusyIdle = fmt.Sprintf("CPU 0 %.0f%%, CPU 1 %.0f%%", busy[0], busy[1])
 	for _, sv := range s.Servers {
@@ -497,13 +505,13 @@ func versionKeys(pkg string) []string {
 }
 
 func (h *harness) method(s Suite) Method {
-	m := Method{Tool: s.Tool, DurationS: h.opt.duration.Seconds(), WarmupS: h.opt.warmup.Seconds(), Threads: s.Threads,
+	m := Method{Tool: s.Tool, DurationS: h.opt.duration.Seconds(), WarmupS: h.opt.warmup.Seconds(), Threads: s.Threads, Runs: max(h.opt.runs, 1),
 		TimeoutS: h.opt.timeout.Seconds(), Rate: s.Rate}
 	if m.Threads == 0 {
 		m.Threads = 1
 	}
 	if !s.Unpinned {
-		m.ServerCPU, m.ClientCPU = serverCPU, clientCPU
+		m.ServerCPU, m.ClientCPU = h.serverCPU, h.clientCPU
 	}
 	switch s.Tool {
 	case "wrk":
@@ -598,7 +606,7 @@ func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
 	if path == "" {
 		path = "/"
 	}
-	cpus := serverCPU
+	cpus := h.serverCPU
 	if s.Unpinned {
 		cpus = ""
 	}
@@ -628,36 +636,73 @@ func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
 	}
 	var runs []Run
 	for _, c := range conc {
-		if busy := h.quiet(s); busy != "" {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s at %d: other work kept %s just before the run; treat it as noisy.", sv.Label, app.Name, c, busy))
+		var tries []Run
+		for range max(h.opt.runs, 1) {
+			if busy := h.quiet(s); busy != "" {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s at %d: other work kept %s just before the run; treat it as noisy.", sv.Label, app.Name, c, busy))
+			}
+			r := h.once(p, s, url, c)
+			r.App, r.Server, r.Command = app.Name, sv.Key, command
+			if r.Failed == "" && !p.alive() {
+				r.Failed = "the server exited during the run (log: " + h.rel(logPath) + ")"
+			}
+			if r.Failed != "" {
+				h.warnf("%s / %s at %d: %s", app.Name, sv.Label, c, r.Failed)
+			} else {
+				h.logf("%s / %s at %d: %.0f/s, p50 %.2f ms, p99 %.2f ms, server CPU %.1f s%s", app.Name, sv.Label, c, r.RPS, r.P50ms, r.P99ms, r.CPUSeconds, errNote(r.Errors))
+			}
+			tries = append(tries, r)
+			if r.Failed != "" {
+				break
+			}
 		}
-		cpu0, rss0 := sessionUsage(p.pid())
-		sampler := sampleRSS(p.pid(), 200*time.Millisecond)
-		r, err := h.load(s, url, c, h.opt.duration)
-		peak := sampler.stop()
-		cpu1, _ := sessionUsage(p.pid())
-		r.App, r.Server, r.Concurrency, r.Command = app.Name, sv.Key, c, command
-		r.CPUSeconds, r.RSSBeforeKB, r.RSSPeakKB = cpu1-cpu0, rss0, peak
-		if c >= 64 && peak > rss0 {
-			per := float64(peak-rss0) / float64(c)
-			r.PerConnKiB = &per
-		}
-		if err != nil {
-			r.Failed = err.Error()
-		} else if !p.alive() {
-			r.Failed = "the server exited during the run (log: " + h.rel(logPath) + ")"
-		}
-		if r.Failed != "" {
-			h.warnf("%s / %s at %d: %s", app.Name, sv.Label, c, r.Failed)
-		} else {
-			h.logf("%s / %s at %d: %.0f/s, p50 %.2f ms, p99 %.2f ms, server CPU %.1f s%s", app.Name, sv.Label, c, r.RPS, r.P50ms, r.P99ms, r.CPUSeconds, errNote(r.Errors))
-		}
+		r := median(tries)
 		if h.opt.quick && (r.Failed != "" || r.Errors.Total() > 0 || r.Requests == 0) {
 			h.failures = append(h.failures, fmt.Sprintf("%s: %s on %s at %d: failed %q, errors %q, %d requests", s.Name, sv.Label, app.Name, c, r.Failed, r.Errors.String(), r.Requests))
 		}
 		runs = append(runs, r)
 	}
 	return runs
+}
+
+// once is one measured load at concurrency c, with the server's CPU time
+// and RSS over it.
+func (h *harness) once(p *proc, s Suite, url string, c int) Run {
+	cpu0, rss0 := sessionUsage(p.pid())
+	sampler := sampleRSS(p.pid(), 200*time.Millisecond)
+	r, err := h.load(s, url, c, h.opt.duration)
+	peak := sampler.stop()
+	cpu1, _ := sessionUsage(p.pid())
+	r.Concurrency = c
+	r.CPUSeconds, r.RSSBeforeKB, r.RSSPeakKB = cpu1-cpu0, rss0, peak
+	if c >= 64 && peak > rss0 {
+		per := float64(peak-rss0) / float64(c)
+		r.PerConnKiB = &per
+	}
+	if err != nil {
+		r.Failed = err.Error()
+	}
+	return r
+}
+
+// median is the run of median rate among tries (the first failure, if
+// one failed), with every try's rate kept beside it.
+func median(tries []Run) Run {
+	for _, t := range tries {
+		if t.Failed != "" {
+			return t
+		}
+	}
+	sorted := append([]Run{}, tries...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].RPS < sorted[j].RPS })
+	m := sorted[(len(sorted)-1)/2]
+	if len(tries) > 1 {
+		m.Rates = nil
+		for _, t := range tries {
+			m.Rates = append(m.Rates, t.RPS)
+		}
+	}
+	return m
 }
 
 func errNote(e Errors) string {
@@ -691,8 +736,8 @@ func (h *harness) quiet(s Suite) string {
 func (h *harness) load(s Suite, url string, c int, d time.Duration) (Run, error) {
 	var r Run
 	threads := max(s.Threads, 1)
-	pin := []string{"taskset", "-c", clientCPU}
-	if s.Unpinned {
+	pin := []string{"taskset", "-c", h.clientCPU}
+	if s.Unpinned || h.clientCPU == "" {
 		pin = nil
 	}
 	var argv []string

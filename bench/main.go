@@ -66,6 +66,7 @@ func run(args []string) error {
 	fs.BoolVar(&opt.quick, "quick", false, "one second per server at 64 connections (100 streams for fan-out): a smoke test of every answer, not a measurement; exits 1 when one is wrong")
 	fs.DurationVar(&opt.duration, "duration", 10*time.Second, "measured load per server and concurrency")
 	fs.DurationVar(&opt.warmup, "warmup", 2*time.Second, "load before the first measurement of each server")
+	fs.IntVar(&opt.runs, "runs", 1, "loads per server and concurrency; the run of median rate is reported, with every rate")
 	fs.DurationVar(&opt.timeout, "timeout", 5*time.Second, "a response later than this counts as a timeout")
 	fs.StringVar(&only, "only", "", "comma-separated server keys and/or application names (bench/run list)")
 	fs.StringVar(&opt.results, "results", filepath.Join(repo, "bench", "results"), "results root: the JSON goes to ROOT/DATE/SUITE.json")
@@ -116,7 +117,7 @@ func run(args []string) error {
 		}
 	}
 	if opt.quick {
-		opt.duration, opt.warmup = time.Second, 0
+		opt.duration, opt.warmup, opt.runs = time.Second, 0, 1
 		if !flagSet(fs, "results") {
 			tmp, err := os.MkdirTemp("", "m0bench-quick-")
 			if err != nil {

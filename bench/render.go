@@ -176,7 +176,11 @@ func render(reps []*Report, relDir string) (string, map[string]string) {
 	b.WriteString("- **Correctness first**: each server is started in a session of its own and polled until it answers the application's exact body and Content-Type (a static file: its exact bytes and length; a WebSocket: an echo); one that does not is reported as failed, never measured. It is stopped by its own PIDs (SIGINT, then SIGTERM and SIGKILL to its session).\n")
 	fmt.Fprintf(&b, "- **Load**: HTTP with wrk %s (`-t1 -cN --latency --timeout 5s`; the workers suite `-t2`), after a %s warm-up at 64 connections, then %s at each concurrency in turn against the same process; WebSocket with the harness's own load (`bench/.bin/bench wsload`: each connection sends a 32-byte message and waits for its echo); held SSE streams with bench/holds. Concurrency 1 is the latency of one client, 64 a busy server, 1,024 the tail under many connections.\n",
 		orUnknown(first.Versions["wrk"]), secondsArg(first.Method.WarmupS), secondsArg(first.Method.DurationS))
-	b.WriteString("- **One run per figure**: no repetition, no averaging, no run discarded. A run whose CPUs were busy with other work just before it is named in its suite's notes.\n")
+	if first.Method.Runs > 1 {
+		fmt.Fprintf(&b, "- **Runs**: each HTTP and WebSocket figure is the load of median rate among %d in a row against the same process (its latencies and memory are that load's); the tables give the lowest and highest rate beside it. The SSE fan-out figures are one run each. No run is discarded; a run whose CPUs were busy with other work just before it is named in its suite's notes.\n", first.Method.Runs)
+	} else {
+		b.WriteString("- **One run per figure**: no repetition, no averaging, no run discarded. A run whose CPUs were busy with other work just before it is named in its suite's notes.\n")
+	}
 	b.WriteString("- **Ratios**: \"vs best peer\" divides a row's rate by the highest rate of any peer on the same application at the same concurrency (in the embedding, mounts and Go host suites the peers include m0's own baselines: bare net/http, m0serve unmounted, bare fasthttp).\n")
 	b.WriteString("- **Memory per connection**: the server's RSS (every process of its session), sampled every 200 ms during a run, its peak less its value just before the run, divided by the connections; for held SSE streams, bench/holds's RSS growth over the held streams, divided by them.\n")
 	b.WriteString("- **Reproduce**: `bench/run all` (about 40 minutes; it installs wrk and nginx with apt-get, the peers into bench/.venv from bench/requirements.txt, builds m0serve and Centrifugo), or one suite, `bench/run wsgi --only granian,m0serve`. See [bench/README.md](../bench/README.md).\n\n")
@@ -229,6 +233,18 @@ func render(reps []*Report, relDir string) (string, map[string]string) {
 			}
 		}
 		losses = append(losses, t.losses()...)
+	}
+	var targets []string
+	for _, rep := range reps {
+		targets = append(targets, newTable(rep).targets()...)
+	}
+	if len(targets) > 0 {
+		b.WriteString("\n## Targets\n\n")
+		b.WriteString("What m0 set out to reach, per core, against the same run's figures.\n\n")
+		b.WriteString("| suite | application | target | measured | |\n|---|---|---|---|---|\n")
+		for _, t := range targets {
+			b.WriteString(t + "\n")
+		}
 	}
 	b.WriteString("\n## Where m0 loses\n\n")
 	if len(losses) == 0 {
@@ -401,7 +417,11 @@ func (t *table) writeTable(b *strings.Builder, a AppInfo) {
 			if r.P90ms == 0 {
 				p90 = ""
 			}
-			fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s |\n", c, label, num(r.RPS), ratio,
+			rate := num(r.RPS)
+			if len(r.Rates) > 1 {
+				rate += fmt.Sprintf(" (%s-%s)", num(slices.Min(r.Rates)), num(slices.Max(r.Rates)))
+			}
+			fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s |\n", c, label, rate, ratio,
 				ms2(r.P50ms), p90, ms2(r.P99ms), ms2(r.Maxms), errs, perCPU, float64(r.RSSPeakKB)/1024, per)
 		}
 	}
@@ -529,4 +549,71 @@ func ms2(v float64) string {
 
 func mdEscape(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+// targets are the suite's target rows: | suite | app | target | measured | verdict (why) |.
+func (t *table) targets() []string {
+	var out []string
+	tgs := t.rep.Targets
+	if s, found := suiteByName(t.rep.Suite); found && len(tgs) == 0 {
+		tgs = s.Targets
+	}
+	for _, tg := range tgs {
+		r, have := t.runs[key(tg.App, tg.Server, tg.Concurrency)]
+		at := fmt.Sprintf(" at %d %s", tg.Concurrency, t.concName())
+		var target, measured, verdict string
+		switch {
+		case tg.Versus != "":
+			target = fmt.Sprintf("%s at least %.2fx %s%s", t.label(tg.Server), tg.Min, t.label(tg.Versus), at)
+			v, vhave := t.runs[key(tg.App, tg.Versus, tg.Concurrency)]
+			if ok(r, have) && ok(v, vhave) {
+				ratio := r.RPS / v.RPS
+				measured = fmt.Sprintf("%.2fx (%s / %s)", ratio, num(r.RPS), num(v.RPS))
+				verdict = metOrNot(ratio >= tg.Min)
+			}
+		default:
+			target = fmt.Sprintf("%s %s at most %s%s", t.label(tg.Server), metricName(tg.Metric), trimFloat(tg.Max), at)
+			if ok(r, have) {
+				var v float64
+				var known bool
+				switch tg.Metric {
+				case "per_conn_kib":
+					if r.PerConnKiB != nil {
+						v, known = *r.PerConnKiB, true
+					}
+				case "p99_ms":
+					v, known = r.P99ms, true
+				}
+				if known {
+					measured = trimFloat(math.Round(v*100) / 100)
+					verdict = metOrNot(v <= tg.Max)
+				}
+			}
+		}
+		if measured == "" {
+			measured, verdict = "not measured", "n/a"
+		}
+		if tg.Why != "" {
+			verdict += " (" + tg.Why + ")"
+		}
+		out = append(out, fmt.Sprintf("| %s | %s | %s | %s | %s |", t.rep.Title, tg.App, target, measured, verdict))
+	}
+	return out
+}
+
+func metOrNot(met bool) string {
+	if met {
+		return "met"
+	}
+	return "**not met**"
+}
+
+func metricName(m string) string {
+	switch m {
+	case "per_conn_kib":
+		return "KiB per connection"
+	case "p99_ms":
+		return "p99 ms"
+	}
+	return m
 }

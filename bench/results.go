@@ -26,6 +26,7 @@ type Report struct {
 	Servers  []ServerInfo      `json:"servers"` // in table order
 	Apps     []AppInfo         `json:"apps"`
 	Runs     []Run             `json:"runs"`
+	Targets  []Target          `json:"targets,omitempty"`
 	Notes    []string          `json:"notes,omitempty"`
 	Quick    bool              `json:"quick,omitempty"` // a smoke run: correctness, not speed
 }
@@ -49,6 +50,7 @@ type Method struct {
 	Threads     int     `json:"client_threads"`
 	TimeoutS    float64 `json:"timeout_s,omitempty"`
 	Rate        int     `json:"rate,omitempty"` // fan-out: frames published per second
+	Runs        int     `json:"runs,omitempty"` // loads per figure, the median reported (0: one)
 	Description string  `json:"description"`
 }
 
@@ -68,25 +70,26 @@ type AppInfo struct {
 
 // A Run is one server, one application, one concurrency.
 type Run struct {
-	App         string   `json:"app"`
-	Server      string   `json:"server"`
-	Concurrency int      `json:"concurrency"`
-	Command     string   `json:"command,omitempty"`
-	Failed      string   `json:"failed,omitempty"` // why there are no figures
-	Requests    int64    `json:"requests"`         // requests (or messages, or frames) measured
-	RPS         float64  `json:"rps"`
-	P50ms       float64  `json:"p50_ms"`
-	P90ms       float64  `json:"p90_ms"`
-	P99ms       float64  `json:"p99_ms"`
-	Maxms       float64  `json:"max_ms"`
-	TransferMiB float64  `json:"transfer_mib_s,omitempty"`
-	Errors      Errors   `json:"errors"`
-	CPUSeconds  float64  `json:"server_cpu_s"`           // user+system of the server's processes over the run
-	RSSBeforeKB int64    `json:"rss_before_kib"`         // the server's RSS just before the run
-	RSSPeakKB   int64    `json:"rss_peak_kib"`           // the highest sampled during it
-	PerConnKiB  *float64 `json:"per_conn_kib,omitempty"` // (peak - before) / concurrency, or the tool's own figure
-	Lost        int64    `json:"lost,omitempty"`         // fan-out: deliveries expected and not received
-	Raw         string   `json:"raw,omitempty"`          // the load tool's own output
+	App         string    `json:"app"`
+	Server      string    `json:"server"`
+	Concurrency int       `json:"concurrency"`
+	Command     string    `json:"command,omitempty"`
+	Failed      string    `json:"failed,omitempty"` // why there are no figures
+	Requests    int64     `json:"requests"`         // requests (or messages, or frames) measured
+	RPS         float64   `json:"rps"`
+	Rates       []float64 `json:"rates,omitempty"` // every try's rate, when there were several (RPS is their median's)
+	P50ms       float64   `json:"p50_ms"`
+	P90ms       float64   `json:"p90_ms"`
+	P99ms       float64   `json:"p99_ms"`
+	Maxms       float64   `json:"max_ms"`
+	TransferMiB float64   `json:"transfer_mib_s,omitempty"`
+	Errors      Errors    `json:"errors"`
+	CPUSeconds  float64   `json:"server_cpu_s"`           // user+system of the server's processes over the run
+	RSSBeforeKB int64     `json:"rss_before_kib"`         // the server's RSS just before the run
+	RSSPeakKB   int64     `json:"rss_peak_kib"`           // the highest sampled during it
+	PerConnKiB  *float64  `json:"per_conn_kib,omitempty"` // (peak - before) / concurrency, or the tool's own figure
+	Lost        int64     `json:"lost,omitempty"`         // fan-out: deliveries expected and not received
+	Raw         string    `json:"raw,omitempty"`          // the load tool's own output
 }
 
 // Errors are what the load tool counted as failures.

@@ -27,6 +27,21 @@ type Suite struct {
 	Unpinned    bool  // servers and the tool share every CPU
 	Threads     int   // the load tool's threads (default 1)
 	Rate        int   // holds: frames published per second
+	Targets     []Target
+}
+
+// A Target is a figure m0 promises, checked on the page as met or not:
+// m0's rate at least Min times another server's (Versus), or one of m0's
+// own figures (Metric: per_conn_kib, p99_ms) at most Max.
+type Target struct {
+	App         string  `json:"app"`
+	Concurrency int     `json:"concurrency"`
+	Server      string  `json:"server"` // m0's row
+	Versus      string  `json:"versus,omitempty"`
+	Min         float64 `json:"min,omitempty"`
+	Metric      string  `json:"metric,omitempty"`
+	Max         float64 `json:"max,omitempty"`
+	Why         string  `json:"why,omitempty"` // where the target comes from, or why it is out of reach
 }
 
 // An App is what the servers serve and how a correct answer looks.
@@ -124,6 +139,13 @@ func suites() []Suite {
 				{Key: "granian", Label: "granian", Peer: true, Package: "granian", Args: granianWSGI},
 			},
 			Concurrency: []int{1, 64, 1024},
+			Targets: []Target{
+				{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "uwsgi", Min: 2.5},
+				{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "gunicorn-gthread", Min: 4},
+				{App: "django", Concurrency: 64, Server: "m0serve", Versus: "granian", Min: 1.0},
+				{App: "django", Concurrency: 64, Server: "m0serve", Versus: "gunicorn-gthread", Min: 1.1,
+					Why: "On this page libpython takes about 81% of the time, SQLite 6%, the kernel 6%, m0's Go code and the Go runtime about 1% (perf record of the pinned process): no server can be much more than a few percent ahead of another that runs the same Python."},
+			},
 		},
 		{
 			Name: "asgi", Title: "ASGI", Tool: "wrk",
@@ -154,6 +176,10 @@ func suites() []Suite {
 				{Key: "fileserver", Label: "Go http.FileServer", Peer: true, Package: "go", Args: []string{"{bin}/fileserver", "-host", "127.0.0.1", "-port", "{port}", "-dir", "{static}"}},
 			},
 			Concurrency: []int{1, 64, 1024},
+			Targets: []Target{
+				{App: "1k", Concurrency: 64, Server: "m0serve", Versus: "nginx", Min: 0.9},
+				{App: "1m", Concurrency: 64, Server: "m0serve", Versus: "nginx", Min: 0.9},
+			},
 		},
 		{
 			Name: "websocket", Title: "WebSocket echo", Tool: "wsload",
@@ -180,6 +206,12 @@ func suites() []Suite {
 				{Key: "centrifugo", Label: "Centrifugo", Peer: true, Package: "centrifugo"},
 			},
 			Concurrency: []int{1000, 10000},
+			Targets: []Target{
+				{App: "fanout", Concurrency: 10000, Server: "m0serve", Metric: "per_conn_kib", Max: 12,
+					Why: "Centrifugo documents about 27 KiB per idle connection, 10.9 KiB tuned."},
+				{App: "fanout", Concurrency: 10000, Server: "m0serve", Metric: "p99_ms", Max: 50,
+					Why: "100,000 socket writes a second on loopback cost more than one core (the kernel's send and the receiver's side of each write are about three quarters of the server's time): pinned to one core, neither server keeps up, and the latency is queueing."},
+			},
 		},
 		{
 			Name: "embed", Title: "Embedding (a Go program on net/http)", Tool: "wrk",
@@ -199,6 +231,12 @@ func suites() []Suite {
 				{Key: "bare", Label: "bare net/http (no bridge)", Peer: true, Package: "go", Only: []string{"go"}, Args: []string{"{bin}/embed", "-bare", "-addr", "127.0.0.1:{port}"}, Paths: map[string]string{"go": "/go"}},
 			},
 			Concurrency: []int{64},
+			Targets: []Target{
+				{App: "wsgi", Concurrency: 64, Server: "embed", Versus: "granian", Min: 0.9},
+				{App: "asgi", Concurrency: 64, Server: "embed", Versus: "granian", Min: 1.0},
+				{App: "asgi", Concurrency: 64, Server: "embed", Versus: "uvicorn", Min: 1.0},
+				{App: "go", Concurrency: 64, Server: "embed", Versus: "bare", Min: 0.95},
+			},
 		},
 		{
 			Name: "mounts", Title: "Mounts", Tool: "wrk",
@@ -217,6 +255,10 @@ func suites() []Suite {
 					Paths: map[string]string{"wsgi": "/a/", "asgi": "/a/"}},
 			},
 			Concurrency: []int{64},
+			Targets: []Target{
+				{App: "wsgi", Concurrency: 64, Server: "mounted", Versus: "unmounted", Min: 0.97},
+				{App: "asgi", Concurrency: 64, Server: "mounted", Versus: "unmounted", Min: 0.97},
+			},
 		},
 		{
 			Name: "gohost", Title: "Go host", Tool: "wrk",
@@ -229,6 +271,7 @@ func suites() []Suite {
 				{Key: "fasthttp", Label: "bare fasthttp", Peer: true, Package: "go", Args: []string{"{bin}/gohost", "-mode", "bare", "-port", "{port}"}},
 			},
 			Concurrency: []int{64},
+			Targets:     []Target{{App: "go", Concurrency: 64, Server: "host", Versus: "fasthttp", Min: 0.95}},
 		},
 		{
 			Name: "workers", Title: "Workers", Tool: "wrk", Unpinned: true, Threads: 2,

@@ -1,0 +1,421 @@
+package main
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-6*math.Max(1, math.Abs(b)) }
+
+func readTestdata(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// Recorded wrk 4.2 output: every figure the page shows is read from it.
+func TestParseWrkRecorded(t *testing.T) {
+	cases := []struct {
+		file string
+		want Run
+	}{
+		{"wrk-plain.txt", Run{Requests: 231000, RPS: 15395.83, P50ms: 4.01, P90ms: 4.40, P99ms: 7.76, Maxms: 21.13, TransferMiB: 1.98}},
+		{"wrk-socket-errors.txt", Run{Requests: 4028, RPS: 268.39, P50ms: 232.51, P90ms: 255.66, P99ms: 302.87, Maxms: 444.51, TransferMiB: 1.60,
+			Errors: Errors{Read: 4028}}},
+		{"wrk-timeouts-non2xx.txt", Run{Requests: 52981, RPS: 5293.01, P50ms: 5.11, P90ms: 1020, P99ms: 1980, Maxms: 2000, TransferMiB: 0.7783203125,
+			Errors: Errors{Connect: 3, Read: 17, Write: 1, Timeout: 1214, Status: 88}}},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			var r Run
+			if err := parseWrk(readTestdata(t, c.file), &r); err != nil {
+				t.Fatal(err)
+			}
+			w := c.want
+			if r.Requests != w.Requests || !near(r.RPS, w.RPS) || !near(r.P50ms, w.P50ms) || !near(r.P90ms, w.P90ms) ||
+				!near(r.P99ms, w.P99ms) || !near(r.Maxms, w.Maxms) || !near(r.TransferMiB, w.TransferMiB) || r.Errors != w.Errors {
+				t.Fatalf("parsed\n%+v\nwant\n%+v", r, w)
+			}
+		})
+	}
+}
+
+func TestParseWrkRefusesIncomplete(t *testing.T) {
+	plain := readTestdata(t, "wrk-plain.txt")
+	for name, out := range map[string]string{
+		"empty":              "",
+		"no --latency":       regexp.MustCompile(`(?s)  Latency Distribution.*?99%[^\n]*\n`).ReplaceAllString(plain, ""),
+		"no rate":            strings.Replace(plain, "Requests/sec:  15395.83\n", "", 1),
+		"bad rate":           strings.Replace(plain, "15395.83", "15,395", 1),
+		"bad socket line":    strings.Replace(readTestdata(t, "wrk-socket-errors.txt"), "read 4028", "read", 1),
+		"connection refused": "unable to connect to 127.0.0.1:1 Connection refused\n",
+	} {
+		var r Run
+		if err := parseWrk(out, &r); err == nil {
+			t.Errorf("%s: parsed without an error: %+v", name, r)
+		}
+	}
+}
+
+func TestWrkUnits(t *testing.T) {
+	for in, want := range map[string]float64{"812.00us": 0.812, "1.23ms": 1.23, "2.00s": 2000, "1.50m": 90000, "0.00us": 0} {
+		got, err := parseWrkDuration(in)
+		if err != nil || !near(got, want) {
+			t.Errorf("parseWrkDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "12", "1.2x", "ms"} {
+		if _, err := parseWrkDuration(bad); err == nil {
+			t.Errorf("parseWrkDuration(%q) accepted", bad)
+		}
+	}
+	for in, want := range map[string]float64{"512.00B": 512, "1.50KB": 1536, "2.00MB": 2 << 20, "1.00GB": 1 << 30} {
+		got, err := parseBytes(in)
+		if err != nil || !near(got, want) {
+			t.Errorf("parseBytes(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if got := wrkArgs(2, 1, 0.4, 5, "http://x/"); strings.Join(got, " ") != "wrk -t1 -c1 -d1s --timeout 5s --latency http://x/" {
+		t.Errorf("wrkArgs: %v", got)
+	}
+}
+
+func TestParseHoldsRecorded(t *testing.T) {
+	rs, err := parseHolds(readTestdata(t, "holds-report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].Server != "m0serve" || rs[1].Server != "centrifugo" {
+		t.Fatalf("parsed %+v", rs)
+	}
+	r := fanoutRun(rs[1], 20*time.Second)
+	if r.Concurrency != 10000 || r.Requests != 1174800 || !near(r.RPS, 58740) || !near(r.P99ms, 1052.853) ||
+		r.Errors.Write != 8337 || r.Lost != 0 || !near(*r.PerConnKiB, 54.8652) || !near(r.CPUSeconds, 0.9972799214736617*20) {
+		t.Fatalf("fanoutRun: %+v", r)
+	}
+	if _, err := parseHolds("no json here\n"); err == nil {
+		t.Fatal("a report without results parsed")
+	}
+}
+
+// The suites are data the harness trusts: every template expands to a
+// command line, every application has an answer a wrong server fails.
+func TestSuitesData(t *testing.T) {
+	known := regexp.MustCompile(`^\{(m0serve|bin|venv|port|dir|module|callable|static|apps|examples|conf|confdir|nginx)\}$`)
+	placeholder := regexp.MustCompile(`\{[a-z]+\}`)
+	seen := map[string]bool{}
+	for _, s := range suites() {
+		if seen[s.Name] {
+			t.Errorf("suite %s twice", s.Name)
+		}
+		seen[s.Name] = true
+		if s.Tool != "wrk" && s.Tool != "wsload" && s.Tool != "holds" {
+			t.Errorf("%s: tool %q", s.Name, s.Tool)
+		}
+		if len(s.Concurrency) == 0 || len(s.Apps) == 0 || len(s.Servers) == 0 {
+			t.Errorf("%s: empty", s.Name)
+		}
+		peers, m0 := 0, 0
+		keys := map[string]bool{}
+		for _, sv := range s.Servers {
+			if keys[sv.Key] {
+				t.Errorf("%s: server %s twice", s.Name, sv.Key)
+			}
+			keys[sv.Key] = true
+			if sv.Peer {
+				peers++
+			} else {
+				m0++
+			}
+			for _, a := range s.Apps {
+				if !sv.serves(a.Name) || s.Tool == "holds" {
+					continue
+				}
+				args := sv.args(a.Name)
+				if len(args) == 0 {
+					t.Errorf("%s: %s has no command line for %s", s.Name, sv.Key, a.Name)
+				}
+				for _, arg := range args {
+					for _, p := range placeholder.FindAllString(arg, -1) {
+						if !known.MatchString(p) {
+							t.Errorf("%s: %s: unknown placeholder %s", s.Name, sv.Key, p)
+						}
+					}
+				}
+				if !strings.Contains(strings.Join(args, " "), "{port}") && sv.Config == nil {
+					t.Errorf("%s: %s listens on no {port}", s.Name, sv.Key)
+				}
+			}
+		}
+		if peers == 0 || m0 == 0 {
+			t.Errorf("%s: %d peers and %d m0 rows: nothing to compare", s.Name, peers, m0)
+		}
+		for _, a := range s.Apps {
+			if s.Tool == "wrk" && a.Body == "" && a.ContentType == "" && a.File == "" {
+				t.Errorf("%s: %s: no answer to check", s.Name, a.Name)
+			}
+		}
+	}
+}
+
+func TestWorkersFlag(t *testing.T) {
+	got := strings.Join(workers([]string{"g", "--workers", "1", "app"}, "--workers", "2"), " ")
+	if got != "g --workers 2 app" {
+		t.Errorf("replace: %s", got)
+	}
+	base := []string{"m", "--port", "{port}", "app"}
+	got = strings.Join(workers(base, "--workers", "2"), " ")
+	if got != "m --port {port} --workers 2 app" || strings.Join(base, " ") != "m --port {port} app" {
+		t.Errorf("insert: %s (base now %v)", got, base)
+	}
+}
+
+func TestCheckAnswer(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f.bin"), []byte("0123456789"), 0o644)
+	h := http.Header{"Content-Type": {"text/plain; charset=utf-8"}, "Content-Length": {"10"}}
+	if err := checkAnswer(App{Body: "Hello", ContentType: "text/plain"}, dir, h, []byte("Hello")); err != nil {
+		t.Error(err)
+	}
+	for name, c := range map[string]struct {
+		app  App
+		body string
+	}{
+		"body":         {App{Body: "Hello"}, "Hello\n"},
+		"content type": {App{ContentType: "application/json"}, "{}"},
+		"file bytes":   {App{File: "f.bin"}, "0123456780"},
+		"file length":  {App{File: "f.bin"}, "012345678"},
+	} {
+		hh := h.Clone()
+		if name == "file length" {
+			hh.Set("Content-Length", "9")
+		}
+		if err := checkAnswer(c.app, dir, hh, []byte(c.body)); err == nil {
+			t.Errorf("%s: a wrong answer passed", name)
+		}
+	}
+}
+
+// wsload against a real WebSocket server: one that echoes is measured, one
+// that answers something else is counted wrong, one that is not there
+// fails to connect.
+func TestWsload(t *testing.T) {
+	up := websocket.Upgrader{}
+	serve := func(reply func([]byte) []byte) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c, err := up.Upgrade(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			for {
+				kind, m, err := c.ReadMessage()
+				if err != nil {
+					return
+				}
+				if c.WriteMessage(kind, reply(m)) != nil {
+					return
+				}
+			}
+		}))
+	}
+	echo := serve(func(m []byte) []byte { return m })
+	defer echo.Close()
+	r := wsload("ws"+strings.TrimPrefix(echo.URL, "http"), 4, 300*time.Millisecond, 2*time.Second, 32)
+	if r.Errors.Total() != 0 || r.Requests == 0 || r.RPS <= 0 || r.P50ms <= 0 || r.P99ms < r.P50ms || r.Maxms < r.P99ms {
+		t.Fatalf("echo: %+v", r)
+	}
+	if err := wsEcho(echo.URL); err != nil {
+		t.Fatalf("wsEcho: %v", err)
+	}
+	wrong := serve(func(m []byte) []byte { return append(m, '!') })
+	defer wrong.Close()
+	r = wsload("ws"+strings.TrimPrefix(wrong.URL, "http"), 3, 200*time.Millisecond, 2*time.Second, 32)
+	if r.Errors.Status != 3 || r.Requests != 0 {
+		t.Fatalf("wrong echo: %+v", r)
+	}
+	if err := wsEcho(wrong.URL); err == nil {
+		t.Fatal("wsEcho passed a wrong echo")
+	}
+	wrong.Close()
+	r = wsload("ws"+strings.TrimPrefix(wrong.URL, "http"), 2, 100*time.Millisecond, time.Second, 32)
+	if r.Errors.Connect != 2 {
+		t.Fatalf("closed server: %+v", r)
+	}
+}
+
+func fixtureReports() []*Report {
+	per, per1k, perG := 2.5, 1.25, 3.5
+	base := Report{
+		Date: "2026-12-01T10:00:00Z", Commit: "abc1234", Machine: Machine{CPUs: 2, Model: "Test CPU", Kernel: "6.1", MemGiB: 24},
+		Versions: map[string]string{"wrk": "4.2.0", "granian": "2.8.9", "python": "3.11.9"},
+		Method:   Method{Tool: "wrk", DurationS: 10, WarmupS: 2, ServerCPU: "0", ClientCPU: "1", Threads: 1, TimeoutS: 5, Description: "wrk ..."},
+	}
+	wsgi := base
+	wsgi.Suite, wsgi.Title, wsgi.About = "wsgi", "WSGI", "A WSGI application."
+	wsgi.Servers = []ServerInfo{{Key: "granian", Label: "granian", Peer: true}, {Key: "m0serve", Label: "m0serve"}, {Key: "uwsgi", Label: "uWSGI", Peer: true}}
+	wsgi.Apps = []AppInfo{{Name: "hello", About: "hello world"}}
+	wsgi.Targets = []Target{
+		{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "granian", Min: 1.1},
+		{App: "hello", Concurrency: 1024, Server: "m0serve", Metric: "per_conn_kib", Max: 1, Why: "a reason"},
+		{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "uwsgi", Min: 2},
+	}
+	wsgi.Runs = []Run{
+		{App: "hello", Server: "m0serve", Concurrency: 64, RPS: 60000, Requests: 600000, P50ms: 1, P90ms: 1.5, P99ms: 3, Maxms: 9, CPUSeconds: 10, RSSBeforeKB: 20480, RSSPeakKB: 30720, PerConnKiB: &per, Command: "taskset -c 0 bench/.bin/m0serve hello:application"},
+		{App: "hello", Server: "granian", Concurrency: 64, RPS: 50000, Requests: 500000, P50ms: 1.2, P90ms: 1.6, P99ms: 2, Maxms: 5, CPUSeconds: 10},
+		{App: "hello", Server: "uwsgi", Concurrency: 64, Failed: "exited during startup (exit status 1)"},
+		{App: "hello", Server: "m0serve", Concurrency: 1024, RPS: 40000, Requests: 400000, P50ms: 20, P99ms: 300, Maxms: 900, CPUSeconds: 10, Errors: Errors{Timeout: 7}, PerConnKiB: &per1k},
+		{App: "hello", Server: "granian", Concurrency: 1024, RPS: 45000, Requests: 450000, P50ms: 19, P99ms: 250, Maxms: 800, CPUSeconds: 10, PerConnKiB: &perG},
+	}
+	return []*Report{&wsgi}
+}
+
+func TestRender(t *testing.T) {
+	page, charts := render(fixtureReports(), "bench/results/2026-12-01")
+	method := strings.Index(page, "## Method")
+	suite := strings.Index(page, "## WSGI")
+	if method < 0 || suite < 0 || method > suite {
+		t.Fatalf("the method must come before the suites:\n%s", page)
+	}
+	for _, want := range []string{
+		"measured on 2026-12-01 at commit `abc1234`",
+		"[bench/results/2026-12-01](../bench/results/2026-12-01/)",
+		// m0 against the best peer: 60,000 / 50,000, and at 1,024 40,000 / 45,000.
+		"| WSGI | hello | 64 | m0serve | 60,000 | granian | 50,000 | **1.20x** | 3.00 | 2.00 |",
+		"| WSGI | hello | 1024 | m0serve | 40,000 | granian | 45,000 | **0.89x** | 300 | 250 |",
+		// Losses, stated: the rate at 1,024, the p99 at both, the errors.
+		"WSGI, hello at 1024 connections, m0serve: 40,000 req/s, 0.89x granian's 45,000.",
+		"WSGI, hello at 64 connections, m0serve: p99 3.00 ms, granian's 2.00 ms.",
+		"WSGI, hello at 1024 connections, m0serve: errors: timeout 7.",
+		// A failed peer is shown as failed, with why.
+		"| 64 | uWSGI | failed: exited during startup (exit status 1) |",
+		// Per CPU-second and memory.
+		"| 64 | **m0serve** | 60,000 | 1.20x | 1.00 | 1.50 | 3.00 | 9.00 |  | 60,000 | 30.0 | 2.50 |",
+		"![WSGI hello throughput](benchmarks/wsgi-hello.svg)",
+		"- m0serve: `taskset -c 0 bench/.bin/m0serve hello:application`",
+		"Versions: granian 2.8.9, python 3.11.9, wrk 4.2.0.",
+		"| WSGI | hello | m0serve at least 1.10x granian at 64 connections | 1.20x (60,000 / 50,000) | met |",
+		"| WSGI | hello | m0serve KiB per connection at most 1 at 1024 connections | 1.25 | **not met** (a reason) |",
+		"| WSGI | hello | m0serve at least 2.00x uWSGI at 64 connections | not measured | n/a |",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q\n%s", want, page)
+		}
+	}
+	for _, name := range []string{"wsgi-hello.svg", "wsgi-hello-latency.svg", "memory.svg"} {
+		svg, ok := charts[name]
+		if !ok {
+			t.Errorf("no chart %s (have %v)", name, len(charts))
+			continue
+		}
+		d := xml.NewDecoder(strings.NewReader(svg))
+		for {
+			_, err := d.Token()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s is not well-formed: %v", name, err)
+			}
+		}
+	}
+	if !strings.Contains(charts["wsgi-hello.svg"], ">60,000<") || !strings.Contains(charts["wsgi-hello.svg"], ">failed<") {
+		t.Errorf("throughput chart lacks its figures:\n%s", charts["wsgi-hello.svg"])
+	}
+}
+
+func TestRenderNoLosses(t *testing.T) {
+	reps := fixtureReports()
+	reps[0].Runs = reps[0].Runs[:2]
+	reps[0].Runs[0].P99ms = 1
+	page, _ := render(reps, "r")
+	if !strings.Contains(page, "Nowhere in this run") {
+		t.Fatalf("%s", page)
+	}
+}
+
+func TestResultsRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	day := filepath.Join(dir, "2026-12-01")
+	if _, err := writeReport(day, fixtureReports()[0]); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(dir, "2026-11-30"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "raw"), 0o755)
+	latest, err := latestResults(dir)
+	if err != nil || latest != day {
+		t.Fatalf("latestResults = %s, %v", latest, err)
+	}
+	docs := filepath.Join(dir, "docs", "benchmarks.md")
+	os.MkdirAll(filepath.Dir(docs), 0o755)
+	if err := renderPage(day, docs, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "docs", "benchmarks", "wsgi-hello.svg")); err != nil {
+		t.Fatal(err)
+	}
+
+	// A run --only granian at 64 replaces that run and keeps the others.
+	again := fixtureReports()[0]
+	again.Runs = []Run{{App: "hello", Server: "granian", Concurrency: 64, RPS: 1, Requests: 10}}
+	again.Servers = again.Servers[:1]
+	mergeInto(filepath.Join(day, "wsgi.json"), again)
+	if len(again.Runs) != 5 || len(again.Servers) != 3 {
+		t.Fatalf("merged: %d runs, %d servers", len(again.Runs), len(again.Servers))
+	}
+	for _, r := range again.Runs {
+		if r.Server == "granian" && r.Concurrency == 64 && r.RPS != 1 {
+			t.Fatalf("the earlier run was kept: %+v", r)
+		}
+	}
+	b, _ := json.Marshal(again)
+	if !strings.Contains(string(b), `"per_conn_kib":2.5`) {
+		t.Fatalf("json: %s", b)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	m := median([]Run{{RPS: 3, P99ms: 30}, {RPS: 1, P99ms: 10}, {RPS: 2, P99ms: 20}})
+	if m.RPS != 2 || m.P99ms != 20 || len(m.Rates) != 3 || m.Rates[0] != 3 {
+		t.Fatalf("median: %+v", m)
+	}
+	if m := median([]Run{{RPS: 3}, {Failed: "x"}}); m.Failed != "x" {
+		t.Fatalf("a failed try must fail the figure: %+v", m)
+	}
+	if m := median([]Run{{RPS: 5}}); m.RPS != 5 || m.Rates != nil {
+		t.Fatalf("one try: %+v", m)
+	}
+	reps := fixtureReports()
+	reps[0].Method.Runs = 3
+	reps[0].Runs[0].Rates = []float64{58000, 60000, 61000}
+	page, _ := render(reps, "r")
+	for _, want := range []string{"the load of median rate among 3", "| 64 | **m0serve** | 60,000 (58,000-61,000) | 1.20x |"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}
+
+func TestNum(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 999.4: "999", 1000: "1,000", 1234567.8: "1,234,568", -1234: "-1,234"} {
+		if got := num(v); got != want {
+			t.Errorf("num(%v) = %s, want %s", v, got, want)
+		}
+	}
+}
