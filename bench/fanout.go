@@ -15,32 +15,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// holdsResult is one line of the JSON bench/holds reports.
-type holdsResult struct {
-	Server        string  `json:"server"`
-	Command       string  `json:"command"`
-	Streams       int     `json:"streams"`
-	RSSIdleKiB    int64   `json:"rss_idle_kib"`
-	RSSHeldKiB    int64   `json:"rss_held_kib"`
-	RSSLoadKiB    int64   `json:"rss_load_kib"`
-	PerStreamKiB  float64 `json:"per_stream_kib"`
-	Published     int64   `json:"published"`
-	PublishErrors int64   `json:"publish_errors"`
-	Expected      int64   `json:"deliveries_expected"`
-	Received      int64   `json:"deliveries_received"`
-	Ended         int64   `json:"streams_ended"`
-	P50ms         float64 `json:"p50_ms"`
-	P99ms         float64 `json:"p99_ms"`
-	Maxms         float64 `json:"max_ms"`
-	CPUPercent    float64 `json:"server_cpu_percent"`
-}
+	"github.com/m0serve/m0/bench/internal/fanout"
+)
 
 // parseHolds reads the results in bench/holds's report (the lines of its
 // json block).
-func parseHolds(out string) ([]holdsResult, error) {
-	var rs []holdsResult
+func parseHolds(out string) ([]fanout.Result, error) {
+	var rs []fanout.Result
 	in := false
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -52,7 +34,7 @@ func parseHolds(out string) ([]holdsResult, error) {
 		case line == "```":
 			in = false
 		case in && strings.TrimSpace(line) != "":
-			var r holdsResult
+			var r fanout.Result
 			if err := json.Unmarshal([]byte(line), &r); err != nil {
 				return nil, fmt.Errorf("holds: %q: %w", line, err)
 			}
@@ -67,7 +49,7 @@ func parseHolds(out string) ([]holdsResult, error) {
 
 // fanoutRun is a holds result as a Run: deliveries per second over the
 // measured window, and the tool's own memory per held stream.
-func fanoutRun(hr holdsResult, duration time.Duration) Run {
+func fanoutRun(hr fanout.Result, duration time.Duration) Run {
 	per := hr.PerStreamKiB
 	r := Run{
 		Concurrency: hr.Streams, Requests: hr.Received, RPS: float64(hr.Received) / duration.Seconds(),
@@ -116,7 +98,7 @@ func (h *harness) runHolds(s Suite, rep *Report) {
 			err := cmd.Run()
 			run := Run{App: "fanout", Server: sv.Key, Concurrency: streams}
 			if err == nil {
-				var hrs []holdsResult
+				var hrs []fanout.Result
 				if hrs, err = parseHolds(out.String()); err == nil {
 					run = fanoutRun(hrs[0], h.opt.duration)
 					run.App, run.Server = "fanout", sv.Key

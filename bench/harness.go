@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/m0serve/m0/bench/internal/procfs"
 )
 
 const (
@@ -583,7 +584,7 @@ func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
 		}
 		return runs
 	}
-	port, err := freePort()
+	port, err := procfs.FreePort()
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -4,17 +4,15 @@ package main
 // /proc, stopped by its own PIDs.
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/m0serve/m0/bench/internal/procfs"
 )
 
 // A proc is a started server: the leader of a session (setsid), so every
@@ -73,7 +71,7 @@ func (p *proc) stop() error {
 		return nil
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		for _, pid := range sessionPIDs(sid) {
+		for _, pid := range procfs.Session(sid) {
 			_ = syscall.Kill(pid, sig)
 		}
 		_ = syscall.Kill(-sid, sig)
@@ -81,7 +79,7 @@ func (p *proc) stop() error {
 			return fmt.Errorf("pid %d ignored SIGINT for 10 s; stopped with %v", sid, sig)
 		}
 	}
-	return fmt.Errorf("session %d still has processes: %v", sid, sessionPIDs(sid))
+	return fmt.Errorf("session %d still has processes: %v", sid, procfs.Session(sid))
 }
 
 func waitSessionGone(sid int, exited <-chan struct{}, d time.Duration) bool {
@@ -89,7 +87,7 @@ func waitSessionGone(sid int, exited <-chan struct{}, d time.Duration) bool {
 	for time.Now().Before(deadline) {
 		select {
 		case <-exited:
-			if len(sessionPIDs(sid)) == 0 {
+			if len(procfs.Session(sid)) == 0 {
 				return true
 			}
 		default:
@@ -99,60 +97,9 @@ func waitSessionGone(sid int, exited <-chan struct{}, d time.Duration) bool {
 	return false
 }
 
-// statFields is /proc/PID/stat after the command name: fields[0] is the
-// state (field 3 of proc(5)).
-func statFields(pid int) ([]string, error) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return nil, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return nil, errors.New("malformed stat")
-	}
-	return strings.Fields(string(b[i+1:])), nil
-}
-
-// sessionPIDs are the live (not zombie) processes of session sid.
-func sessionPIDs(sid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		f, err := statFields(pid)
-		if err != nil || len(f) < 4 || f[0] == "Z" {
-			continue
-		}
-		if s, _ := strconv.Atoi(f[3]); s == sid { // field 6: session
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-var clockTicks = 100.0 // sysconf(_SC_CLK_TCK) on Linux
-
 // sessionUsage is the CPU seconds (user + system, with what the processes
 // reaped) and the RSS in KiB of every process of session sid.
-func sessionUsage(sid int) (cpu float64, rssKiB int64) {
-	page := int64(os.Getpagesize()) / 1024
-	for _, pid := range sessionPIDs(sid) {
-		f, err := statFields(pid)
-		if err != nil || len(f) < 22 {
-			continue
-		}
-		for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
-			v, _ := strconv.ParseFloat(f[i], 64)
-			cpu += v / clockTicks
-		}
-		pages, _ := strconv.ParseInt(f[21], 10, 64) // rss
-		rssKiB += pages * page
-	}
-	return cpu, rssKiB
-}
+func sessionUsage(sid int) (cpu float64, rssKiB int64) { return procfs.Usage(procfs.Session(sid)) }
 
 // rssSampler records the highest RSS of a session until stopped.
 type rssSampler struct {
@@ -184,15 +131,6 @@ func sampleRSS(sid int, every time.Duration) *rssSampler {
 func (s *rssSampler) stop() int64 {
 	close(s.done)
 	return <-s.peak
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // cpuBusy is how busy each listed CPU was over d, in percent.

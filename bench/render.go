@@ -35,6 +35,17 @@ func renderPage(dir, docsPath, repo string) error {
 	return os.WriteFile(docsPath, []byte(page), 0o644)
 }
 
+// sortByData orders xs as names lists their names, those it lacks last.
+func sortByData[T any](xs []T, names []string, name func(T) string) {
+	at := func(x T) int {
+		if i := slices.Index(names, name(x)); i >= 0 {
+			return i
+		}
+		return len(names)
+	}
+	sort.SliceStable(xs, func(i, j int) bool { return at(xs[i]) < at(xs[j]) })
+}
+
 // A table is a suite's runs in the order of the suite's data.
 type table struct {
 	rep     *Report
@@ -51,24 +62,15 @@ func newTable(rep *Report) *table {
 	t.servers = append(t.servers, rep.Servers...)
 	t.apps = append(t.apps, rep.Apps...)
 	if s, ok := suiteByName(rep.Suite); ok {
-		order := func(k string) int {
-			for i, sv := range s.Servers {
-				if sv.Key == k {
-					return i
-				}
-			}
-			return len(s.Servers)
+		var servers, apps []string
+		for _, sv := range s.Servers {
+			servers = append(servers, sv.Key)
 		}
-		sort.SliceStable(t.servers, func(i, j int) bool { return order(t.servers[i].Key) < order(t.servers[j].Key) })
-		appOrder := func(n string) int {
-			for i, a := range s.Apps {
-				if a.Name == n {
-					return i
-				}
-			}
-			return len(s.Apps)
+		for _, a := range s.Apps {
+			apps = append(apps, a.Name)
 		}
-		sort.SliceStable(t.apps, func(i, j int) bool { return appOrder(t.apps[i].Name) < appOrder(t.apps[j].Name) })
+		sortByData(t.servers, servers, func(sv ServerInfo) string { return sv.Key })
+		sortByData(t.apps, apps, func(a AppInfo) string { return a.Name })
 	}
 	for _, r := range rep.Runs {
 		t.runs[key(r.App, r.Server, r.Concurrency)] = r
@@ -449,32 +451,26 @@ func (t *table) writeCommands(b *strings.Builder) {
 }
 
 func (t *table) rateChart(a AppInfo) string {
-	var gs []group
-	for _, c := range t.concs {
-		g := group{title: fmt.Sprintf("%d %s", c, t.concName())}
-		for _, s := range t.servers {
-			r, have := t.runs[key(a.Name, s.Key, c)]
-			if !have {
-				continue
+	return t.chart(a, fmt.Sprintf("%s, %s: %s (higher is better)", t.rep.Title, a.Name, t.unit()),
+		"bars scaled within each concurrency; m0 in orange", false, func(r Run, br *bar) {
+			br.value, br.text = r.RPS, num(r.RPS)
+			if r.Errors.Total() > 0 {
+				br.text += " (errors)"
 			}
-			br := bar{label: s.Label, m0: !s.Peer}
-			if ok(r, true) {
-				br.value, br.text = r.RPS, num(r.RPS)
-				if r.Errors.Total() > 0 {
-					br.text += " (errors)"
-				}
-			} else {
-				br.fail = "failed"
-			}
-			g.bars = append(g.bars, br)
-		}
-		gs = append(gs, g)
-	}
-	return barChart(fmt.Sprintf("%s, %s: %s (higher is better)", t.rep.Title, a.Name, t.unit()),
-		"bars scaled within each concurrency; m0 in orange", gs, true, false)
+		})
 }
 
 func (t *table) latencyChart(a AppInfo) string {
+	return t.chart(a, fmt.Sprintf("%s, %s: latency (lower is better)", t.rep.Title, a.Name),
+		"dark: p50; whole bar: p99; log scale", true, func(r Run, br *bar) {
+			br.value, br.low = r.P99ms, r.P50ms
+			br.text = fmt.Sprintf("p50 %s / p99 %s ms", ms2(r.P50ms), ms2(r.P99ms))
+		})
+}
+
+// chart is one bar per server in one group per concurrency, fill setting
+// each bar from its run.
+func (t *table) chart(a AppInfo, title, subtitle string, logScale bool, fill func(Run, *bar)) string {
 	var gs []group
 	for _, c := range t.concs {
 		g := group{title: fmt.Sprintf("%d %s", c, t.concName())}
@@ -485,8 +481,7 @@ func (t *table) latencyChart(a AppInfo) string {
 			}
 			br := bar{label: s.Label, m0: !s.Peer}
 			if ok(r, true) {
-				br.value, br.low = r.P99ms, r.P50ms
-				br.text = fmt.Sprintf("p50 %s / p99 %s ms", ms2(r.P50ms), ms2(r.P99ms))
+				fill(r, &br)
 			} else {
 				br.fail = "failed"
 			}
@@ -494,8 +489,7 @@ func (t *table) latencyChart(a AppInfo) string {
 		}
 		gs = append(gs, g)
 	}
-	return barChart(fmt.Sprintf("%s, %s: latency (lower is better)", t.rep.Title, a.Name),
-		"dark: p50; whole bar: p99; log scale", gs, false, true)
+	return barChart(title, subtitle, gs, !logScale, logScale)
 }
 
 // memoryGroup is the suite's memory per connection at its highest

@@ -19,11 +19,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -36,6 +34,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/m0serve/m0/bench/internal/fanout"
+	"github.com/m0serve/m0/bench/internal/procfs"
 )
 
 func main() {
@@ -114,33 +115,13 @@ type target interface {
 	publish(c *http.Client, base, channel string, data []byte) error
 }
 
-type result struct {
-	Server        string  `json:"server"`
-	Version       string  `json:"version"`
-	Command       string  `json:"command"`
-	Streams       int     `json:"streams"`
-	RSSIdleKiB    int64   `json:"rss_idle_kib"`
-	RSSHeldKiB    int64   `json:"rss_held_kib"`
-	RSSLoadKiB    int64   `json:"rss_load_kib"`
-	PerStreamKiB  float64 `json:"per_stream_kib"`
-	Published     int64   `json:"published"`
-	PublishErrors int64   `json:"publish_errors"`
-	Expected      int64   `json:"deliveries_expected"`
-	Received      int64   `json:"deliveries_received"`
-	Ended         int64   `json:"streams_ended"`
-	P50ms         float64 `json:"p50_ms"`
-	P99ms         float64 `json:"p99_ms"`
-	P999ms        float64 `json:"p999_ms"`
-	Maxms         float64 `json:"max_ms"`
-	CPUPercent    float64 `json:"server_cpu_percent"`
-	OpenSeconds   float64 `json:"open_seconds"`
-}
+type result = fanout.Result
 
 func channelName(i int) string { return "ch" + strconv.Itoa(i) }
 
 func run(cfg *config, t target) (result, error) {
 	r := result{Server: t.name(), Version: t.version(), Streams: cfg.streams}
-	port, err := freePort()
+	port, err := procfs.FreePort()
 	if err != nil {
 		return r, err
 	}
@@ -197,7 +178,7 @@ func run(cfg *config, t target) (result, error) {
 	}
 	pid := cmd.Process.Pid
 	settle()
-	if r.RSSIdleKiB, err = rss(pid); err != nil {
+	if r.RSSIdleKiB, err = procfs.RSS(pid); err != nil {
 		return r, err
 	}
 
@@ -209,7 +190,7 @@ func run(cfg *config, t target) (result, error) {
 	}
 	r.OpenSeconds = time.Since(t0).Seconds()
 	settle()
-	if r.RSSHeldKiB, err = rss(pid); err != nil {
+	if r.RSSHeldKiB, err = procfs.RSS(pid); err != nil {
 		return r, err
 	}
 	r.PerStreamKiB = float64(r.RSSHeldKiB-r.RSSIdleKiB) / float64(cfg.streams)
@@ -219,11 +200,11 @@ func run(cfg *config, t target) (result, error) {
 	// Publish: warm-up, then the measured window.
 	start := time.Now()
 	l.window(start.Add(cfg.warmup), start.Add(cfg.warmup+cfg.duration))
-	cpu0, _ := cpuTicks(pid)
+	cpu0 := procfs.Ticks(pid, false)
 	pub := publishFor(cfg, t, base, start.Add(cfg.warmup), start.Add(cfg.warmup+cfg.duration))
-	cpu1, _ := cpuTicks(pid)
+	cpu1 := procfs.Ticks(pid, false)
 	r.CPUPercent = float64(cpu1-cpu0) / time.Since(start).Seconds() // ticks are 1/100 s: this is % of a core
-	if r.RSSLoadKiB, err = rss(pid); err != nil {
+	if r.RSSLoadKiB, err = procfs.RSS(pid); err != nil {
 		return r, err
 	}
 	time.Sleep(2 * time.Second) // frames still on their way
@@ -246,41 +227,6 @@ func run(cfg *config, t target) (result, error) {
 // settle lets a server's allocator and collector come to rest before its
 // RSS is read.
 func settle() { time.Sleep(3 * time.Second) }
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// rss is a process's resident set in KiB.
-func rss(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	return 0, errors.New("no VmRSS")
-}
-
-// cpuTicks is a process's user and system time in clock ticks (1/100 s).
-func cpuTicks(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + s, nil
-}
 
 // listeners are the held streams and what they read.
 type listeners struct {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/m0serve/m0/bench/internal/procfs"
 )
 
 // server is one m0serve process under test, in a process group of its
@@ -76,18 +77,9 @@ func pythons(root, minors string) ([]*python, error) {
 	return out, nil
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startServer starts m0serve as s says and waits for its ready lines.
 func startServer(bin, workdir string, s serverSpec) (*server, error) {
-	port, err := freePort()
+	port, err := procfs.FreePort()
 	if err != nil {
 		return nil, err
 	}

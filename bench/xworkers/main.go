@@ -37,6 +37,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/m0serve/m0/bench/internal/procfs"
 )
 
 type config struct {
@@ -117,7 +119,7 @@ var workerLine = regexp.MustCompile(`\[worker (\d+)\] pid=(\d+)`)
 func start(cfg *config) (*server, error) { return startOne(cfg, cfg.logPath) }
 
 func startOne(cfg *config, logPath string) (*server, error) {
-	port, err := freePort()
+	port, err := procfs.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -235,36 +237,13 @@ func (s *server) stop() {
 // (and what they reaped), in clock ticks (1/100 s), and per worker.
 func (s *server) cpuTicks() (total int64, per map[int]int64) {
 	per = map[int]int64{}
-	total = ticks(s.cmd.Process.Pid)
+	total = procfs.Ticks(s.cmd.Process.Pid, true)
 	for pid, w := range s.pids {
-		t := ticks(pid)
+		t := procfs.Ticks(pid, true)
 		per[w] = t
 		total += t
 	}
 	return total, per
-}
-
-func ticks(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	var sum int64
-	for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
-		v, _ := strconv.ParseInt(f[i], 10, 64)
-		sum += v
-	}
-	return sum
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 var ssPid = regexp.MustCompile(`pid=(\d+)`)
@@ -555,7 +534,7 @@ func run(cfg *config) (*result, error) {
 
 	// Publish from the worker that serves /run, on a connection of its own.
 	cpu0, per0 := s.cpuTicks()
-	sup0 := ticks(s.cmd.Process.Pid)
+	sup0 := procfs.Ticks(s.cmd.Process.Pid, true)
 	pc := &http.Client{Timeout: cfg.warmup + cfg.duration + 60*time.Second,
 		Transport: &http.Transport{DisableKeepAlives: true}}
 	u := fmt.Sprintf("%s/run?rate=%d&frames=%d&channels=%d", s.base, cfg.rate, ss.frames, cfg.channels)
@@ -574,7 +553,7 @@ func run(cfg *config) (*result, error) {
 	}
 	r.Publish.WallClockS = time.Since(pt).Seconds()
 	cpu1, per1 := s.cpuTicks()
-	sup1 := ticks(s.cmd.Process.Pid)
+	sup1 := procfs.Ticks(s.cmd.Process.Pid, true)
 	r.ServerCPUPct = float64(cpu1-cpu0) / time.Since(pt).Seconds() // ticks are 1/100 s: % of a core
 	r.SupervisorCPUs = float64(sup1-sup0) / 100
 	var ok bool
@@ -711,21 +690,9 @@ func pgTicks(pid int) int64 {
 	if pid <= 0 {
 		return 0
 	}
-	sum := ticks(pid)
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			sum += ticks(p)
-		}
+	sum := procfs.Ticks(pid, true)
+	for _, child := range procfs.Children(pid) {
+		sum += procfs.Ticks(child, true)
 	}
 	return sum
 }
@@ -801,7 +768,7 @@ func runPG(cfg *config) (*pgResult, error) {
 
 	cpu0 := make([]int64, len(servers))
 	for i, s := range servers {
-		cpu0[i] = ticks(s.cmd.Process.Pid)
+		cpu0[i] = procfs.Ticks(s.cmd.Process.Pid, true)
 	}
 	pg0 := pgTicks(cfg.pgPid)
 	pc := &http.Client{Timeout: cfg.warmup + cfg.duration + 120*time.Second,
@@ -828,7 +795,7 @@ func runPG(cfg *config) (*pgResult, error) {
 	secs := time.Since(pt).Seconds()
 	r.Seconds = secs
 	for i, s := range servers {
-		c := float64(ticks(s.cmd.Process.Pid)-cpu0[i]) / 100
+		c := float64(procfs.Ticks(s.cmd.Process.Pid, true)-cpu0[i]) / 100
 		inf := instanceInfo{Name: fmt.Sprintf("instance %c", 'A'+i), Port: s.port, Pid: s.cmd.Process.Pid, Log: s.log,
 			CPUSeconds: c, CPUPct: 100 * c / secs}
 		r.Instances = append(r.Instances, inf)
