@@ -457,7 +457,7 @@ func (h *harness) runSuite(s Suite) *Report {
 		if !h.selected(sv.Key) {
 			continue
 		}
-		rep.Servers = append(rep.Servers, ServerInfo{Key: sv.Key, Label: sv.Label, Peer: sv.Peer})
+		rep.Servers = append(rep.Servers, ServerInfo{Key: sv.Key, Label: sv.Label, Peer: sv.Peer, Base: sv.Base, Group: sv.Group})
 		for _, k := range versionKeys(sv.Package) {
 			if v, ok := h.versions[k]; ok {
 				rep.Versions[k] = v
@@ -555,6 +555,18 @@ func (h *harness) onlyNames(name string) bool {
 	return false
 }
 
+// holdCount is how many idle connections measure the suite's memory per
+// connection (none for the suites that do not measure it).
+func (h *harness) holdCount(s Suite) int {
+	if !s.Memory || s.Tool == "holds" {
+		return 0
+	}
+	if h.opt.quick {
+		return 64
+	}
+	return holdConns
+}
+
 func (h *harness) concurrencies(s Suite) []int {
 	if !h.opt.quick {
 		return s.Concurrency
@@ -579,7 +591,7 @@ func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
 		for _, c := range conc {
 			runs = append(runs, Run{App: app.Name, Server: sv.Key, Concurrency: c, Failed: msg})
 		}
-		if h.opt.quick && !strings.HasPrefix(msg, "not installed") {
+		if h.opt.quick || !sv.Peer {
 			h.failures = append(h.failures, fmt.Sprintf("%s: %s on %s: %s", s.Name, sv.Label, app.Name, msg))
 		}
 		return runs
@@ -621,6 +633,8 @@ func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
 	if err != nil {
 		return fail("start: %v", err)
 	}
+	running.Store(p)
+	defer running.Store(nil)
 	defer func() {
 		if err := p.stop(); err != nil {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s: %v", sv.Label, app.Name, err))
@@ -634,6 +648,19 @@ func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
 		if _, err := h.load(s, url, 64, h.opt.warmup); err != nil {
 			return fail("warm-up: %v", err)
 		}
+	}
+	if n := h.holdCount(s); n > 0 {
+		m := h.holdIdle(p, s, app, url, n)
+		m.Server = sv.Key
+		if m.PerConnKiB != nil {
+			h.logf("%s / %s: %d idle connections, RSS %d -> %d KiB, %.2f KiB each", app.Name, sv.Label, m.Open, m.RSSIdleKiB, m.RSSHeldKiB, *m.PerConnKiB)
+		} else {
+			h.logf("%s / %s: memory per connection: %s", app.Name, sv.Label, m.Note)
+		}
+		if h.opt.quick && m.PerConnKiB == nil && !sv.Peer {
+			h.failures = append(h.failures, fmt.Sprintf("%s: %s on %s: memory per connection: %s", s.Name, sv.Label, app.Name, m.Note))
+		}
+		rep.Memory = append(rep.Memory, m)
 	}
 	var runs []Run
 	for _, c := range conc {
@@ -652,13 +679,17 @@ func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
 			} else {
 				h.logf("%s / %s at %d: %.0f/s, p50 %.2f ms, p99 %.2f ms, server CPU %.1f s%s", app.Name, sv.Label, c, r.RPS, r.P50ms, r.P99ms, r.CPUSeconds, errNote(r.Errors))
 			}
+			if r.Failed == "" && !s.Unpinned && r.ClientCPUS >= 0.9*h.opt.duration.Seconds()*float64(max(s.Threads, 1)) && !h.opt.quick {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s at %d: the load tool used %.0f%% of its core: the rate may be the client's ceiling, not the server's.",
+					sv.Label, app.Name, c, 100*r.ClientCPUS/h.opt.duration.Seconds()))
+			}
 			tries = append(tries, r)
 			if r.Failed != "" {
 				break
 			}
 		}
 		r := median(tries)
-		if h.opt.quick && (r.Failed != "" || r.Errors.Total() > 0 || r.Requests == 0) {
+		if (h.opt.quick && (r.Errors.Total() > 0 || r.Requests == 0)) || (r.Failed != "" && (h.opt.quick || !sv.Peer)) {
 			h.failures = append(h.failures, fmt.Sprintf("%s: %s on %s at %d: failed %q, errors %q, %d requests", s.Name, sv.Label, app.Name, c, r.Failed, r.Errors.String(), r.Requests))
 		}
 		runs = append(runs, r)
@@ -670,16 +701,12 @@ func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
 // and RSS over it.
 func (h *harness) once(p *proc, s Suite, url string, c int) Run {
 	cpu0, rss0 := sessionUsage(p.pid())
-	sampler := sampleRSS(p.pid(), 200*time.Millisecond)
+	sampler := sampleRSS(procfs.Session(p.pid()), 200*time.Millisecond)
 	r, err := h.load(s, url, c, h.opt.duration)
 	peak := sampler.stop()
 	cpu1, _ := sessionUsage(p.pid())
 	r.Concurrency = c
 	r.CPUSeconds, r.RSSBeforeKB, r.RSSPeakKB = cpu1-cpu0, rss0, peak
-	if c >= 64 && peak > rss0 {
-		per := float64(peak-rss0) / float64(c)
-		r.PerConnKiB = &per
-	}
 	if err != nil {
 		r.Failed = err.Error()
 	}
@@ -723,6 +750,9 @@ func (h *harness) rel(p string) string {
 // quiet waits up to 5 s for the benchmark CPUs to be idle, and says how busy
 // they were when they are not.
 func (h *harness) quiet(s Suite) string {
+	if h.opt.quick {
+		return ""
+	}
 	var b []float64
 	for range 5 {
 		b = cpuBusy([]int{0, 1}, time.Second)
@@ -761,6 +791,9 @@ func (h *harness) load(s Suite, url string, c int, d time.Duration) (Run, error)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
+	if cmd.ProcessState != nil {
+		r.ClientCPUS = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+	}
 	r.Raw = out.String()
 	if err != nil {
 		return r, fmt.Errorf("%s: %v: %s", filepath.Base(argv[len(pin)]), err, strings.TrimSpace(lastLine(errb.String())))
@@ -768,8 +801,9 @@ func (h *harness) load(s Suite, url string, c int, d time.Duration) (Run, error)
 	if s.Tool == "wrk" {
 		err = parseWrk(r.Raw, &r)
 	} else {
+		cpu := r.ClientCPUS
 		err = json.Unmarshal(out.Bytes(), &r)
-		r.Raw = ""
+		r.Raw, r.ClientCPUS = "", cpu
 	}
 	return r, err
 }
@@ -785,7 +819,7 @@ func lastLine(s string) string {
 // ready polls until the server answers correctly: 200, and the body and
 // Content-Type the application's answer has (for a file, its bytes).
 func (h *harness) ready(p *proc, s Suite, app App, url string) error {
-	client := &http.Client{Timeout: 2 * time.Second}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	deadline := time.Now().Add(readyTimeout)
 	var last error
 	for time.Now().Before(deadline) {
@@ -824,6 +858,9 @@ func (h *harness) ready(p *proc, s Suite, app App, url string) error {
 func checkAnswer(app App, staticDir string, header http.Header, body []byte) error {
 	if app.Body != "" && string(body) != app.Body {
 		return fmt.Errorf("unexpected body %q (want %q)", trim(body), app.Body)
+	}
+	if app.Contains != "" && !bytes.Contains(body, []byte(app.Contains)) {
+		return fmt.Errorf("unexpected body %q (want it to contain %q)", trim(body), app.Contains)
 	}
 	if ct := header.Get("Content-Type"); app.ContentType != "" && !strings.HasPrefix(ct, app.ContentType) {
 		return fmt.Errorf("unexpected Content-Type %q (want %s)", ct, app.ContentType)
@@ -903,7 +940,7 @@ http {
     access_log off;
     keepalive_requests 100000;
     server {
-        listen 127.0.0.1:%[2]d;
+        listen 127.0.0.1:%[2]d backlog=1024;
         location /static/ { alias %[3]s/; }
     }
 }

@@ -20,10 +20,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/m0serve/m0/bench/internal/procfs"
 )
 
 func main() {
@@ -64,9 +69,9 @@ func run(args []string) error {
 	var opt options
 	var only string
 	fs.BoolVar(&opt.quick, "quick", false, "one second per server at 64 connections (100 streams for fan-out): a smoke test of every answer, not a measurement; exits 1 when one is wrong")
-	fs.DurationVar(&opt.duration, "duration", 10*time.Second, "measured load per server and concurrency")
+	fs.DurationVar(&opt.duration, "duration", 5*time.Second, "measured load per server, concurrency and run")
 	fs.DurationVar(&opt.warmup, "warmup", 2*time.Second, "load before the first measurement of each server")
-	fs.IntVar(&opt.runs, "runs", 1, "loads per server and concurrency; the run of median rate is reported, with every rate")
+	fs.IntVar(&opt.runs, "runs", 3, "loads per server and concurrency; the run of median rate is reported, with every rate")
 	fs.DurationVar(&opt.timeout, "timeout", 5*time.Second, "a response later than this counts as a timeout")
 	fs.StringVar(&only, "only", "", "comma-separated server keys and/or application names (bench/run list)")
 	fs.StringVar(&opt.results, "results", filepath.Join(repo, "bench", "results"), "results root: the JSON goes to ROOT/DATE/SUITE.json")
@@ -138,6 +143,7 @@ func run(args []string) error {
 		return err
 	}
 	defer h.cleanup()
+	stopOnSignal(h)
 	if err := h.setup(ss); err != nil {
 		return err
 	}
@@ -273,6 +279,52 @@ func mergeInto(path string, rep *Report) {
 				rep.Versions[k] = v
 			}
 		}
-		rep.Notes = append(o.Notes, rep.Notes...)
+		var labels []string
+		for _, s := range rep.Servers {
+			if have := slices.ContainsFunc(rep.Runs, func(r Run) bool { return r.Server == s.Key }); have {
+				labels = append(labels, s.Label)
+			}
+		}
+		var notes []string
+		for _, n := range o.Notes {
+			if !slices.ContainsFunc(labels, func(l string) bool { return strings.HasPrefix(n, l+" ") }) {
+				notes = append(notes, n)
+			}
+		}
+		if o.Commit != rep.Commit && len(runs) > 0 {
+			notes = append(notes, fmt.Sprintf("The runs of this suite not repeated on %s are from commit %s, %s.", day(rep.Date), o.Commit, day(o.Date)))
+		}
+		rep.Notes = append(notes, rep.Notes...)
+		var mem []Memory
+		for _, m := range o.Memory {
+			if !slices.ContainsFunc(rep.Memory, func(x Memory) bool { return x.App == m.App && x.Server == m.Server }) {
+				mem = append(mem, m)
+			}
+		}
+		rep.Memory = append(mem, rep.Memory...)
 	}
+}
+
+// stopOnSignal makes SIGINT and SIGTERM stop the server being measured
+// (in a session of its own) and every process the harness started in its
+// own process group (the load tool, bench/holds and the servers it
+// started), remove the run's temporary files, and exit.
+func stopOnSignal(h *harness) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		sig := <-ch
+		h.warnf("%v: stopping", sig)
+		if p := running.Load(); p != nil {
+			p.stop()
+		}
+		self, group := strconv.Itoa(os.Getpid()), strconv.Itoa(syscall.Getpgrp())
+		for _, pid := range procfs.Matching(func(f []string) bool { return f[2] == group }) { // field 5: pgrp
+			if strconv.Itoa(pid) != self {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		h.cleanup()
+		os.Exit(128 + int(sig.(syscall.Signal)))
+	}()
 }

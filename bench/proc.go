@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -101,20 +102,24 @@ func waitSessionGone(sid int, exited <-chan struct{}, d time.Duration) bool {
 // reaped) and the RSS in KiB of every process of session sid.
 func sessionUsage(sid int) (cpu float64, rssKiB int64) { return procfs.Usage(procfs.Session(sid)) }
 
-// rssSampler records the highest RSS of a session until stopped.
+// running is the server being measured, stopped by the harness's signal
+// handler if it is interrupted.
+var running atomic.Pointer[proc]
+
+// rssSampler records the highest RSS of a set of processes until stopped.
 type rssSampler struct {
 	done chan struct{}
 	peak chan int64
 }
 
-func sampleRSS(sid int, every time.Duration) *rssSampler {
+func sampleRSS(pids []int, every time.Duration) *rssSampler {
 	s := &rssSampler{done: make(chan struct{}), peak: make(chan int64, 1)}
 	go func() {
 		var peak int64
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
-			if _, rss := sessionUsage(sid); rss > peak {
+			if _, rss := procfs.Usage(pids); rss > peak {
 				peak = rss
 			}
 			select {

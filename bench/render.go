@@ -1,6 +1,6 @@
 package main
 
-// docs/benchmarks.md and its charts, from a results directory's JSON.
+// docs/benchmarks.md and its charts, from the results' JSON.
 
 import (
 	"fmt"
@@ -13,26 +13,57 @@ import (
 	"strings"
 )
 
+// renderPage writes the page and its charts from the newest report of each
+// suite under the results root (dir a dated directory: from it alone).
 func renderPage(dir, docsPath, repo string) error {
 	reps, err := readReports(dir)
 	if err != nil {
 		return err
 	}
+	if root := filepath.Dir(dir); !isDated(dir) {
+		return fmt.Errorf("%s is not a dated results directory", dir)
+	} else if others, err := newestPerSuite(root); err == nil {
+		reps = mergeNewest(reps, others)
+	}
 	chartDir := filepath.Join(filepath.Dir(docsPath), "benchmarks")
 	if err := os.MkdirAll(chartDir, 0o755); err != nil {
 		return err
 	}
-	relDir := dir
-	if r, err := filepath.Rel(repo, dir); err == nil && !strings.HasPrefix(r, "..") {
-		relDir = r
+	old, _ := filepath.Glob(filepath.Join(chartDir, "*.svg"))
+	for _, f := range old {
+		os.Remove(f)
 	}
-	page, charts := render(reps, relDir)
+	rel := func(d string) string {
+		if r, err := filepath.Rel(repo, d); err == nil && !strings.HasPrefix(r, "..") {
+			return r
+		}
+		return d
+	}
+	page, charts := render(reps, rel(filepath.Dir(dir)))
 	for name, svg := range charts {
 		if err := os.WriteFile(filepath.Join(chartDir, name), []byte(svg), 0o644); err != nil {
 			return err
 		}
 	}
 	return os.WriteFile(docsPath, []byte(page), 0o644)
+}
+
+// mergeNewest adds to reps the suites it lacks from others.
+func mergeNewest(reps, others []*Report) []*Report {
+	have := map[string]bool{}
+	for _, r := range reps {
+		have[r.Suite] = true
+	}
+	for _, o := range others {
+		if !have[o.Suite] {
+			reps = append(reps, o)
+		}
+	}
+	order := suiteOrder()
+	sort.SliceStable(reps, func(i, j int) bool {
+		return slices.Index(order, reps[i].Suite) < slices.Index(order, reps[j].Suite)
+	})
+	return reps
 }
 
 // sortByData orders xs as names lists their names, those it lacks last.
@@ -82,50 +113,69 @@ func newTable(rep *Report) *table {
 	return t
 }
 
-func (t *table) label(k string) string {
+func (t *table) server(k string) ServerInfo {
 	for _, s := range t.servers {
 		if s.Key == k {
-			return s.Label
+			return s
 		}
 	}
-	return k
+	return ServerInfo{Key: k, Label: k}
 }
 
-func (t *table) peer(k string) bool {
-	for _, s := range t.servers {
-		if s.Key == k {
-			return s.Peer
-		}
-	}
-	return false
-}
+func (t *table) label(k string) string { return t.server(k).Label }
+
+// m0 is whether a row is m0's own (not a peer, not a baseline).
+func (s ServerInfo) m0() bool { return !s.Peer && !s.Base }
 
 // ok is a run with figures.
 func ok(r Run, found bool) bool { return found && r.Failed == "" && r.RPS > 0 }
 
-// best is the peer with the highest rate at (app, c).
-func (t *table) best(app string, c int) (Run, bool) {
-	var b Run
-	found := false
-	for _, s := range t.servers {
-		r, have := t.runs[key(app, s.Key, c)]
-		if !s.Peer || !ok(r, have) {
-			continue
-		}
-		if !found || r.RPS > b.RPS {
-			b, found = r, true
-		}
-	}
-	return b, found
+// clean is a run with figures and errors on at most 1% of its requests:
+// wrk leaves timed-out requests out of its percentiles, so a run with many
+// is no reference for latency or rate.
+func clean(r Run, found bool) bool {
+	return ok(r, found) && float64(r.Errors.Total()) <= 0.01*float64(r.Requests+r.Errors.Total())
 }
 
-// lowestP99 is the peer with the lowest p99 at (app, c).
-func (t *table) lowestP99(app string, c int) (Run, bool) {
+// reference is what a row at (app, c) in group is compared to: the peer of
+// the highest rate, or, where no peer serves the application, m0's own
+// baseline; runs with errors are no reference.
+func (t *table) reference(app string, c int, group string) (Run, ServerInfo, bool) {
+	for _, want := range []func(ServerInfo) bool{
+		func(s ServerInfo) bool { return s.Peer },
+		func(s ServerInfo) bool { return s.Base },
+	} {
+		var b Run
+		var bs ServerInfo
+		found := false
+		for _, s := range t.servers {
+			r, have := t.runs[key(app, s.Key, c)]
+			if !want(s) || s.Group != group || !clean(r, have) {
+				continue
+			}
+			if !found || r.RPS > b.RPS {
+				b, bs, found = r, s, true
+			}
+		}
+		if found {
+			return b, bs, true
+		}
+	}
+	return Run{}, ServerInfo{}, false
+}
+
+// lowestP99 is the peer (or, with none, the baseline) of the lowest p99 at
+// (app, c) in group, among runs without errors.
+func (t *table) lowestP99(app string, c int, group string) (Run, bool) {
+	_, ref, found := t.reference(app, c, group)
+	if !found {
+		return Run{}, false
+	}
 	var b Run
-	found := false
+	found = false
 	for _, s := range t.servers {
 		r, have := t.runs[key(app, s.Key, c)]
-		if !s.Peer || !ok(r, have) {
+		if s.Peer != ref.Peer || s.Base != ref.Base || s.Group != group || !clean(r, have) {
 			continue
 		}
 		if !found || r.P99ms < b.P99ms {
@@ -152,40 +202,57 @@ func (t *table) concName() string {
 	return "connections"
 }
 
-func render(reps []*Report, relDir string) (string, map[string]string) {
+func day(date string) string {
+	if len(date) >= 10 {
+		return date[:10]
+	}
+	return date
+}
+
+func render(reps []*Report, resultsDir string) (string, map[string]string) {
 	charts := map[string]string{}
 	var b strings.Builder
 	first := reps[0]
-	date := first.Date
-	if len(date) >= 10 {
-		date = date[:10]
-	}
 	quick := false
+	days, commits := map[string]bool{}, map[string]bool{}
 	for _, r := range reps {
 		quick = quick || r.Quick
+		days[day(r.Date)], commits[r.Commit] = true, true
 	}
 	b.WriteString("# Benchmarks\n\n")
 	if quick {
 		b.WriteString("**A smoke run (`bench/run --quick`): one second per server, to check every answer, not to measure. These figures mean nothing.**\n\n")
 	}
-	fmt.Fprintf(&b, "m0serve beside the servers a Python developer would otherwise run, one suite at a time, measured on %s at commit `%s` by `bench/run all`. Every figure below is in [%s](../%s/) as JSON, one file per suite, with the exact command line of each server and the load tool's own output. This page is rendered from those files (`bench/run render`); nothing on it is typed by hand.\n\n",
-		date, first.Commit, relDir, relDir)
+	when := fmt.Sprintf("measured on %s at commit `%s`", day(first.Date), first.Commit)
+	if len(days) > 1 || len(commits) > 1 {
+		when = "measured suite by suite (each section says when and at which commit)"
+	}
+	link := "../" + resultsDir
+	if filepath.IsAbs(resultsDir) {
+		link = resultsDir
+	}
+	fmt.Fprintf(&b, "m0serve beside the servers a Python developer would otherwise run, one suite at a time, %s by `bench/run all`. Every figure below is in [%s](%s/) as JSON, one directory per day and one file per suite, with the exact command line of each server and the load tool's own output. This page is rendered from those files (`bench/run render`); nothing on it is typed by hand.\n\n",
+		when, resultsDir, link)
 
 	b.WriteString("## Method\n\n")
-	m := first.Machine
+	m, mt := first.Machine, first.Method
 	fmt.Fprintf(&b, "- **Machine**: %d CPUs (%s), %d GiB, Linux %s. It is a shared virtual machine: treat differences under about 10%% as noise. Before the first suite the CPUs were %s busy.\n", m.CPUs, orUnknown(m.Model), m.MemGiB, m.Kernel, orUnknown(m.BusyIdle))
-	b.WriteString("- **Pinning**: every server runs one worker process (beside an idle supervisor where it has one) pinned to CPU 0 with `taskset`; the load tool runs pinned to CPU 1, so a server is measured on one core and the client never competes with it. The workers suite alone pins nothing: its servers use both CPUs and share them with wrk.\n")
-	b.WriteString("- **Correctness first**: each server is started in a session of its own and polled until it answers the application's exact body and Content-Type (a static file: its exact bytes and length; a WebSocket: an echo); one that does not is reported as failed, never measured. It is stopped by its own PIDs (SIGINT, then SIGTERM and SIGKILL to its session).\n")
-	fmt.Fprintf(&b, "- **Load**: HTTP with wrk %s (`-t1 -cN --latency --timeout 5s`; the workers suite `-t2`), after a %s warm-up at 64 connections, then %s at each concurrency in turn against the same process; WebSocket with the harness's own load (`bench/.bin/bench wsload`: each connection sends a 32-byte message and waits for its echo); held SSE streams with bench/holds. Concurrency 1 is the latency of one client, 64 a busy server, 1,024 the tail under many connections.\n",
-		orUnknown(first.Versions["wrk"]), secondsArg(first.Method.WarmupS), secondsArg(first.Method.DurationS))
-	if first.Method.Runs > 1 {
-		fmt.Fprintf(&b, "- **Runs**: each HTTP and WebSocket figure is the load of median rate among %d in a row against the same process (its latencies and memory are that load's); the tables give the lowest and highest rate beside it. The SSE fan-out figures are one run each. No run is discarded; a run whose CPUs were busy with other work just before it is named in its suite's notes.\n", first.Method.Runs)
+	if mt.ServerCPU != "" {
+		fmt.Fprintf(&b, "- **Pinning**: every server runs one worker process (beside an idle supervisor where it has one) pinned to CPU %s with `taskset`; the load tool runs pinned to CPU %s, so a server is measured on one core and the client never competes with it. The workers suite alone pins nothing: its servers use both CPUs and share them with wrk. A run where the load tool used 90%% or more of its core is named in its suite's notes: its rate may be the client's ceiling.\n", mt.ServerCPU, mt.ClientCPU)
+	} else {
+		b.WriteString("- **Pinning**: none; this machine has one CPU, which each server shares with the load tool.\n")
+	}
+	b.WriteString("- **Correctness first**: each server is started in a session of its own and polled until it answers the application's exact body (or a part of it that only a correct page has) and Content-Type (a static file: its exact bytes and length; a WebSocket: an echo); one that does not is reported as failed, never measured. It is stopped by its own PIDs (SIGINT, then SIGTERM and SIGKILL to its session). Rates count only the answers wrk did not count as non-2xx.\n")
+	fmt.Fprintf(&b, "- **Load**: HTTP with wrk %s (`-t%d -cN --latency --timeout %s`; the workers suite `-t2`), after a %s warm-up at 64 connections, then %s at each concurrency in turn against the same process; WebSocket with the harness's own load (`bench/.bin/bench wsload`: each connection sends a 32-byte message and waits for its echo); held SSE streams with bench/holds. Concurrency 1 is the latency of one client, 64 a busy server, 1,024 the tail under many connections.\n",
+		orUnknown(first.Versions["wrk"]), max(mt.Threads, 1), secondsArg(mt.TimeoutS), secondsArg(mt.WarmupS), secondsArg(mt.DurationS))
+	if mt.Runs > 1 {
+		fmt.Fprintf(&b, "- **Runs**: each HTTP and WebSocket figure is the load of median rate among %d in a row against the same process (its latencies are that load's); the tables give the lowest and highest rate beside it. The SSE fan-out figures are one run each. No run is discarded; a run whose CPUs were busy with other work just before it is named in its suite's notes.\n", mt.Runs)
 	} else {
 		b.WriteString("- **One run per figure**: no repetition, no averaging, no run discarded. A run whose CPUs were busy with other work just before it is named in its suite's notes.\n")
 	}
-	b.WriteString("- **Ratios**: \"vs best peer\" divides a row's rate by the highest rate of any peer on the same application at the same concurrency (in the embedding, mounts and Go host suites the peers include m0's own baselines: bare net/http, m0serve unmounted, bare fasthttp).\n")
-	b.WriteString("- **Memory per connection**: the server's RSS (every process of its session), sampled every 200 ms during a run, its peak less its value just before the run, divided by the connections; for held SSE streams, bench/holds's RSS growth over the held streams, divided by them.\n")
-	b.WriteString("- **Reproduce**: `bench/run all` (about 40 minutes; it installs wrk and nginx with apt-get, the peers into bench/.venv from bench/requirements.txt, builds m0serve and Centrifugo), or one suite, `bench/run wsgi --only granian,m0serve`. See [bench/README.md](../bench/README.md).\n\n")
+	b.WriteString("- **Ratios**: \"vs best peer\" divides a row's rate by the highest rate of any peer on the same application at the same concurrency (in the workers suite, with the same number of workers), leaving out runs with errors on more than 1% of their requests. Where no peer serves the application (the Go handler, the mounts and the Go host suites), the reference is m0's own baseline instead: bare net/http, m0serve unmounted, bare fasthttp; the column then says \"vs baseline\".\n")
+	fmt.Fprintf(&b, "- **Memory per connection**: after the warm-up, %d connections are opened to the settled server, each with one request answered (a WebSocket: one echo), and held idle; the server's RSS (every process of its session) settled before and after, divided by the connections still open. A server that closes each connection after its answer holds none. For SSE, bench/holds does the same with the held streams.\n", holdConns)
+	b.WriteString("- **Reproduce**: `bench/run all` (about an hour; it installs wrk and nginx with apt-get, the peers into bench/.venv from bench/requirements.txt, builds m0serve and Centrifugo), or one suite, `bench/run wsgi --only granian,m0serve`. See [bench/README.md](../bench/README.md).\n\n")
 	versions := map[string]string{}
 	for _, r := range reps {
 		for k, v := range r.Versions {
@@ -208,37 +275,39 @@ func render(reps []*Report, relDir string) (string, map[string]string) {
 	b.WriteString("\n\n")
 
 	b.WriteString("## Summary\n\n")
-	b.WriteString("m0's row against the best peer on each application, at each concurrency.\n\n")
-	fmt.Fprintf(&b, "| suite | application | concurrency | m0 | rate | best peer | its rate | ratio | m0 p99 ms | peer p99 ms |\n|---|---|---:|---|---:|---|---:|---:|---:|---:|\n")
-	var losses []string
+	b.WriteString("Each of m0's rows against its reference (the best peer; where no peer serves the application, m0's own baseline), on each application at each concurrency.\n\n")
+	b.WriteString("| suite | application | concurrency | m0 | rate | reference | its rate | ratio | m0 p99 ms | its p99 ms |\n|---|---|---:|---|---:|---|---:|---:|---:|---:|\n")
+	var losses, targets []string
 	for _, rep := range reps {
 		t := newTable(rep)
 		for _, a := range t.apps {
 			for _, c := range t.concs {
-				m0row, mr, found := t.firstM0(a.Name, c)
-				br, bok := t.best(a.Name, c)
-				if !found {
-					continue
-				}
-				rate, ratio, p99 := "failed", "", ""
-				if ok(mr, true) {
-					rate, p99 = num(mr.RPS), ms2(mr.P99ms)
-				}
-				peer, prate, pp99 := "", "", ""
-				if bok {
-					peer, prate, pp99 = t.label(br.Server), num(br.RPS), ms2(br.P99ms)
-					if ok(mr, true) {
-						ratio = fmt.Sprintf("**%.2fx**", mr.RPS/br.RPS)
+				for _, s := range t.servers {
+					r, have := t.runs[key(a.Name, s.Key, c)]
+					if !s.m0() || !have {
+						continue
 					}
+					rate, ratio, p99 := "failed", "", ""
+					if ok(r, true) {
+						rate, p99 = num(r.RPS), ms2(r.P99ms)
+					}
+					ref, refS, found := t.reference(a.Name, c, s.Group)
+					peer, prate, pp99 := "", "", ""
+					if found {
+						peer, prate, pp99 = refS.Label, num(ref.RPS), ms2(ref.P99ms)
+						if refS.Base {
+							peer += " (baseline)"
+						}
+						if ok(r, true) {
+							ratio = fmt.Sprintf("**%.2fx**", r.RPS/ref.RPS)
+						}
+					}
+					fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", rep.Title, a.Name, c, s.Label, rate, peer, prate, ratio, p99, pp99)
 				}
-				fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", rep.Title, a.Name, c, t.label(m0row), rate, peer, prate, ratio, p99, pp99)
 			}
 		}
 		losses = append(losses, t.losses()...)
-	}
-	var targets []string
-	for _, rep := range reps {
-		targets = append(targets, newTable(rep).targets()...)
+		targets = append(targets, t.targets()...)
 	}
 	if len(targets) > 0 {
 		b.WriteString("\n## Targets\n\n")
@@ -252,7 +321,7 @@ func render(reps []*Report, relDir string) (string, map[string]string) {
 	if len(losses) == 0 {
 		b.WriteString("Nowhere in this run: every m0 row has the highest rate and the lowest p99 of its application and concurrency.\n\n")
 	} else {
-		b.WriteString("Every row of m0's below the best peer's rate, above the lowest peer p99, failed, or with errors, as measured:\n\n")
+		b.WriteString("Every row of m0's below its reference's rate or above the lowest p99 among the references, failed, or with errors, as measured:\n\n")
 		for _, l := range losses {
 			fmt.Fprintf(&b, "- %s\n", l)
 		}
@@ -263,6 +332,9 @@ func render(reps []*Report, relDir string) (string, map[string]string) {
 	for _, rep := range reps {
 		t := newTable(rep)
 		fmt.Fprintf(&b, "## %s\n\n%s\n\n", rep.Title, rep.About)
+		if len(days) > 1 || len(commits) > 1 {
+			fmt.Fprintf(&b, "Measured on %s at commit `%s` ([%s.json](%s/%s/%s.json)). ", day(rep.Date), rep.Commit, rep.Suite, link, day(rep.Date), rep.Suite)
+		}
 		if rep.Method.ServerCPU == "" {
 			b.WriteString("Nothing pinned. ")
 		}
@@ -276,7 +348,7 @@ func render(reps []*Report, relDir string) (string, map[string]string) {
 			fmt.Fprintf(&b, "![%s %s latency](benchmarks/%s-latency.svg)\n\n", rep.Title, a.Name, name)
 			t.writeTable(&b, a)
 		}
-		if g, ok := t.memoryGroup(); ok {
+		if g := t.memoryGroups(); len(g) > 0 {
 			mem = append(mem, g...)
 		}
 		t.writeCommands(&b)
@@ -289,26 +361,30 @@ func render(reps []*Report, relDir string) (string, map[string]string) {
 		}
 	}
 	if len(mem) > 0 {
-		charts["memory.svg"] = barChart("Memory per connection (KiB, lower is better)",
-			"server RSS growth at the highest concurrency, divided by the connections (SSE: held streams)", mem, true, false)
+		charts["memory.svg"] = barChart("Memory per idle connection (KiB, lower is better)",
+			"RSS growth over idle connections held on a settled server, divided by them", mem, true, false)
 		b.WriteString("## Memory per connection\n\n")
-		b.WriteString("The server's RSS growth at each suite's highest concurrency, divided by the connections it held (for SSE, bench/holds's figure over the held streams). A figure under a few KiB is within the noise of the allocator's own growth.\n\n")
+		b.WriteString("What one more idle connection costs each server, measured as the method says: idle keep-alive connections (HTTP), open WebSockets, held SSE streams. A figure under about 1 KiB is within the noise of the allocator's own growth.\n\n")
 		b.WriteString("![Memory per connection](benchmarks/memory.svg)\n\n")
-		b.WriteString("| suite | application | connections | server | RSS before MiB | RSS peak MiB | KiB per connection |\n|---|---|---:|---|---:|---:|---:|\n")
+		b.WriteString("| suite | application | server | connections | open | RSS idle MiB | RSS held MiB | KiB per connection |\n|---|---|---|---:|---:|---:|---:|---:|\n")
 		for _, rep := range reps {
 			t := newTable(rep)
-			if len(t.concs) == 0 {
-				continue
-			}
-			c := t.concs[len(t.concs)-1]
 			for _, a := range t.apps {
 				for _, s := range t.servers {
-					r, have := t.runs[key(a.Name, s.Key, c)]
-					if !ok(r, have) || r.PerConnKiB == nil {
-						continue
+					for _, mm := range rep.Memory {
+						if mm.App != a.Name || mm.Server != s.Key {
+							continue
+						}
+						per := mdEscape(mm.Note)
+						if mm.PerConnKiB != nil {
+							per = fmt.Sprintf("%.2f", *mm.PerConnKiB)
+							if mm.Note != "" {
+								per += " (" + mdEscape(mm.Note) + ")"
+							}
+						}
+						fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %.1f | %.1f | %s |\n", rep.Title, a.Name, s.Label, mm.Conns, mm.Open,
+							float64(mm.RSSIdleKiB)/1024, float64(mm.RSSHeldKiB)/1024, per)
 					}
-					fmt.Fprintf(&b, "| %s | %s | %d | %s | %.1f | %.1f | %.2f |\n", rep.Title, a.Name, c, s.Label,
-						float64(r.RSSBeforeKB)/1024, float64(r.RSSPeakKB)/1024, *r.PerConnKiB)
 				}
 			}
 		}
@@ -324,31 +400,15 @@ func orUnknown(s string) string {
 	return s
 }
 
-// firstM0 is m0's first row at (app, c): the first server that is not a
-// peer.
-func (t *table) firstM0(app string, c int) (string, Run, bool) {
-	for _, s := range t.servers {
-		if s.Peer {
-			continue
-		}
-		if r, have := t.runs[key(app, s.Key, c)]; have {
-			return s.Key, r, true
-		}
-	}
-	return "", Run{}, false
-}
-
-// losses names every m0 row below the best peer's rate or above the
-// lowest peer p99, failed, or with errors.
+// losses names every m0 row below its reference's rate or above the
+// lowest p99 among the references, failed, or with errors.
 func (t *table) losses() []string {
 	var out []string
 	for _, a := range t.apps {
 		for _, c := range t.concs {
-			br, bok := t.best(a.Name, c)
-			lr, lok := t.lowestP99(a.Name, c)
 			for _, s := range t.servers {
 				r, have := t.runs[key(a.Name, s.Key, c)]
-				if s.Peer || !have {
+				if !s.m0() || !have {
 					continue
 				}
 				where := fmt.Sprintf("%s, %s at %d %s, %s", t.rep.Title, a.Name, c, t.concName(), s.Label)
@@ -356,10 +416,15 @@ func (t *table) losses() []string {
 					out = append(out, fmt.Sprintf("%s: failed (%s).", where, orUnknown(r.Failed)))
 					continue
 				}
-				if bok && r.RPS < br.RPS {
-					out = append(out, fmt.Sprintf("%s: %s %s, %.2fx %s's %s.", where, num(r.RPS), t.unit(), r.RPS/br.RPS, t.label(br.Server), num(br.RPS)))
+				ref, refS, found := t.reference(a.Name, c, s.Group)
+				what := "its best peer"
+				if refS.Base {
+					what = "its baseline"
 				}
-				if lok && r.P99ms > lr.P99ms {
+				if found && r.RPS < ref.RPS {
+					out = append(out, fmt.Sprintf("%s: %s %s, %.2fx %s, %s (%s).", where, num(r.RPS), t.unit(), r.RPS/ref.RPS, what, refS.Label, num(ref.RPS)))
+				}
+				if lr, lok := t.lowestP99(a.Name, c, s.Group); lok && r.P99ms > lr.P99ms {
 					out = append(out, fmt.Sprintf("%s: p99 %s ms, %s's %s ms.", where, ms2(r.P99ms), t.label(lr.Server), ms2(lr.P99ms)))
 				}
 				if r.Errors.Total() > 0 {
@@ -376,44 +441,48 @@ func (t *table) losses() []string {
 
 func (t *table) writeTable(b *strings.Builder, a AppInfo) {
 	holds := t.rep.Method.Tool == "holds"
-	fmt.Fprintf(b, "| %s | server | %s | vs best peer | p50 ms | p90 ms | p99 ms | max ms | errors | %s per server CPU-s | RSS peak MiB | KiB per conn |\n",
-		t.concName(), t.unit(), t.unit()[:strings.Index(t.unit(), "/")])
-	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n")
+	vs := "vs best peer"
 	for _, c := range t.concs {
-		br, bok := t.best(a.Name, c)
+		for _, s := range t.servers {
+			if _, refS, found := t.reference(a.Name, c, s.Group); found && refS.Base {
+				vs = "vs baseline"
+			}
+		}
+	}
+	fmt.Fprintf(b, "| %s | server | %s | %s | p50 ms | p90 ms | p99 ms | max ms | errors | %s per server CPU-s | RSS peak MiB |\n",
+		t.concName(), t.unit(), vs, t.unit()[:strings.Index(t.unit(), "/")])
+	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
+	for _, c := range t.concs {
 		for _, s := range t.servers {
 			r, have := t.runs[key(a.Name, s.Key, c)]
 			if !have {
 				continue
 			}
 			label := s.Label
-			if !s.Peer {
+			if s.m0() {
 				label = "**" + label + "**"
 			}
 			if !ok(r, true) {
-				fmt.Fprintf(b, "| %d | %s | failed: %s | | | | | | | | | |\n", c, label, mdEscape(orUnknown(r.Failed)))
+				fmt.Fprintf(b, "| %d | %s | failed: %s | | | | | | | | |\n", c, label, mdEscape(orUnknown(r.Failed)))
 				continue
 			}
 			ratio := ""
-			if bok {
-				ratio = fmt.Sprintf("%.2fx", r.RPS/br.RPS)
+			if ref, _, found := t.reference(a.Name, c, s.Group); found {
+				ratio = fmt.Sprintf("%.2fx", r.RPS/ref.RPS)
 			}
 			errs := r.Errors.String()
 			if holds {
 				errs = fmt.Sprintf("lost %d", r.Lost)
 				if r.Errors.Write > 0 {
-					errs += fmt.Sprintf(", publish errors %d", r.Errors.Write)
+					errs += fmt.Sprintf(", not published (server behind) %d", r.Errors.Write)
 				}
 				if r.Errors.Read > 0 {
 					errs += fmt.Sprintf(", streams ended %d", r.Errors.Read)
 				}
 			}
-			perCPU, per := "", ""
+			perCPU := ""
 			if v := r.ReqPerCPU(); v > 0 {
 				perCPU = num(v)
-			}
-			if r.PerConnKiB != nil {
-				per = fmt.Sprintf("%.2f", *r.PerConnKiB)
 			}
 			p90 := ms2(r.P90ms)
 			if r.P90ms == 0 {
@@ -423,8 +492,8 @@ func (t *table) writeTable(b *strings.Builder, a AppInfo) {
 			if len(r.Rates) > 1 {
 				rate += fmt.Sprintf(" (%s-%s)", num(slices.Min(r.Rates)), num(slices.Max(r.Rates)))
 			}
-			fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s |\n", c, label, rate, ratio,
-				ms2(r.P50ms), p90, ms2(r.P99ms), ms2(r.Maxms), errs, perCPU, float64(r.RSSPeakKB)/1024, per)
+			fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f |\n", c, label, rate, ratio,
+				ms2(r.P50ms), p90, ms2(r.P99ms), ms2(r.Maxms), errs, perCPU, float64(r.RSSPeakKB)/1024)
 		}
 	}
 	b.WriteString("\n")
@@ -492,31 +561,26 @@ func (t *table) chart(a AppInfo, title, subtitle string, logScale bool, fill fun
 	return barChart(title, subtitle, gs, !logScale, logScale)
 }
 
-// memoryGroup is the suite's memory per connection at its highest
-// concurrency, one group per application.
-func (t *table) memoryGroup() ([]group, bool) {
-	if len(t.concs) == 0 {
-		return nil, false
-	}
-	c := t.concs[len(t.concs)-1]
-	if c < 64 {
-		return nil, false
-	}
+// memoryGroups are the suite's memory per connection, one group per
+// application.
+func (t *table) memoryGroups() []group {
 	var gs []group
 	for _, a := range t.apps {
-		g := group{title: fmt.Sprintf("%s, %s, %d %s", t.rep.Title, a.Name, c, t.concName())}
+		var g group
 		for _, s := range t.servers {
-			r, have := t.runs[key(a.Name, s.Key, c)]
-			if !ok(r, have) || r.PerConnKiB == nil {
-				continue
+			for _, m := range t.rep.Memory {
+				if m.App != a.Name || m.Server != s.Key || m.PerConnKiB == nil {
+					continue
+				}
+				g.title = fmt.Sprintf("%s, %s, %d %s", t.rep.Title, a.Name, m.Conns, t.concName())
+				g.bars = append(g.bars, bar{label: s.Label, value: math.Max(*m.PerConnKiB, 0), text: fmt.Sprintf("%.2f KiB", *m.PerConnKiB), m0: s.m0()})
 			}
-			g.bars = append(g.bars, bar{label: s.Label, value: *r.PerConnKiB, text: fmt.Sprintf("%.2f KiB", *r.PerConnKiB), m0: !s.Peer})
 		}
 		if len(g.bars) > 0 {
 			gs = append(gs, g)
 		}
 	}
-	return gs, len(gs) > 0
+	return gs
 }
 
 // num is a rate with thousands separators.
@@ -564,24 +628,27 @@ func (t *table) targets() []string {
 				ratio := r.RPS / v.RPS
 				measured = fmt.Sprintf("%.2fx (%s / %s)", ratio, num(r.RPS), num(v.RPS))
 				verdict = metOrNot(ratio >= tg.Min)
+				if math.Abs(ratio-tg.Min) < 0.1*tg.Min {
+					verdict += ", within the machine's noise"
+				}
 			}
 		default:
 			target = fmt.Sprintf("%s %s at most %s%s", t.label(tg.Server), metricName(tg.Metric), trimFloat(tg.Max), at)
-			if ok(r, have) {
-				var v float64
-				var known bool
-				switch tg.Metric {
-				case "per_conn_kib":
-					if r.PerConnKiB != nil {
-						v, known = *r.PerConnKiB, true
+			var v float64
+			known := false
+			switch tg.Metric {
+			case "per_conn_kib":
+				for _, m := range t.rep.Memory {
+					if m.App == tg.App && m.Server == tg.Server && m.Conns == tg.Concurrency && m.PerConnKiB != nil {
+						v, known = *m.PerConnKiB, true
 					}
-				case "p99_ms":
-					v, known = r.P99ms, true
 				}
-				if known {
-					measured = trimFloat(math.Round(v*100) / 100)
-					verdict = metOrNot(v <= tg.Max)
-				}
+			case "p99_ms":
+				v, known = r.P99ms, ok(r, have)
+			}
+			if known {
+				measured = trimFloat(math.Round(v*100) / 100)
+				verdict = metOrNot(v <= tg.Max)
 			}
 		}
 		if measured == "" {

@@ -26,6 +26,7 @@ type Report struct {
 	Servers  []ServerInfo      `json:"servers"` // in table order
 	Apps     []AppInfo         `json:"apps"`
 	Runs     []Run             `json:"runs"`
+	Memory   []Memory          `json:"memory,omitempty"`
 	Targets  []Target          `json:"targets,omitempty"`
 	Notes    []string          `json:"notes,omitempty"`
 	Quick    bool              `json:"quick,omitempty"` // a smoke run: correctness, not speed
@@ -60,6 +61,7 @@ type ServerInfo struct {
 	Label string `json:"label"`
 	Peer  bool   `json:"peer"` // false: m0 itself (or a baseline of m0's own)
 	Base  bool   `json:"baseline,omitempty"`
+	Group string `json:"group,omitempty"`
 }
 
 // AppInfo names what was served.
@@ -87,9 +89,22 @@ type Run struct {
 	CPUSeconds  float64   `json:"server_cpu_s"`           // user+system of the server's processes over the run
 	RSSBeforeKB int64     `json:"rss_before_kib"`         // the server's RSS just before the run
 	RSSPeakKB   int64     `json:"rss_peak_kib"`           // the highest sampled during it
-	PerConnKiB  *float64  `json:"per_conn_kib,omitempty"` // (peak - before) / concurrency, or the tool's own figure
+	ClientCPUS  float64   `json:"client_cpu_s,omitempty"` // user+system of the load tool over the run
 	Lost        int64     `json:"lost,omitempty"`         // fan-out: deliveries expected and not received
 	Raw         string    `json:"raw,omitempty"`          // the load tool's own output
+}
+
+// Memory is what idle connections (held SSE streams) cost a server: its
+// RSS settled before and after they were opened.
+type Memory struct {
+	App        string   `json:"app"`
+	Server     string   `json:"server"`
+	Conns      int      `json:"connections"`
+	Open       int      `json:"open"` // still open when the RSS was read
+	RSSIdleKiB int64    `json:"rss_idle_kib"`
+	RSSHeldKiB int64    `json:"rss_held_kib"`
+	PerConnKiB *float64 `json:"per_conn_kib,omitempty"` // (held - idle) / open
+	Note       string   `json:"note,omitempty"`
 }
 
 // Errors are what the load tool counted as failures.
@@ -175,7 +190,7 @@ func latestResults(root string) (string, error) {
 	}
 	var dates []string
 	for _, e := range entries {
-		if e.IsDir() && len(e.Name()) == len("2006-01-02") && e.Name()[4] == '-' && e.Name()[7] == '-' {
+		if e.IsDir() && isDated(e.Name()) {
 			dates = append(dates, e.Name())
 		}
 	}
@@ -184,4 +199,40 @@ func latestResults(root string) (string, error) {
 	}
 	sort.Strings(dates)
 	return filepath.Join(root, dates[len(dates)-1]), nil
+}
+
+func isDated(dir string) bool {
+	n := filepath.Base(dir)
+	return len(n) == len("2006-01-02") && n[4] == '-' && n[7] == '-'
+}
+
+// newestPerSuite is, for each suite, its report in the newest dated
+// directory under root that has one.
+func newestPerSuite(root string) ([]*Report, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, err
+	}
+	var dates []string
+	for _, e := range entries {
+		if e.IsDir() && isDated(e.Name()) {
+			dates = append(dates, e.Name())
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(dates)))
+	seen := map[string]bool{}
+	var out []*Report
+	for _, d := range dates {
+		rs, err := readReports(filepath.Join(root, d))
+		if err != nil {
+			continue
+		}
+		for _, r := range rs {
+			if !seen[r.Suite] {
+				seen[r.Suite] = true
+				out = append(out, r)
+			}
+		}
+	}
+	return out, nil
 }

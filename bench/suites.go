@@ -27,6 +27,7 @@ type Suite struct {
 	Unpinned    bool  // servers and the tool share every CPU
 	Threads     int   // the load tool's threads (default 1)
 	Rate        int   // holds: frames published per second
+	Memory      bool  // measure memory per idle connection (holds measures its own)
 	Targets     []Target
 }
 
@@ -51,6 +52,7 @@ type App struct {
 	Module, Callable string
 	Path             string // requested (default /)
 	Body             string // the exact body of a correct answer ("" for any)
+	Contains         string // or a part of it
 	ContentType      string // its Content-Type's prefix ("" for any)
 	File             string // static: the file under {static} the answer must equal
 }
@@ -58,7 +60,9 @@ type App struct {
 // A Server is one row of the suite's tables.
 type Server struct {
 	Key, Label string
-	Peer       bool                // what m0's rows are compared to: the peers, and in the embed, mounts and gohost suites m0's own baselines
+	Peer       bool                // a peer: what m0's rows are compared to
+	Base       bool                // m0's own baseline (bare net/http, m0serve unmounted, bare fasthttp): compared to where no peer serves the application
+	Group      string              // rows are compared only within their group (the workers suite: the worker count)
 	Package    string              // the Python distribution (or "nginx", "centrifugo", "go") whose version is reported
 	Args       []string            // the command line, a template
 	AppArgs    map[string][]string // per application, in place of Args
@@ -103,8 +107,8 @@ var (
 	// router process). It closes every connection after its answer (with
 	// one sync worker, keep-alive would let one connection hold it), so
 	// the answer says Connection: close and the client opens a new one
-	// without counting an error. --listen 1024 as the others' backlogs
-	// are at least that (uWSGI's default is 100).
+	// without counting an error. --listen 1024: its default backlog is
+	// 100 (the harness gives every server at least 1,024).
 	uwsgi = []string{"{venv}/bin/uwsgi", "--http-socket", "127.0.0.1:{port}", "--chdir", "{dir}", "--module", "{module}:{callable}",
 		"--master", "--processes", "1", "--threads", "1", "--listen", "1024", "--add-header", "Connection: close", "--disable-logging"}
 	// --blocking-threads 2: the fastest of 1, 2, 4, 8 and the default
@@ -117,19 +121,20 @@ var (
 		"--loop", "uvloop", "--http", "httptools", "--no-access-log", "--log-level", "warning", "{module}:{callable}"}
 	uvicornWSGI = append(append([]string{}, uvicorn[:len(uvicorn)-1]...), "--interface", "wsgi", "{module}:{callable}")
 	// hypercorn has no --chdir: it imports the module from the path given.
+	// --backlog 1024: its default is 100, and 1,024 connections arrive at once.
 	hypercorn = []string{"{venv}/bin/hypercorn", "--bind", "127.0.0.1:{port}", "--workers", "1", "--worker-class", "uvloop",
-		"--log-level", "warning", "{dir}/{module}:{callable}"}
+		"--backlog", "1024", "--log-level", "warning", "{dir}/{module}:{callable}"}
 )
 
 func suites() []Suite {
 	return []Suite{
 		{
-			Name: "wsgi", Title: "WSGI", Tool: "wrk",
-			About: "A WSGI application behind each server: the hello world (the server's own cost), a Flask view answering JSON, and a Django page rendered from a template with the ORM (the 20 newest of 100 guestbook entries, SQLite, DEBUG off).",
+			Name: "wsgi", Title: "WSGI", Memory: true, Tool: "wrk",
+			About: "A WSGI application behind each server: the hello world (the server's own cost), a Flask view answering JSON, and a Django page rendered from a template with the ORM (the 20 newest of 100 guestbook entries, SQLite, DEBUG off). Every server has one worker process: gunicorn sync and uWSGI (one process, one thread) then serve one request at a time and close each connection after its answer, as they are built to; they are usually run with several processes (2 x cores + 1), which is the workers suite's question, not this one's.",
 			Apps: []App{
 				{Name: "hello", About: "examples/hello: PEP 3333 hello world, `GET /`", Dir: "{examples}/hello", Module: "hello", Callable: "application", Body: helloWSGI},
-				{Name: "flask", About: "examples/flask_app: Flask, `GET /json`", Dir: "{examples}/flask_app", Module: "app", Callable: "app", Path: "/json", ContentType: "application/json"},
-				{Name: "django", About: "examples/django_site: Django template and ORM page, `GET /recent`", Dir: "{examples}/django_site", Module: "mysite.wsgi", Callable: "application", Path: "/recent", ContentType: "text/html"},
+				{Name: "flask", About: "examples/flask_app: Flask, `GET /json`", Dir: "{examples}/flask_app", Module: "app", Callable: "app", Path: "/json", Contains: `"hello":"world"`, ContentType: "application/json"},
+				{Name: "django", About: "examples/django_site: Django template and ORM page, `GET /recent`", Dir: "{examples}/django_site", Module: "mysite.wsgi", Callable: "application", Path: "/recent", Contains: "100 entries in all; the 20 newest:", ContentType: "text/html"},
 			},
 			Servers: []Server{
 				{Key: "m0serve", Label: "m0serve", Args: m0serveWSGI},
@@ -148,7 +153,7 @@ func suites() []Suite {
 			},
 		},
 		{
-			Name: "asgi", Title: "ASGI", Tool: "wrk",
+			Name: "asgi", Title: "ASGI", Memory: true, Tool: "wrk",
 			About: "An ASGI application behind each server, every one on uvloop: a raw ASGI hello world and a FastAPI route answering JSON.",
 			Apps: []App{
 				{Name: "hello", About: "bench/apps/hello_asgi.py: raw ASGI, `GET /`", Dir: "{apps}", Module: "hello_asgi", Callable: "app", Body: helloASGI, ContentType: "text/plain"},
@@ -182,7 +187,7 @@ func suites() []Suite {
 			},
 		},
 		{
-			Name: "websocket", Title: "WebSocket echo", Tool: "wsload",
+			Name: "websocket", Title: "WebSocket echo", Memory: true, Tool: "wsload",
 			About: "A raw ASGI application echoing every WebSocket message; each connection sends a 32-byte text message and waits for its echo before the next (bench/.bin/bench wsload, gorilla/websocket). Messages per second and the round trip.",
 			Apps: []App{
 				{Name: "echo", About: "bench/apps/ws_echo.py: raw ASGI WebSocket echo, `/ws`", Dir: "{apps}", Module: "ws_echo", Callable: "app", Path: "/ws"},
@@ -228,7 +233,7 @@ func suites() []Suite {
 				{Key: "m0serve", Label: "m0serve", Only: []string{"wsgi", "asgi"}, AppArgs: map[string][]string{"wsgi": m0serveWSGI, "asgi": m0serveASGI}},
 				{Key: "granian", Label: "granian", Peer: true, Package: "granian", Only: []string{"wsgi", "asgi"}, AppArgs: map[string][]string{"wsgi": granianWSGI, "asgi": granianASGI}},
 				{Key: "uvicorn", Label: "uvicorn", Peer: true, Package: "uvicorn", Only: []string{"asgi"}, Args: uvicorn},
-				{Key: "bare", Label: "bare net/http (no bridge)", Peer: true, Package: "go", Only: []string{"go"}, Args: []string{"{bin}/embed", "-bare", "-addr", "127.0.0.1:{port}"}, Paths: map[string]string{"go": "/go"}},
+				{Key: "bare", Label: "bare net/http (no bridge)", Base: true, Package: "go", Only: []string{"go"}, Args: []string{"{bin}/embed", "-bare", "-addr", "127.0.0.1:{port}"}, Paths: map[string]string{"go": "/go"}},
 			},
 			Concurrency: []int{64},
 			Targets: []Target{
@@ -246,7 +251,7 @@ func suites() []Suite {
 				{Name: "asgi", About: "bench/apps/hello_asgi.py (raw ASGI)", Dir: "{apps}", Module: "hello_asgi", Callable: "app", Body: helloASGI},
 			},
 			Servers: []Server{
-				{Key: "unmounted", Label: "m0serve (at /)", Peer: true, AppArgs: map[string][]string{"wsgi": m0serveWSGI, "asgi": m0serveASGI}},
+				{Key: "unmounted", Label: "m0serve (at /)", Base: true, AppArgs: map[string][]string{"wsgi": m0serveWSGI, "asgi": m0serveASGI}},
 				{Key: "mounted", Label: "m0serve (--mount /a=...)",
 					AppArgs: map[string][]string{
 						"wsgi": {"{m0serve}", "--host", "127.0.0.1", "--port", "{port}", "--app-dir", "{dir}", "--mount", "/a={module}:{callable}"},
@@ -268,7 +273,7 @@ func suites() []Suite {
 			},
 			Servers: []Server{
 				{Key: "host", Label: "m0 host", Args: []string{"{bin}/gohost", "-mode", "host", "-port", "{port}"}},
-				{Key: "fasthttp", Label: "bare fasthttp", Peer: true, Package: "go", Args: []string{"{bin}/gohost", "-mode", "bare", "-port", "{port}"}},
+				{Key: "fasthttp", Label: "bare fasthttp", Base: true, Package: "go", Args: []string{"{bin}/gohost", "-mode", "bare", "-port", "{port}"}},
 			},
 			Concurrency: []int{64},
 			Targets:     []Target{{App: "go", Concurrency: 64, Server: "host", Versus: "fasthttp", Min: 0.95}},
@@ -280,14 +285,14 @@ func suites() []Suite {
 				{Name: "hello", About: "examples/hello (WSGI)", Dir: "{examples}/hello", Module: "hello", Callable: "application", Body: helloWSGI},
 			},
 			Servers: []Server{
-				{Key: "m0serve-1", Label: "m0serve, 1 worker", Args: m0serveWSGI},
-				{Key: "m0serve-2", Label: "m0serve --workers 2", Args: workers(m0serveWSGI, "--workers", "2")},
-				{Key: "granian-1", Label: "granian, 1 worker", Peer: true, Package: "granian", Args: granianWSGI},
-				{Key: "granian-2", Label: "granian, 2 workers", Peer: true, Package: "granian", Args: workers(granianWSGI, "--workers", "2")},
-				{Key: "gunicorn-1", Label: "gunicorn gthread, 1 worker", Peer: true, Package: "gunicorn", Args: gunicorn("gthread", "--threads", "8")},
-				{Key: "gunicorn-2", Label: "gunicorn gthread, 2 workers", Peer: true, Package: "gunicorn", Args: workers(gunicorn("gthread", "--threads", "8"), "--workers", "2")},
-				{Key: "uvicorn-1", Label: "uvicorn --interface wsgi, 1 worker", Peer: true, Package: "uvicorn", Args: uvicornWSGI},
-				{Key: "uvicorn-2", Label: "uvicorn --interface wsgi, 2 workers", Peer: true, Package: "uvicorn", Args: workers(uvicornWSGI, "--workers", "2")},
+				{Key: "m0serve-1", Group: "1 worker", Label: "m0serve, 1 worker", Args: m0serveWSGI},
+				{Key: "m0serve-2", Group: "2 workers", Label: "m0serve --workers 2", Args: workers(m0serveWSGI, "--workers", "2")},
+				{Key: "granian-1", Group: "1 worker", Label: "granian, 1 worker", Peer: true, Package: "granian", Args: granianWSGI},
+				{Key: "granian-2", Group: "2 workers", Label: "granian, 2 workers", Peer: true, Package: "granian", Args: workers(granianWSGI, "--workers", "2")},
+				{Key: "gunicorn-1", Group: "1 worker", Label: "gunicorn gthread, 1 worker", Peer: true, Package: "gunicorn", Args: gunicorn("gthread", "--threads", "8")},
+				{Key: "gunicorn-2", Group: "2 workers", Label: "gunicorn gthread, 2 workers", Peer: true, Package: "gunicorn", Args: workers(gunicorn("gthread", "--threads", "8"), "--workers", "2")},
+				{Key: "uvicorn-1", Group: "1 worker", Label: "uvicorn --interface wsgi, 1 worker", Peer: true, Package: "uvicorn", Args: uvicornWSGI},
+				{Key: "uvicorn-2", Group: "2 workers", Label: "uvicorn --interface wsgi, 2 workers", Peer: true, Package: "uvicorn", Args: workers(uvicornWSGI, "--workers", "2")},
 			},
 			Concurrency: []int{64, 1024},
 		},

@@ -27,7 +27,9 @@ func secondsArg(s float64) string {
 	return strconv.Itoa(n) + "s"
 }
 
-// parseWrk reads wrk --latency output into a Run's figures. It fails when
+// parseWrk reads wrk --latency output into a Run's figures: the rate and
+// the request count are of the answers wrk did not count as non-2xx (a
+// server answering 500 fast is not fast). It fails when
 // the output has no request rate or no latency distribution (wrk did not
 // finish, or the flags were not ours).
 func parseWrk(out string, r *Run) error {
@@ -94,8 +96,8 @@ func parseWrk(out string, r *Run) error {
 					r.Errors.Timeout = n
 				}
 			}
-		case strings.HasPrefix(line, "Non-2xx or 3xx responses:") && len(f) == 4:
-			n, err := strconv.ParseInt(f[3], 10, 64)
+		case strings.HasPrefix(line, "Non-2xx or 3xx responses:"):
+			n, err := strconv.ParseInt(f[len(f)-1], 10, 64)
 			if err != nil {
 				return fmt.Errorf("wrk: %q: %w", line, err)
 			}
@@ -107,6 +109,12 @@ func parseWrk(out string, r *Run) error {
 	}
 	if !haveDist {
 		return fmt.Errorf("wrk: no latency distribution in its output (run with --latency)")
+	}
+	// wrk's rate counts every answer; the page's counts the right ones.
+	if r.Errors.Status > 0 && r.Requests > 0 {
+		good := max(r.Requests-r.Errors.Status, 0)
+		r.RPS *= float64(good) / float64(r.Requests)
+		r.Requests = good
 	}
 	return nil
 }

@@ -109,6 +109,12 @@ func wsload(url string, conns int, d, timeout time.Duration, size int) Run {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	// A connection's last echo can end up to the timeout after the
+	// duration: the rate is over the duration, in which every counted echo
+	// was sent.
+	if elapsed > d {
+		elapsed = d
+	}
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
