@@ -267,6 +267,55 @@ func TestWsload(t *testing.T) {
 	}
 }
 
+// holdIdle against real servers: one that keeps connections alive is
+// measured over them, one that closes each after its answer holds none,
+// and WebSockets are held after an echo.
+func TestHoldIdle(t *testing.T) {
+	alive := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer alive.Close()
+	closing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		io.WriteString(w, "ok")
+	}))
+	defer closing.Close()
+	up := websocket.Upgrader{}
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			k, m, err := c.ReadMessage()
+			if err != nil || c.WriteMessage(k, m) != nil {
+				return
+			}
+		}
+	}))
+	defer echo.Close()
+	rss := func() func() int64 {
+		var n int64 = 1000
+		return func() int64 { n += 800; return n } // 800 KiB more held
+	}
+	m := holdIdle(false, alive.URL+"/", 16, 50*time.Millisecond, rss())
+	if m.Open != 16 || m.PerConnKiB == nil || *m.PerConnKiB != 50 || m.Note != "" || m.RSSIdleKiB != 1800 || m.RSSHeldKiB != 2600 {
+		t.Fatalf("keep-alive: %+v", m)
+	}
+	m = holdIdle(false, closing.URL+"/", 8, 50*time.Millisecond, rss())
+	if m.Open != 0 || m.PerConnKiB != nil || !strings.Contains(m.Note, "holds no idle connection") {
+		t.Fatalf("closing: %+v", m)
+	}
+	m = holdIdle(true, echo.URL+"/", 8, 50*time.Millisecond, rss())
+	if m.Open != 8 || m.PerConnKiB == nil || *m.PerConnKiB != 100 {
+		t.Fatalf("websocket: %+v", m)
+	}
+	alive.Close()
+	m = holdIdle(false, alive.URL+"/", 4, 10*time.Millisecond, rss())
+	if m.PerConnKiB != nil || !strings.Contains(m.Note, "4 of 4 connections failed") {
+		t.Fatalf("gone: %+v", m)
+	}
+}
+
 func fixtureReports() []*Report {
 	per1k, perG := 1.25, 3.5
 	base := Report{

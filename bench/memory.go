@@ -28,18 +28,29 @@ const holdConns = 1024
 // RSS (every process of its session) before and after, each time after
 // the server has settled.
 func (h *harness) holdIdle(p *proc, s Suite, app App, url string, n int) Memory {
-	m := Memory{App: app.Name, Conns: n}
+	settle := 2 * time.Second
+	if h.opt.quick {
+		settle = 200 * time.Millisecond
+	}
+	m := holdIdle(s.Tool == "wsload", url, n, settle, func() int64 {
+		_, rss := sessionUsage(p.pid())
+		return rss
+	})
+	m.App = app.Name
+	return m
+}
+
+// holdIdle is n idle connections held on url (WebSockets with ws), and
+// what rss says before and after, each read after settle.
+func holdIdle(ws bool, url string, n int, settle time.Duration, rss func() int64) Memory {
+	m := Memory{Conns: n}
 	var lim syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil && lim.Cur < uint64(n+256) {
 		m.Note = fmt.Sprintf("not measured: %d connections need %d open files, the limit is %d", n, n+256, lim.Cur)
 		return m
 	}
-	settle := 2 * time.Second
-	if h.opt.quick {
-		settle = 200 * time.Millisecond
-	}
 	time.Sleep(settle)
-	_, m.RSSIdleKiB = sessionUsage(p.pid())
+	m.RSSIdleKiB = rss()
 	conns := make([]net.Conn, n)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -52,7 +63,7 @@ func (h *harness) holdIdle(p *proc, s Suite, app App, url string, n int) Memory 
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			c, err := openOne(s, url)
+			c, err := openOne(ws, url)
 			if err != nil {
 				mu.Lock()
 				failed++
@@ -74,7 +85,7 @@ func (h *harness) holdIdle(p *proc, s Suite, app App, url string, n int) Memory 
 		}
 	}()
 	time.Sleep(settle)
-	_, m.RSSHeldKiB = sessionUsage(p.pid())
+	m.RSSHeldKiB = rss()
 	for _, c := range conns {
 		if c != nil && stillOpen(c) {
 			m.Open++
@@ -97,8 +108,8 @@ func (h *harness) holdIdle(p *proc, s Suite, app App, url string, n int) Memory 
 
 // openOne is one connection with one answer read: an HTTP/1.1 GET kept
 // alive, or a WebSocket that echoed one message.
-func openOne(s Suite, url string) (net.Conn, error) {
-	if s.Tool == "wsload" {
+func openOne(ws bool, url string) (net.Conn, error) {
+	if ws {
 		d := websocket.Dialer{HandshakeTimeout: 5 * time.Second}
 		c, _, err := d.Dial("ws"+strings.TrimPrefix(url, "http"), nil)
 		if err != nil {
