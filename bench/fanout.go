@@ -90,7 +90,7 @@ func (h *harness) runHolds(s Suite, rep *Report) {
 				argv = append([]string{"taskset", "-c", h.clientCPU}, argv...)
 			}
 			if busy := h.quiet(s); busy != "" {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("%s at %d streams: other work kept %s just before the run; treat it as noisy.", sv.Label, streams, busy))
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s at %d streams: %s just before the run; treat it as noisy.", sv.Label, streams, busy))
 			}
 			h.logf("fanout / %s: %d streams, %d frames/s", sv.Label, streams, rate)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute+warmup+h.opt.duration)

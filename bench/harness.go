@@ -667,7 +667,7 @@ func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
 		var tries []Run
 		for range max(h.opt.runs, 1) {
 			if busy := h.quiet(s); busy != "" {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s at %d: other work kept %s just before the run; treat it as noisy.", sv.Label, app.Name, c, busy))
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s at %d: %s just before the run (other work, or the server still answering the previous load); treat it as noisy.", sv.Label, app.Name, c, busy))
 			}
 			r := h.once(p, s, url, c)
 			r.App, r.Server, r.Command = app.Name, sv.Key, command
@@ -747,20 +747,21 @@ func (h *harness) rel(p string) string {
 	return p
 }
 
-// quiet waits up to 5 s for the benchmark CPUs to be idle, and says how busy
-// they were when they are not.
+// quiet waits up to 30 s for the benchmark CPUs to be idle (a server can
+// still be answering what a load of 1,024 connections queued when the load
+// ends), and says how busy they were when they did not become so.
 func (h *harness) quiet(s Suite) string {
 	if h.opt.quick {
 		return ""
 	}
 	var b []float64
-	for range 5 {
+	for range 30 {
 		b = cpuBusy([]int{0, 1}, time.Second)
 		if b[0] <= busyLimit && b[1] <= busyLimit {
 			return ""
 		}
 	}
-	return fmt.Sprintf("CPU 0 %.0f%% and CPU 1 %.0f%% busy", b[0], b[1])
+	return fmt.Sprintf("CPU 0 %.0f%% and CPU 1 %.0f%% busy for 30 s", b[0], b[1])
 }
 
 // load runs the suite's tool at concurrency c for d.

@@ -95,7 +95,7 @@ func holdIdle(ws bool, url string, n int, settle time.Duration, rss func() int64
 	case failed > 0:
 		m.Note = fmt.Sprintf("%d of %d connections failed (%v)", failed, n, firstErr)
 	case m.Open == 0:
-		m.Note = "holds no idle connection: it closes each after its answer"
+		m.Note = fmt.Sprintf("holds no idle connection: it closed them within %s, after its answer or its keep-alive timeout", settle)
 	case m.Open < n:
 		m.Note = fmt.Sprintf("closed %d of the %d idle connections within %s", n-m.Open, n, settle)
 	}

@@ -195,6 +195,14 @@ func (t *table) unit() string {
 	return "req/s"
 }
 
+// count is c connections (or streams), singular for one.
+func (t *table) count(c int) string {
+	if c == 1 {
+		return "1 " + strings.TrimSuffix(t.concName(), "s")
+	}
+	return strconv.Itoa(c) + " " + t.concName()
+}
+
 func (t *table) concName() string {
 	if t.rep.Method.Tool == "holds" {
 		return "streams"
@@ -251,7 +259,7 @@ func render(reps []*Report, resultsDir string) (string, map[string]string) {
 		b.WriteString("- **One run per figure**: no repetition, no averaging, no run discarded. A run whose CPUs were busy with other work just before it is named in its suite's notes.\n")
 	}
 	b.WriteString("- **Ratios**: \"vs best peer\" divides a row's rate by the highest rate of any peer on the same application at the same concurrency (in the workers suite, with the same number of workers), leaving out runs with errors on more than 1% of their requests. Where no peer serves the application (the Go handler, the mounts and the Go host suites), the reference is m0's own baseline instead: bare net/http, m0serve unmounted, bare fasthttp; the column then says \"vs baseline\".\n")
-	fmt.Fprintf(&b, "- **Memory per connection**: after the warm-up, %d connections are opened to the settled server, each with one request answered (a WebSocket: one echo), and held idle; the server's RSS (every process of its session) settled before and after, divided by the connections still open. A server that closes each connection after its answer holds none. For SSE, bench/holds does the same with the held streams.\n", holdConns)
+	fmt.Fprintf(&b, "- **Memory per connection**: after the warm-up, %d connections are opened to the settled server, each with one request answered (a WebSocket: one echo), and held idle; the server's RSS (every process of its session) settled before and after, divided by the connections still open. A server that closes each connection after its answer, or when it has been idle for less than the settling time (2 s), holds none. For SSE, bench/holds does the same with the held streams.\n", holdConns)
 	b.WriteString("- **Reproduce**: `bench/run all` (about an hour; it installs wrk and nginx with apt-get, the peers into bench/.venv from bench/requirements.txt, builds m0serve and Centrifugo), or one suite, `bench/run wsgi --only granian,m0serve`. See [bench/README.md](../bench/README.md).\n\n")
 	versions := map[string]string{}
 	for _, r := range reps {
@@ -411,7 +419,7 @@ func (t *table) losses() []string {
 				if !s.m0() || !have {
 					continue
 				}
-				where := fmt.Sprintf("%s, %s at %d %s, %s", t.rep.Title, a.Name, c, t.concName(), s.Label)
+				where := fmt.Sprintf("%s, %s at %s, %s", t.rep.Title, a.Name, t.count(c), s.Label)
 				if !ok(r, true) {
 					out = append(out, fmt.Sprintf("%s: failed (%s).", where, orUnknown(r.Failed)))
 					continue
@@ -427,7 +435,10 @@ func (t *table) losses() []string {
 				if lr, lok := t.lowestP99(a.Name, c, s.Group); lok && r.P99ms > lr.P99ms {
 					out = append(out, fmt.Sprintf("%s: p99 %s ms, %s's %s ms.", where, ms2(r.P99ms), t.label(lr.Server), ms2(lr.P99ms)))
 				}
-				if r.Errors.Total() > 0 {
+				switch {
+				case t.rep.Method.Tool == "holds" && r.Errors.Total() > 0:
+					out = append(out, fmt.Sprintf("%s: %s frames not published on schedule (the server behind), %d streams ended.", where, num(float64(r.Errors.Write)), r.Errors.Read))
+				case r.Errors.Total() > 0:
 					out = append(out, fmt.Sprintf("%s: errors: %s.", where, r.Errors.String()))
 				}
 				if r.Lost > 0 {
@@ -542,7 +553,7 @@ func (t *table) latencyChart(a AppInfo) string {
 func (t *table) chart(a AppInfo, title, subtitle string, logScale bool, fill func(Run, *bar)) string {
 	var gs []group
 	for _, c := range t.concs {
-		g := group{title: fmt.Sprintf("%d %s", c, t.concName())}
+		g := group{title: t.count(c)}
 		for _, s := range t.servers {
 			r, have := t.runs[key(a.Name, s.Key, c)]
 			if !have {
@@ -618,7 +629,7 @@ func (t *table) targets() []string {
 	}
 	for _, tg := range tgs {
 		r, have := t.runs[key(tg.App, tg.Server, tg.Concurrency)]
-		at := fmt.Sprintf(" at %d %s", tg.Concurrency, t.concName())
+		at := " at " + t.count(tg.Concurrency)
 		var target, measured, verdict string
 		switch {
 		case tg.Versus != "":
