@@ -404,7 +404,7 @@ func TestRender(t *testing.T) {
 		"| 64 | **m0serve** | 60,000 | 1.20x | 1.00 | 1.50 | 3.00 | 9.00 |  | 60,000 | 30.0 |",
 		// Memory per idle connection.
 		"| WSGI | hello | m0serve | 1024 | 1024 | 19.5 | 20.8 | 1.25 |",
-		"| WSGI | hello | uWSGI | 1024 | 0 | 0.0 | 0.0 | holds no idle connection: it closes each after its answer |",
+		"| WSGI | hello | uWSGI | 1024 | 0 | 0.0 | 0.0 | holds no idle connection: it closed them before the settled reading, after its answer or at its keep-alive timeout |",
 		"![WSGI hello throughput](benchmarks/wsgi-hello.svg)",
 		"- m0serve: `taskset -c 0 bench/.bin/m0serve hello:application`",
 		"Versions: granian 2.8.9, python 3.11.9, wrk 4.2.0.",
@@ -507,6 +507,24 @@ func TestMedian(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
+	}
+}
+
+func TestCompactNotes(t *testing.T) {
+	got := compactNotes([]string{
+		"nginx on 1m at 64: the load tool used 99% of its core: ceiling.",
+		"left out: x.",
+		"nginx on 1m at 64: the load tool used 102% of its core: ceiling.",
+		"nginx on 1m at 64: the load tool used 100% of its core: ceiling.",
+		"nginx on 1m at 1024: the load tool used 100% of its core: ceiling.",
+	})
+	want := []string{
+		"nginx on 1m at 64: the load tool used 99-102% of its core: ceiling. (3 runs)",
+		"left out: x.",
+		"nginx on 1m at 1024: the load tool used 100% of its core: ceiling.",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -360,9 +361,9 @@ func render(reps []*Report, resultsDir string) (string, map[string]string) {
 			mem = append(mem, g...)
 		}
 		t.writeCommands(&b)
-		if len(rep.Notes) > 0 {
+		if notes := compactNotes(rep.Notes); len(notes) > 0 {
 			b.WriteString("Notes:\n\n")
-			for _, n := range rep.Notes {
+			for _, n := range notes {
 				fmt.Fprintf(&b, "- %s\n", n)
 			}
 			b.WriteString("\n")
@@ -384,6 +385,10 @@ func render(reps []*Report, resultsDir string) (string, map[string]string) {
 							continue
 						}
 						per := mdEscape(mm.Note)
+						if mm.Open == 0 && strings.HasPrefix(mm.Note, "holds no idle connection") {
+							// Said one way whichever harness wrote it.
+							per = "holds no idle connection: it closed them before the settled reading, after its answer or at its keep-alive timeout"
+						}
 						if mm.PerConnKiB != nil {
 							per = fmt.Sprintf("%.2f", *mm.PerConnKiB)
 							if mm.Note != "" {
@@ -399,6 +404,52 @@ func render(reps []*Report, resultsDir string) (string, map[string]string) {
 		b.WriteString("\n")
 	}
 	return b.String(), charts
+}
+
+var percent = regexp.MustCompile(`\b(\d+)%`)
+
+// compactNotes says once what several runs of one figure noted, with the
+// range of their percentages and how many runs noted it.
+func compactNotes(notes []string) []string {
+	type seen struct {
+		first    string
+		lo, hi   int
+		count    int
+		position int
+	}
+	groups := map[string]*seen{}
+	var order []string
+	for _, n := range notes {
+		k := percent.ReplaceAllString(n, "N%")
+		g, ok := groups[k]
+		if !ok {
+			g = &seen{first: n, lo: math.MaxInt, hi: -1}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.count++
+		if m := percent.FindStringSubmatch(n); m != nil && strings.Count(n, "%") == 1 {
+			v, _ := strconv.Atoi(m[1])
+			g.lo, g.hi = min(g.lo, v), max(g.hi, v)
+		}
+	}
+	var out []string
+	for _, k := range order {
+		g := groups[k]
+		switch {
+		case g.count == 1:
+			out = append(out, g.first)
+		case g.hi >= 0:
+			span := strconv.Itoa(g.lo) + "%"
+			if g.hi != g.lo {
+				span = fmt.Sprintf("%d-%d%%", g.lo, g.hi)
+			}
+			out = append(out, fmt.Sprintf("%s (%d runs)", strings.Replace(k, "N%", span, 1), g.count))
+		default:
+			out = append(out, fmt.Sprintf("%s (%d runs)", g.first, g.count))
+		}
+	}
+	return out
 }
 
 func orUnknown(s string) string {
