@@ -301,8 +301,10 @@ func TestHoldIdle(t *testing.T) {
 	if m.Open != 16 || m.PerConnKiB == nil || *m.PerConnKiB != 50 || m.Note != "" || m.RSSIdleKiB != 1800 || m.RSSHeldKiB != 2600 {
 		t.Fatalf("keep-alive: %+v", m)
 	}
-	m = holdIdle(false, closing.URL+"/", 8, 50*time.Millisecond, rss())
-	if m.Open != 0 || m.PerConnKiB != nil || !strings.Contains(m.Note, "holds no idle connection") {
+	// Long enough for the server's close to reach the client on a loaded
+	// machine: it closes right after writing the answer already read.
+	m = holdIdle(false, closing.URL+"/", 8, 500*time.Millisecond, rss())
+	if m.Open != 0 || m.PerConnKiB != nil || m.Note != heldNone {
 		t.Fatalf("closing: %+v", m)
 	}
 	m = holdIdle(true, echo.URL+"/", 8, 50*time.Millisecond, rss())

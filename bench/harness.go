@@ -36,7 +36,6 @@ const (
 )
 
 type options struct {
-	suites   []string
 	quick    bool
 	duration time.Duration
 	warmup   time.Duration

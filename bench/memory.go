@@ -23,6 +23,12 @@ import (
 // holdConns is how many idle connections the memory figure holds.
 const holdConns = 1024
 
+// heldNone is the note of a server that held none of them: every one was
+// closed before the settled reading. Earlier harnesses worded it otherwise
+// ("holds no idle connection: it closes each after its answer"); the page
+// says it this way for all.
+const heldNone = "holds no idle connection: it closed them before the settled reading, after its answer or at its keep-alive timeout"
+
 // holdIdle opens n connections to the server, each with one request (or
 // one WebSocket echo) answered, holds them idle, and reads the server's
 // RSS (every process of its session) before and after, each time after
@@ -95,7 +101,7 @@ func holdIdle(ws bool, url string, n int, settle time.Duration, rss func() int64
 	case failed > 0:
 		m.Note = fmt.Sprintf("%d of %d connections failed (%v)", failed, n, firstErr)
 	case m.Open == 0:
-		m.Note = fmt.Sprintf("holds no idle connection: it closed them within %s, after its answer or its keep-alive timeout", settle)
+		m.Note = heldNone
 	case m.Open < n:
 		m.Note = fmt.Sprintf("closed %d of the %d idle connections within %s", n-m.Open, n, settle)
 	}

@@ -20,7 +20,6 @@ import (
 // process it forks is found by its session id.
 type proc struct {
 	cmd    *exec.Cmd
-	log    string
 	exited chan struct{}
 	err    error
 }
@@ -43,7 +42,7 @@ func startServer(argv, env []string, cpus, logPath string) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &proc{cmd: cmd, log: logPath, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.exited)

@@ -385,9 +385,8 @@ func render(reps []*Report, resultsDir string) (string, map[string]string) {
 							continue
 						}
 						per := mdEscape(mm.Note)
-						if mm.Open == 0 && strings.HasPrefix(mm.Note, "holds no idle connection") {
-							// Said one way whichever harness wrote it.
-							per = "holds no idle connection: it closed them before the settled reading, after its answer or at its keep-alive timeout"
+						if mm.Open == 0 && strings.HasPrefix(mm.Note, heldNone[:len("holds no idle connection")]) {
+							per = heldNone
 						}
 						if mm.PerConnKiB != nil {
 							per = fmt.Sprintf("%.2f", *mm.PerConnKiB)
@@ -412,10 +411,9 @@ var percent = regexp.MustCompile(`\b(\d+)%`)
 // range of their percentages and how many runs noted it.
 func compactNotes(notes []string) []string {
 	type seen struct {
-		first    string
-		lo, hi   int
-		count    int
-		position int
+		first  string
+		lo, hi int
+		count  int
 	}
 	groups := map[string]*seen{}
 	var order []string

@@ -1,4 +1,4 @@
-"""The realtime suite's application (bench/run realtime): plain WSGI, so the
+"""The fan-out suite's application (bench/run fanout): plain WSGI, so the
 figures are the server's. GET /events?c=NAME is held as an SSE stream of
 channel NAME; POST /publish?c=NAME publishes the request body to it."""
 

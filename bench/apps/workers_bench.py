@@ -1,4 +1,4 @@
-"""The workers suite's realtime application (bench/run workers, bench/xworkers):
+"""The workers suite's realtime application (bench/xworkers):
 plain WSGI under m0serve --workers 2 --realtime.
 
 GET /events?c=NAME is held as an SSE stream of channel NAME.

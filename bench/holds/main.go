@@ -1,4 +1,4 @@
-// Command holds is the realtime suite's load tool (bench/run realtime): it
+// Command holds is the fan-out suite's load tool (bench/run fanout): it
 // starts a server, holds many SSE streams on it spread over channels,
 // publishes frames at a steady rate through the server's HTTP publish
 // endpoint, and reports the server's memory per held stream (RSS growth

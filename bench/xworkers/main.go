@@ -1,4 +1,4 @@
-// Command xworkers is the workers suite's latency tool (bench/run workers):
+// Command xworkers measures publish-to-receive latency across workers (see bench/README.md):
 // it starts m0serve --workers N --realtime on bench/apps/workers_bench.py,
 // holds SSE streams spread over the workers, has one worker publish frames
 // at a steady rate (POST /run: a loop in the application, in the worker that
