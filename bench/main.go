@@ -70,8 +70,8 @@ func run(args []string) error {
 	var only string
 	fs.BoolVar(&opt.quick, "quick", false, "one second per server at 64 connections (100 streams for fan-out): a smoke test of every answer, not a measurement; exits 1 when one is wrong")
 	fs.DurationVar(&opt.duration, "duration", 5*time.Second, "measured load per server, concurrency and run")
-	fs.DurationVar(&opt.warmup, "warmup", 2*time.Second, "load before the first measurement of each server")
-	fs.IntVar(&opt.runs, "runs", 3, "loads per server and concurrency; the run of median rate is reported, with every rate")
+	fs.DurationVar(&opt.warmup, "warmup", 2*time.Second, "load before the first measurement of each server (the fan-out suite publishes for 3 s before measuring, bench/holds's own warm-up)")
+	fs.IntVar(&opt.runs, "runs", 3, "loads per server and concurrency; the run of median rate is reported, with every rate (the fan-out suite runs bench/holds once per figure)")
 	fs.DurationVar(&opt.timeout, "timeout", 5*time.Second, "a response later than this counts as a timeout")
 	fs.StringVar(&only, "only", "", "comma-separated server keys and/or application names (bench/run list)")
 	fs.StringVar(&opt.results, "results", filepath.Join(repo, "bench", "results"), "results root: the JSON goes to ROOT/DATE/SUITE.json")
