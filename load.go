@@ -6,15 +6,34 @@ import (
 )
 
 // App is a Python application callable imported into the process's
-// interpreter, ready for wsgi.New or asgi.New: Spec names what discovery
-// found (MODULE:ATTR) and Protocol is "wsgi" or "asgi".
-type App = cpython.App
+// interpreter, ready for wsgi.New or asgi.New. LoadApp returns one; the
+// zero App holds no application, and a bridge given one answers 500.
+type App struct {
+	// Spec is what discovery found: MODULE:ATTR.
+	Spec string
+	// Protocol is "wsgi" or "asgi".
+	Protocol string
+
+	py *cpython.App // the callable, held for the life of the process
+}
+
+func init() {
+	cpython.Unwrap = func(a any) *cpython.App {
+		if app, ok := a.(*App); ok && app != nil {
+			return app.py
+		}
+		return nil
+	}
+	cpython.Wrap = func(py *cpython.App) any { return wrap(py) }
+}
+
+func wrap(py *cpython.App) *App { return &App{Spec: py.Spec, Protocol: py.Protocol, py: py} }
 
 // LoadOptions configure LoadApp. A nil *LoadOptions is valid and means the
 // zero value of every field.
 type LoadOptions struct {
 	// Dir, if not empty, is put first on sys.path: the directory the
-	// application's modules are imported from, as m0serve's --app-dir.
+	// application's modules are imported from. Empty adds none.
 	Dir string
 
 	// Protocol is "wsgi" or "asgi" to serve the application as that
@@ -24,8 +43,8 @@ type LoadOptions struct {
 }
 
 // Refusal is a configuration that cannot run: no usable libpython, say.
-// The m0serve command exits 78 for it, printing one line: what was found,
-// then the fix in parentheses.
+// Its Error is one line: what was found, then the fix in parentheses. A
+// program that serves exits 78 for it, as the m0serve command does.
 type Refusal = boot.Refusal
 
 // StartupError is an application that failed to start; Detail is its
@@ -43,5 +62,9 @@ func LoadApp(spec string, opts *LoadOptions) (*App, error) {
 	if opts == nil {
 		opts = &LoadOptions{}
 	}
-	return boot.Load(spec, opts.Dir, opts.Protocol)
+	py, err := boot.Load(spec, opts.Dir, opts.Protocol)
+	if err != nil {
+		return nil, err
+	}
+	return wrap(py), nil
 }

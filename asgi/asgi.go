@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/m0serve/m0"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -47,8 +48,8 @@ type Options struct {
 	NoLifespan bool
 
 	// MaxBody caps a request body, in bytes; a larger one is answered 413
-	// before the application runs. Zero means no cap, as --max-body 0. The
-	// default is DefaultMaxBody.
+	// before the application runs. Zero means DefaultMaxBody; NoMaxBody
+	// (any negative) no cap.
 	MaxBody int64
 
 	// RootPath is the scope's root_path: the prefix the application is
@@ -56,8 +57,7 @@ type Options struct {
 	RootPath string
 
 	// CloseTimeout bounds the wait for a WebSocket peer's close reply. Zero
-	// means no wait, as --idle-timeout 0. The default is
-	// DefaultCloseTimeout.
+	// means DefaultCloseTimeout; NoCloseWait (any negative) no wait.
 	CloseTimeout time.Duration
 
 	// Logger receives application errors and lifespan notes. Nil, the
@@ -65,8 +65,16 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultOptions returns the options a nil *Options means, to change one
-// setting and keep the others.
+// NoMaxBody, as Options.MaxBody and BufferedOptions.MaxBody (any
+// negative), puts no cap on a request body.
+const NoMaxBody = -1
+
+// NoCloseWait, as Options.CloseTimeout (any negative), closes a WebSocket
+// without waiting for the peer's close reply.
+const NoCloseWait = -1
+
+// DefaultOptions returns the options a nil *Options means, each default
+// spelled out.
 func DefaultOptions() *Options {
 	return &Options{MaxBody: DefaultMaxBody, CloseTimeout: DefaultCloseTimeout}
 }
@@ -98,10 +106,11 @@ type Handler struct {
 // lifespan startup begins at once; a server calls Startup before it
 // listens, which waits for it and returns what failed, the loop or the
 // startup. A request that arrives before is served all the same.
-func New(app *cpython.App, opts *Options) *Handler {
+func New(handle *m0.App, opts *Options) *Handler {
 	if opts == nil {
 		opts = DefaultOptions()
 	}
+	app := cpython.Unwrap(handle)
 	if app == nil || app.Protocol != "asgi" {
 		panic("asgi: New needs an ASGI application (m0.LoadApp found this one to be WSGI; use wsgi.New)")
 	}
@@ -111,14 +120,14 @@ func New(app *cpython.App, opts *Options) *Handler {
 		panic(fmt.Sprintf("asgi: unknown loop %q (want auto, uvloop or asyncio)", opts.Loop))
 	}
 	h := &Handler{
-		maxBody:  opts.MaxBody,
+		maxBody:  wire.Setting(opts.MaxBody, DefaultMaxBody),
 		rootPath: opts.RootPath,
-		closeTO:  max(opts.CloseTimeout, 0),
+		closeTO:  wire.Setting(opts.CloseTimeout, DefaultCloseTimeout),
 		log:      opts.Logger,
 		noLife:   opts.NoLifespan,
 		ws:       map[*wsConn]struct{}{},
 	}
-	if h.maxBody <= 0 {
+	if h.maxBody == 0 {
 		h.maxBody = -1
 	}
 	if h.log == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/m0serve/m0"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -18,14 +19,14 @@ import (
 // m0serve's flag of the same setting means at 0.
 type BufferedOptions struct {
 	// Threads is how many requests run at once, each on a pool thread of
-	// its own with its own event loop. AutoThreads (any negative count)
-	// means min(cores, 8), the default. Zero is no pool, which the buffered
-	// path cannot run without: NewBuffered panics.
+	// its own with its own event loop. Zero (AutoThreads) means
+	// min(cores, 8), the default. A negative is no pool, which the
+	// buffered path cannot run without: NewBuffered panics.
 	Threads int
 
 	// MaxBody caps a request body, in bytes; a larger one is answered 413
-	// before the application runs. Zero means no cap, as --max-body 0. The
-	// default is DefaultMaxBody.
+	// before the application runs. Zero means DefaultMaxBody; NoMaxBody
+	// (any negative) no cap.
 	MaxBody int64
 
 	// Logger receives application errors. Nil, the default, means
@@ -41,7 +42,8 @@ type BufferedOptions struct {
 // threads, as m0serve's --blocking-threads auto.
 const AutoThreads = wsgi.AutoThreads
 
-// DefaultBufferedOptions returns the options a nil *BufferedOptions means.
+// DefaultBufferedOptions returns the options a nil *BufferedOptions and a
+// zero one mean, each default spelled out.
 func DefaultBufferedOptions() *BufferedOptions {
 	return &BufferedOptions{Threads: AutoThreads, MaxBody: DefaultMaxBody}
 }
@@ -64,14 +66,15 @@ type Buffered struct {
 // NewBuffered returns the buffered path's handler for app, an ASGI
 // callable (NewBuffered panics otherwise, as New does). Call Startup
 // before serving: it runs the application's lifespan startup.
-func NewBuffered(app *cpython.App, opts *BufferedOptions) *Buffered {
+func NewBuffered(handle *m0.App, opts *BufferedOptions) *Buffered {
 	if opts == nil {
 		opts = DefaultBufferedOptions()
 	}
+	app := cpython.Unwrap(handle)
 	if app == nil || app.Protocol != "asgi" {
 		panic("asgi: NewBuffered needs an ASGI application (m0.LoadApp found this one to be WSGI; use wsgi.New)")
 	}
-	if opts.Threads == 0 {
+	if opts.Threads < 0 {
 		panic("asgi: the buffered path needs a pool (BufferedOptions.Threads above 0, or AutoThreads)")
 	}
 	rt, err := cpython.Start()
@@ -82,7 +85,7 @@ func NewBuffered(app *cpython.App, opts *BufferedOptions) *Buffered {
 	if err != nil {
 		panic("asgi: " + err.Error())
 	}
-	h := wsgi.New(wrapped.App, &wsgi.Options{Threads: opts.Threads, MaxBody: opts.MaxBody, Logger: opts.Logger, LogPrefix: "asgi",
+	h := wsgi.New(cpython.Wrap(wrapped.App).(*m0.App), &wsgi.Options{Threads: opts.Threads, MaxBody: opts.MaxBody, Logger: opts.Logger, LogPrefix: "asgi",
 		ScriptName: opts.RootPath})
 	log := opts.Logger
 	if log == nil {

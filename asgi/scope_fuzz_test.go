@@ -16,7 +16,7 @@ import (
 
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/asgi"
-	"github.com/m0serve/m0/internal/host"
+	"github.com/m0serve/m0/internal/front"
 	"github.com/m0serve/m0/internal/testutil"
 	"github.com/m0serve/m0/internal/wire"
 )
@@ -74,7 +74,7 @@ func FuzzScope(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	fs := host.FastServer(h, host.Limits{})
+	fs := front.FastServer(h, front.Limits{})
 	go fs.Serve(ln)
 	f.Cleanup(func() { fs.Shutdown() })
 	servers := map[string]string{"net/http": strings.TrimPrefix(ns.URL, "http://"), "fasthttp": ln.Addr().String()}

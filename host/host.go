@@ -1,18 +1,20 @@
-// Package host serves a Go application the way m0serve serves a Python
-// one: the same flags and M0_* variables, the same doctor, refusals, exit
-// codes, limits, health path, metrics, access log, held streams and drain.
-// The application supplies a factory; the host owns the listener, the
-// loops, the signals and the drain.
+// Package host is the engine of the m0serve command, for any Go program:
+// the flags and M0_* variables, the doctor, the refusals and exit codes,
+// the limits, the health path, the metrics, the access log, the held
+// streams, the workers and the drain. The application supplies a factory
+// of handlers; the host owns the listener, the loops, the signals and the
+// drain. m0serve itself is this host run with its Python application.
 //
 //	func main() {
 //		host.Main(app{})
 //	}
 //
 // The host calls the application's Make once per accept loop (per worker,
-// or per loop under --threads N) and once per pool thread behind each loop
-// (--blocking-threads N), so that each builds a handler of its own. A
-// handler that also serves fasthttp (ServeFastHTTP, as m0.FastHandler) is
-// served by fasthttp; any other http.Handler by net/http.
+// or per loop under --threads N) and, for a Go application, once per pool
+// thread behind each loop (--blocking-threads N), so that each builds a
+// handler of its own. A handler that also serves fasthttp (ServeFastHTTP,
+// as middleware.FastHandler) is served by fasthttp; any other http.Handler
+// by net/http.
 package host
 
 import (
@@ -22,55 +24,29 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/m0serve/m0/internal/boot"
-	ihost "github.com/m0serve/m0/internal/host"
+	"github.com/m0serve/m0/internal/front"
 	"github.com/m0serve/m0/internal/pid1"
-	"github.com/m0serve/m0/internal/stack"
 	"github.com/m0serve/m0/realtime"
 )
 
-// Config is the resolved configuration: the command line over the M0_*
-// variables over the defaults, as m0serve resolves it.
-type Config = ihost.Config
-
-// Context is what the host tells each Make: Worker and Workers count the
-// accept loops (workers, or loops under --threads), Thread is 0 for a
-// loop's handler and 1 to Threads for a pool thread's, Config is the
-// resolved configuration, and Hub the process's channels (nil unless
-// --realtime is set or the application has a producer). Its Ready and
-// Drain methods hand the host the start-up steps and the drain of what
-// Make built: an ASGI handler's lifespan, a bridge's Shutdown.
-type Context = ihost.Context
-
-// Shutdowner is what Context.Drain stops: every m0 handler is one.
-type Shutdowner = ihost.Shutdowner
-
-// Producer is work on a cadence, off the request path: Make once, on worker
-// 0, then Step until the drain, each Step returning how long to wait before
-// the next. Its Publisher reaches every loop's held streams.
-type Producer = ihost.Producer
-
-// Publisher is a producer's way out: Publish(channel, id, frame) with an id
-// from NextID, the shared counter; Publish returns false for a frame a
-// channel refused.
-type Publisher = ihost.Publisher
-
-// GrantKeys returns the keys of M0_GRANT_KEY, M0_GRANT_KEY_PREV and
-// M0_GRANT_COOKIE, for a hold mount (realtime.Hub.HoldMount), or the
-// refusal of a key that is missing or shorter than realtime.MinGrantKey.
-func GrantKeys(c *Config) (realtime.GrantKeys, error) { return ihost.GrantKeys(c) }
-
-// Application is what a Go program hands the host: a factory of handlers.
-// Make returning an error ends the process with exit 78 and its message;
-// it is not retried.
+// Application is what a program hands the host: a factory of handlers.
+// Make returning an error ends the process: a *Refusal, *UsageError or
+// *StartupError with its own exit code, any other error with 78 and its
+// message. It is not retried. Make registers what its handlers need at
+// start-up and at the drain with ctx.Ready and ctx.Drain.
 //
 // An Application may also have these methods, each optional:
 //
-//	MaxWorkers() int    // at most this many workers (0: any); 1 for state held in the handler
-//	MaxThreads() int    // at most this many loops under --threads (0: any)
-//	Producer() Producer // work on a cadence, publishing to held streams
-//	LoadsPython() bool  // true: Make loads Python applications (m0.LoadApp), so --app-dir, --reload,
-//	                    // --loop and --qos apply, and the interpreter is checked first
+//	MaxWorkers() int           // at most this many workers (0: any); 1 for state held in the handler
+//	MaxThreads() int           // at most this many loops under --threads (0: any)
+//	Why(what string) string    // why MaxWorkers ("workers") or MaxThreads ("threads") is the bound
+//	Producer() Producer        // work on a cadence, publishing to held streams
+//	PoolThreads(*Config) int   // the pool threads behind each loop (default PoolThreads(c))
+//	LoadsPython() bool         // true: Make loads Python applications (m0.LoadApp), so --app-dir,
+//	                           // --reload, --loop and --qos apply, and the interpreter is checked first
+//	Check(p *Plan)             // the application's own checks, in place of the host's for a Go
+//	                           // application: an interpreter, an import; the doctor runs them too
+//	Banner(p *Plan) (name, protocol, mode string) // what the ready line says of it
 type Application interface {
 	Make(ctx Context) (http.Handler, error)
 }
@@ -80,7 +56,7 @@ type Application interface {
 // --help it prints the flags and exits 0; on a command line it cannot read
 // it prints why (the doctor's JSON under --doctor) and exits 2.
 func ParseFlags() *Config {
-	cfg, code, done := ihost.ParseArgs(os.Args[1:], os.Getenv)
+	cfg, code, done := parseArgs(os.Args[1:], os.Getenv)
 	if done {
 		os.Exit(code)
 	}
@@ -96,7 +72,7 @@ func Serve(app Application, cfg *Config) int {
 	if cfg == nil {
 		cfg = ParseFlags()
 	}
-	return ihost.Serve(cfg, os.Getenv, &goApp{app: app}, stack.Wrap)
+	return serve(cfg, os.Getenv, &adapted{app: app})
 }
 
 // Main runs the process for app: as PID 1 it first becomes a child of an
@@ -109,8 +85,22 @@ func Main(app Application) {
 	os.Exit(Serve(app, nil))
 }
 
-// goApp is a Go Application as the host serves it.
-type goApp struct {
+// ServeStrict serves srv on ln with m0serve's strict reading of requests
+// (docs/reliability.md): a Go program's own http.Server refuses what
+// m0serve refuses (request smuggling shapes, obsolete folding, bare LF,
+// versions other than 1.x, oversized heads) before its handler sees it.
+// It sets srv's Handler and ConnContext to wrappers of theirs.
+func ServeStrict(srv *http.Server, ln net.Listener) error { return front.ServeStrict(srv, ln) }
+
+// PoolThreads is the pool behind each loop of a Go application that has
+// no PoolThreads method of its own: the --blocking-threads given, or none
+// when it is left at its default (a Go handler runs on the goroutines of
+// its loop unless a pool is asked for).
+func PoolThreads(c *Config) int { return goPoolThreads(c) }
+
+// adapted is an Application as the engine serves it: each optional
+// method asked for once, with its default where it has none.
+type adapted struct {
 	app Application
 }
 
@@ -122,15 +112,19 @@ var (
 	loaderSettings = []string{"app-dir", "loop", "qos", "reload", "reload-dir"}
 )
 
-func (a *goApp) loadsPython() bool {
+func (a *adapted) loadsPython() bool {
 	l, ok := a.app.(interface{ LoadsPython() bool })
 	return ok && l.LoadsPython()
 }
 
-func (a *goApp) Check(p *ihost.Plan) {
+func (a *adapted) Check(p *Plan) {
+	if c, ok := a.app.(interface{ Check(p *Plan) }); ok {
+		c.Check(p)
+		return
+	}
 	c := p.Config
 	if c.App != "" {
-		p.Fail("app", &ihost.UsageError{Msg: fmt.Sprintf("%s serves its own application and takes no MODULE[:ATTR] (%s was given)",
+		p.Fail("app", &UsageError{Msg: fmt.Sprintf("%s serves its own application and takes no MODULE[:ATTR] (%s was given)",
 			name(), c.App)})
 		return
 	}
@@ -139,10 +133,10 @@ func (a *goApp) Check(p *ihost.Plan) {
 		refused = append(refused[:len(refused):len(refused)], loaderSettings...)
 	}
 	for _, s := range refused {
-		if c.Sources[s] != ihost.FromDefault {
-			p.Checks = append(p.Checks, ihost.Check{Name: s, Exit: ihost.ExitConfig,
+		if c.Sources[s] != FromDefault {
+			p.Checks = append(p.Checks, Check{Name: s, Exit: ExitConfig,
 				Detail: fmt.Sprintf("--%s is for a Python application, and %s serves a Go one", s, name()),
-				Fix:    ihost.LeaveUnset(s)})
+				Fix:    LeaveUnset(s)})
 			return
 		}
 	}
@@ -150,65 +144,64 @@ func (a *goApp) Check(p *ihost.Plan) {
 	if a.loadsPython() {
 		// The interpreter the program's Python applications run on, and
 		// the loop of their ASGI executors, are checked as m0serve's are.
-		rt, err := boot.Python()
-		if err != nil {
-			p.Fail("python", err)
-			return
-		}
-		in := rt.Interp
-		p.Python = &in
-		p.Checks = append(p.Checks, ihost.Check{Name: "python", OK: true})
-		if !ihost.CheckLoop(p, rt) {
+		if !p.CheckPython() || !p.CheckLoop() {
 			return
 		}
 	}
-	p.Checks = append(p.Checks, ihost.Check{Name: "app", OK: true})
+	p.Checks = append(p.Checks, Check{Name: "app", OK: true})
 }
 
-func (a *goApp) MaxWorkers() int {
+func (a *adapted) MaxWorkers() int {
 	if m, ok := a.app.(interface{ MaxWorkers() int }); ok {
 		return max(m.MaxWorkers(), 0)
 	}
 	return 0
 }
 
-func (a *goApp) MaxThreads() int {
+func (a *adapted) MaxThreads() int {
 	if m, ok := a.app.(interface{ MaxThreads() int }); ok {
 		return max(m.MaxThreads(), 0)
 	}
 	return 0
 }
 
-func (a *goApp) Producer() Producer {
+func (a *adapted) Why(what string) string {
+	if w, ok := a.app.(interface{ Why(what string) string }); ok {
+		return w.Why(what)
+	}
+	return ""
+}
+
+func (a *adapted) Producer() Producer {
 	if m, ok := a.app.(interface{ Producer() Producer }); ok {
 		return m.Producer()
 	}
 	return nil
 }
 
-// PoolThreads is the pool behind each loop of a Go application: the
-// --blocking-threads given, or none when it is left at its default (a Go
-// handler runs on the goroutines of its loop unless a pool is asked for).
-// ServeStrict serves srv on ln with m0serve's strict reading of requests
-// (docs/reliability.md): a Go program's own http.Server refuses what
-// m0serve refuses (request smuggling shapes, obsolete folding, bare LF,
-// versions other than 1.x, oversized heads) before its handler sees it.
-// It sets srv's Handler and ConnContext to wrappers of theirs.
-func ServeStrict(srv *http.Server, ln net.Listener) error { return ihost.ServeStrict(srv, ln) }
+func (a *adapted) poolThreads(c *Config) int {
+	if m, ok := a.app.(interface{ PoolThreads(*Config) int }); ok {
+		return max(m.PoolThreads(c), 0)
+	}
+	return PoolThreads(c)
+}
 
-func PoolThreads(c *Config) int { return ihost.GoPoolThreads(c) }
-
-func (a *goApp) Banner(p *ihost.Plan) (string, string, string) {
-	return name(), "go", fmt.Sprintf("blocking-threads=%d", PoolThreads(p.Config))
+func (a *adapted) Banner(p *Plan) (string, string, string) {
+	if b, ok := a.app.(interface {
+		Banner(p *Plan) (name, protocol, mode string)
+	}); ok {
+		return b.Banner(p)
+	}
+	return name(), "go", fmt.Sprintf("blocking-threads=%d", a.poolThreads(p.Config))
 }
 
 // Make builds a loop's handler: the application's own for the loop, with
 // the held streams under --realtime, and the pool's behind it.
-func (a *goApp) Make(ctx Context) (*ihost.Loop, error) {
-	n := PoolThreads(ctx.Config)
+func (a *adapted) Make(ctx Context) (*Loop, error) {
+	n := a.poolThreads(ctx.Config)
 	ctx.Threads = n
-	l := &ihost.Loop{}
-	ctx = ihost.WithLoop(ctx, l)
+	l := &Loop{}
+	ctx.loop = l
 	h, err := a.app.Make(ctx)
 	if err != nil {
 		return nil, err
@@ -217,9 +210,9 @@ func (a *goApp) Make(ctx Context) (*ihost.Loop, error) {
 		return nil, fmt.Errorf("Make returned no handler for worker %d", ctx.Worker)
 	}
 	loop := h
-	if ctx.Hub != nil {
+	if ctx.Hub != nil && !l.holds {
 		loop = realtime.Holds(ctx.Hub, &realtime.HoldOptions{MaxMessage: ctx.Config.MaxBody,
-			KeepHijackedConns: ihost.KeepsHijackedConns})(h)
+			KeepHijackedConns: front.KeepsHijackedConns})(h)
 	}
 	if n == 0 {
 		l.Handler = loop
@@ -238,7 +231,7 @@ func (a *goApp) Make(ctx Context) (*ihost.Loop, error) {
 	}
 	ph, p := newPool(h, loop, threads, ctx.Hub != nil)
 	l.Handler = ph
-	l.Drain = append([]ihost.Shutdowner{p}, l.Drain...)
+	l.Drain = append([]Shutdowner{p}, l.Drain...)
 	return l, nil
 }
 

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/internal/observe"
+	"github.com/m0serve/m0/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -48,7 +48,7 @@ var LatencyBuckets = []float64{
 // and OTHER for any other. Requests for path are not measured. Each call
 // has its own registry, which every handler it wraps shares.
 //
-// Around an [m0.FastHandler], the handler returned is one too.
+// Around an [middleware.FastHandler], the handler returned is one too.
 func Middleware(path string, opts ...Option) func(http.Handler) http.Handler {
 	if path == "" {
 		path = Path
@@ -84,7 +84,7 @@ func Middleware(path string, opts ...Option) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		h := m
 		h.next = next
-		if fh, ok := next.(m0.FastHandler); ok {
+		if fh, ok := next.(middleware.FastHandler); ok {
 			return &fastMetrics{metrics: &h, fast: fh, exposition: fastExposition}
 		}
 		return &h
@@ -127,7 +127,7 @@ func (m *metrics) Refused(method, path string, o observe.Outcome) {
 
 type fastMetrics struct {
 	*metrics
-	fast       m0.FastHandler
+	fast       middleware.FastHandler
 	exposition fasthttp.RequestHandler
 }
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/internal/observe/observetest"
+	"github.com/m0serve/m0/middleware"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -169,7 +169,7 @@ func TestMetrics(t *testing.T) {
 // handler: under fasthttp they share one record of each request.
 func TestObserversTogether(t *testing.T) {
 	out := make(observetest.Lines, 10)
-	h := m0.AccessLog(out)(Middleware("")(m0.Health("/health")(observetest.NewDouble()))).(m0.FastHandler)
+	h := middleware.AccessLog(out)(Middleware("")(middleware.Health("/health")(observetest.NewDouble()))).(middleware.FastHandler)
 	base := observetest.ServeFast(t, h)
 	for _, path := range []string{"/stream", "/health", Path} {
 		observetest.Get(t, "GET", base+path)

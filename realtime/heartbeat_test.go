@@ -64,10 +64,10 @@ func TestHeartbeat(t *testing.T) {
 	})
 }
 
-// TestNoHeartbeat: with Heartbeat 0 an idle stream is sent nothing.
+// TestNoHeartbeat: with NoHeartbeat an idle stream is sent nothing.
 func TestNoHeartbeat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := New(&Options{})
+		h := New(&Options{Heartbeat: NoHeartbeat})
 		server, client := net.Pipe()
 		go func() {
 			defer server.Close()

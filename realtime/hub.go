@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/m0serve/m0/internal/wire"
 	"log/slog"
 	"slices"
 	"sync"
@@ -63,21 +64,25 @@ type Bus interface {
 	Send(f *Frame) error
 }
 
-// Options are a hub's settings. The zero value of each field is documented
-// with it; DefaultOptions returns m0serve's defaults.
+// Options are a hub's settings. A nil *Options and a zero Options mean the
+// same: the defaults. Each field's zero is its default, and its "off" a
+// named negative.
 type Options struct {
 	// ReplayFrames is how many of the newest frames the hub journals for
-	// Last-Event-ID replay, at most MaxReplayFrames; 0 keeps none.
+	// Last-Event-ID replay, at most MaxReplayFrames. Zero means
+	// DefaultReplayFrames; NoReplay (any negative) keeps none.
 	ReplayFrames int
 	// Queue is how many frames a subscriber may have waiting before it is
 	// dropped as slow; 0 means DefaultQueue.
 	Queue int
 	// Heartbeat is how long a held stream may go without sending before it
-	// is sent an SSE comment or a WebSocket ping; 0 sends none.
+	// is sent an SSE comment or a WebSocket ping. Zero means
+	// DefaultHeartbeat; NoHeartbeat (any negative) sends none.
 	Heartbeat time.Duration
 	// KeepAlive is the TCP keepalive of held sockets: after that long with
 	// nothing received the kernel probes every KeepAlive, and drops the
-	// connection at the third unanswered probe; 0 turns keepalive off on
+	// connection at the third unanswered probe. Zero means
+	// DefaultKeepAlive; NoKeepAlive (any negative) turns keepalive off on
 	// them (a listener may have turned it on).
 	KeepAlive time.Duration
 	// IDs numbers the frames; nil is a Counter of the hub's own.
@@ -89,10 +94,21 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultOptions returns m0serve's defaults: a journal of 64 frames, a
-// heartbeat and TCP keepalive of 15 seconds.
+// The defaults of Options, and the values that turn each off.
+const (
+	DefaultReplayFrames = 64
+	DefaultHeartbeat    = 15 * time.Second
+	DefaultKeepAlive    = 15 * time.Second
+	NoReplay            = -1
+	NoHeartbeat         = -1
+	NoKeepAlive         = -1
+)
+
+// DefaultOptions returns the options a nil *Options means, each default
+// spelled out: a journal of 64 frames, a heartbeat and TCP keepalive of 15
+// seconds.
 func DefaultOptions() *Options {
-	return &Options{ReplayFrames: 64, Heartbeat: 15 * time.Second, KeepAlive: 15 * time.Second}
+	return &Options{ReplayFrames: DefaultReplayFrames, Heartbeat: DefaultHeartbeat, KeepAlive: DefaultKeepAlive}
 }
 
 // Hub is a process's channels: it numbers, journals and fans out the
@@ -128,7 +144,9 @@ func New(opts *Options) *Hub {
 		opts = DefaultOptions()
 	}
 	h := &Hub{opts: *opts, subs: map[string]map[*Subscription]struct{}{}, closed: make(chan struct{})}
-	h.opts.ReplayFrames = min(max(h.opts.ReplayFrames, 0), MaxReplayFrames)
+	h.opts.ReplayFrames = min(wire.Setting(h.opts.ReplayFrames, DefaultReplayFrames), MaxReplayFrames)
+	h.opts.Heartbeat = wire.Setting(h.opts.Heartbeat, DefaultHeartbeat)
+	h.opts.KeepAlive = wire.Setting(h.opts.KeepAlive, DefaultKeepAlive)
 	if h.opts.Queue <= 0 {
 		h.opts.Queue = DefaultQueue
 	}

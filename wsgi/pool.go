@@ -20,19 +20,31 @@ type Pool struct {
 	stream bool    // a body without a Content-Length streams from its thread
 }
 
-// NewPool returns a pool of n threads: AutoThreads (any negative n) is
-// min(cores, 8), and 0 is one dedicated Python thread on which every
-// request runs, its response bodies buffered (--blocking-threads 0).
+// NewPool returns a pool of n threads, as Options.Threads counts them:
+// AutoThreads (0) is min(cores, 8), and NoPool (any negative) one
+// dedicated Python thread on which every request runs, its response
+// bodies buffered.
 func NewPool(n int) *Pool {
 	rt, err := cpython.Start()
 	if err != nil {
 		panic("wsgi: " + err.Error())
 	}
-	threads := wire.PoolSize(n)
+	threads := poolSize(n)
 	if threads == 0 {
 		return &Pool{slots: newPool(1), one: newThread(rt)}
 	}
 	return &Pool{slots: newPool(threads), stream: true}
+}
+
+// poolSize is the number of Python threads n resolves to, 0 for none.
+func poolSize(n int) int {
+	switch {
+	case n < 0:
+		return 0
+	case n == 0:
+		return wire.PoolSize(wire.AutoThreads)
+	}
+	return n
 }
 
 // Shutdown answers new requests of every handler on the pool 503 and

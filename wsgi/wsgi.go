@@ -9,6 +9,7 @@ package wsgi
 
 import (
 	"context"
+	"github.com/m0serve/m0"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -21,25 +22,33 @@ import (
 // options, as m0serve's --max-body defaults to: 4 MiB.
 const DefaultMaxBody = wire.DefaultMaxBody
 
-// AutoThreads, as Options.Threads, runs min(cores, 8) Python threads, as
-// m0serve's --blocking-threads auto.
-const AutoThreads = wire.AutoThreads
+// AutoThreads, as Options.Threads and NewPool's count, runs min(cores, 8)
+// Python threads: the default.
+const AutoThreads = 0
 
-// Options configures a WSGI handler. A nil *Options is valid and means
-// DefaultOptions: a pool of AutoThreads and a DefaultMaxBody cap. A zero
-// field means what m0serve's flag of the same setting means at 0.
+// NoPool, as Options.Threads and NewPool's count (any negative), runs
+// every request on one dedicated Python thread, each response body
+// buffered before it is sent.
+const NoPool = -1
+
+// NoMaxBody, as Options.MaxBody (any negative), puts no cap on a request
+// body.
+const NoMaxBody = -1
+
+// Options configures a WSGI handler. A nil *Options and a zero Options
+// mean the same: the defaults, a pool of AutoThreads and a DefaultMaxBody
+// cap. Each field's "off" is a named negative.
 type Options struct {
 	// Threads is how many requests run the application at once, each on
 	// its own OS thread; a response body without a Content-Length streams
-	// from its thread. AutoThreads (any negative count) means min(cores, 8).
-	// Zero means no pool, as --blocking-threads 0: every request runs on one
-	// dedicated Python thread, and every response body is buffered before
-	// it is sent. The default is AutoThreads.
+	// from its thread. Zero (AutoThreads) means min(cores, 8), the
+	// default; NoPool (any negative) one dedicated Python thread on which
+	// every request runs, every response body buffered before it is sent.
 	Threads int
 
 	// MaxBody caps a request body, in bytes; a larger one is answered 413
-	// before the application runs. Zero means no cap, as --max-body 0. The
-	// default is DefaultMaxBody.
+	// before the application runs. Zero means DefaultMaxBody; NoMaxBody
+	// (any negative) no cap.
 	MaxBody int64
 
 	// Multiprocess is the value of wsgi.multiprocess: true when other
@@ -69,8 +78,8 @@ type Options struct {
 	ScriptName string
 }
 
-// DefaultOptions returns the options a nil *Options means, to change one
-// setting and keep the others.
+// DefaultOptions returns the options a nil *Options means, each default
+// spelled out.
 func DefaultOptions() *Options {
 	return &Options{Threads: AutoThreads, MaxBody: DefaultMaxBody}
 }
@@ -93,13 +102,14 @@ type Handler struct {
 // New returns a handler that serves app, which must be a WSGI callable
 // (m0.LoadApp found it to be one): New panics otherwise, as http.Handle
 // does with a nil handler.
-func New(app *cpython.App, opts *Options) *Handler {
+func New(handle *m0.App, opts *Options) *Handler {
 	if opts == nil {
 		opts = DefaultOptions()
 	}
 	if opts.ScriptName != "" && opts.ScriptName[0] != '/' {
 		panic("wsgi: Options.ScriptName is a path that begins with /, not " + strconv.Quote(opts.ScriptName))
 	}
+	app := cpython.Unwrap(handle)
 	if app == nil || app.Protocol != "wsgi" {
 		panic("wsgi: New needs a WSGI application (m0.LoadApp found this one to be ASGI; use asgi.New)")
 	}
@@ -117,13 +127,13 @@ func New(app *cpython.App, opts *Options) *Handler {
 	}
 	h := &Handler{
 		app:     w,
-		maxBody: opts.MaxBody,
+		maxBody: wire.Setting(opts.MaxBody, DefaultMaxBody),
 		log:     opts.Logger,
 		prefix:  opts.LogPrefix,
 		script:  strings.TrimRight(opts.ScriptName, "/"),
 		pool:    p,
 	}
-	if h.maxBody <= 0 {
+	if h.maxBody == 0 {
 		h.maxBody = -1
 	}
 	if h.log == nil {

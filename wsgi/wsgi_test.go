@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/m0serve/m0"
-	"github.com/m0serve/m0/internal/host"
+	"github.com/m0serve/m0/internal/front"
 	"github.com/m0serve/m0/internal/testutil"
 	"github.com/m0serve/m0/wsgi"
 )
@@ -66,7 +66,7 @@ func serve(t testing.TB, fe, attr string, opts *wsgi.Options) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := host.FastServer(h, host.Limits{})
+	fs := front.FastServer(h, front.Limits{})
 	go fs.Serve(ln)
 	t.Cleanup(func() { fs.Shutdown() })
 	return &server{"http://" + ln.Addr().String(), log, h}
@@ -307,7 +307,7 @@ func TestWriteCallableAndBigBody(t *testing.T) {
 
 func TestNoPoolBuffersEverything(t *testing.T) {
 	both(t, func(t *testing.T, fe string) {
-		s := serve(t, fe, "stream", &wsgi.Options{Threads: 0})
+		s := serve(t, fe, "stream", &wsgi.Options{Threads: wsgi.NoPool})
 		r, body := get(t, s.URL+"/?n=3")
 		if r.ContentLength != int64(len(body)) || body != "part 0\npart 1\npart 2\n" {
 			t.Errorf("no pool: Content-Length %d, body %q", r.ContentLength, body)
@@ -325,6 +325,37 @@ func TestMaxBody(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusRequestEntityTooLarge {
 			t.Errorf("status %d, want 413", resp.StatusCode)
+		}
+	})
+}
+
+// TestZeroOptionsAreTheDefaults: a zero field is its default, not off:
+// Options naming only a ScriptName still cap a body at DefaultMaxBody, and
+// NoMaxBody is the way to lift the cap.
+func TestZeroOptionsAreTheDefaults(t *testing.T) {
+	both(t, func(t *testing.T, fe string) {
+		body := strings.Repeat("x", wsgi.DefaultMaxBody+1)
+		for _, tt := range []struct {
+			opts *wsgi.Options
+			want int
+		}{
+			{nil, http.StatusRequestEntityTooLarge},
+			{&wsgi.Options{ScriptName: "/x"}, http.StatusRequestEntityTooLarge},
+			{&wsgi.Options{ScriptName: "/x", MaxBody: wsgi.NoMaxBody}, http.StatusOK},
+		} {
+			s := serve(t, fe, "environ", tt.opts)
+			path := "/"
+			if tt.opts != nil {
+				path = "/x/"
+			}
+			resp, err := http.Post(s.URL+path, "text/plain", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("%+v: status %d, want %d", tt.opts, resp.StatusCode, tt.want)
+			}
 		}
 	})
 }
@@ -456,7 +487,7 @@ func TestExcInfo(t *testing.T) {
 
 func TestNoPoolIsOneThread(t *testing.T) {
 	both(t, func(t *testing.T, fe string) {
-		s := serve(t, fe, "same_thread", &wsgi.Options{Threads: 0})
+		s := serve(t, fe, "same_thread", &wsgi.Options{Threads: wsgi.NoPool})
 		var wg sync.WaitGroup
 		for i := 0; i < 8; i++ {
 			wg.Add(1)

@@ -7,17 +7,10 @@
 package main
 
 import (
-	"os"
-
-	"github.com/m0serve/m0/internal/host"
-	"github.com/m0serve/m0/internal/pid1"
-	"github.com/m0serve/m0/internal/pyapp"
-	"github.com/m0serve/m0/internal/stack"
+	"github.com/m0serve/m0/cmd/m0serve/internal/pyapp"
+	"github.com/m0serve/m0/host"
 )
 
 func main() {
-	if code, ok := pid1.RunAsInit(); ok {
-		os.Exit(code)
-	}
-	os.Exit(host.Main(os.Args[1:], os.Getenv, &pyapp.App{}, stack.Wrap))
+	host.Main(&pyapp.App{})
 }

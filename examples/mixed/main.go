@@ -19,9 +19,7 @@ import (
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/asgi"
 	"github.com/m0serve/m0/host"
-	"github.com/m0serve/m0/realtime"
 	"github.com/m0serve/m0/static"
-	"github.com/m0serve/m0/wsgi"
 )
 
 type app struct{}
@@ -70,13 +68,13 @@ func (app) Make(ctx host.Context) (http.Handler, error) {
 	}
 	// Flask sees SCRIPT_NAME=/flask, FastAPI root_path=/api, so the links
 	// they build carry the prefix.
-	flaskH := wsgi.New(flask, &wsgi.Options{Threads: cfg.BlockingThreads, MaxBody: cfg.MaxBody, ScriptName: "/flask"})
-	apiH := asgi.New(api, &asgi.Options{Loop: cfg.Loop, MaxBody: cfg.MaxBody, RootPath: "/api"})
+	// The host's mapping of its configuration to each bridge's options:
+	// the same pool, body cap, loop and WebSocket close wait as m0serve's.
+	flaskH := ctx.Bridge(flask, "/flask")
+	apiH := asgi.New(api, host.ASGIOptions(cfg, "/api"))
 	ctx.Ready(apiH.Startup) // FastAPI's lifespan, before the listener opens
 	ctx.Drain(apiH)
-	ctx.Drain(flaskH)
 	ctx.Drain(files)
-	// m0pub.publish in the Flask views reaches the same hub as the clock.
 	m0.PublishTo(ctx.Hub)
 
 	// The Python applications run on their own pools and the stream is
@@ -85,7 +83,7 @@ func (app) Make(ctx host.Context) (http.Handler, error) {
 	mux.HandleLoop("/flask/", flaskH)
 	mux.HandleLoop("/api/", apiH)
 	mux.HandleLoop("/static/", files)
-	mux.HandleLoop("GET /streams", ctx.Hub.HoldMount("/streams", &realtime.MountOptions{Keys: keys}))
+	mux.HandleLoop("GET /streams", ctx.Hub.HoldMount("/streams", host.MountOptions(keys)))
 	mux.HandleLoop("GET /{$}", http.RedirectHandler("/flask/", http.StatusFound))
 	return mux, nil
 }

@@ -9,6 +9,16 @@ type App struct {
 	obj      Object // the callable, held for the life of the process
 }
 
+// Unwrap returns the callable behind a public application handle (an
+// *m0.App), or nil for none. Package m0 sets it as it initialises, so that
+// the bridges reach the callable while the public type shows no field of
+// this package's.
+var Unwrap = func(handle any) *App { return nil }
+
+// Wrap returns the public handle (an *m0.App) of app; package m0 sets it
+// with Unwrap.
+var Wrap = func(app *App) any { panic("cpython: package m0 is not linked") }
+
 // Load imports the application a spec names. MODULE:ATTR names it outright;
 // a bare MODULE tries MODULE.asgi:application, MODULE.wsgi:application,
 // MODULE:app, MODULE.main:app and then MODULE:application. appDir, if not

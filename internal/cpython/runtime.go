@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -37,9 +38,21 @@ var (
 // Start loads libpython and starts the interpreter, once per process; later
 // calls return the same runtime (or the same error).
 func Start() (*Runtime, error) {
-	startOnce.Do(func() { started, startErr = start() })
+	startOnce.Do(func() {
+		started, startErr = start()
+		if startErr == nil {
+			running.Store(started)
+		}
+	})
 	return started, startErr
 }
+
+// running is the runtime once Start has started it.
+var running atomic.Pointer[Runtime]
+
+// Running returns the process's runtime if Start has started it, and nil
+// otherwise: it never starts one.
+func Running() *Runtime { return running.Load() }
 
 func start() (*Runtime, error) {
 	in, err := Locate()

@@ -75,6 +75,29 @@ func Closed(pkg string) error { return closed{pkg} }
 // --blocking-threads auto, and the bridges' default.
 const AutoThreads = -1
 
+// Setting resolves one field of a handler's options by the rule every
+// options struct of the module follows: zero is def, the default; a
+// negative is off, returned as 0; any other value is itself.
+func Setting[T ~int | ~int64](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
+}
+
+// Off is the value that turns a setting off where the configuration spells
+// off as 0 (--max-body 0, --idle-timeout 0): the named negative the
+// options take for it.
+func Off[T ~int | ~int64](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
+
 // PoolSize is the number of Python threads a thread count resolves to:
 // AutoThreads (any negative count) is min(cores, 8), counting the CPUs the
 // process may run on; 0 is no pool.

@@ -228,3 +228,16 @@ func UnderPrefix(path, prefix string) (rest string, ok bool) {
 	}
 	return rest, true
 }
+
+// FormatSize spells n as --max-body takes it: 4m, 512k, 1g, or bytes.
+func FormatSize(n int64) string {
+	for _, u := range []struct {
+		shift  uint
+		suffix string
+	}{{30, "g"}, {20, "m"}, {10, "k"}} {
+		if n > 0 && n%(1<<u.shift) == 0 {
+			return strconv.FormatInt(n>>u.shift, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}

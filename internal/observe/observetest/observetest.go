@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/m0serve/m0/internal/host"
+	"github.com/m0serve/m0/internal/front"
 	"github.com/valyala/fasthttp"
 )
 
@@ -104,7 +104,7 @@ func Modes(t *testing.T, wrap func(http.Handler) http.Handler, test func(t *test
 		t.Parallel()
 		d := NewDouble()
 		h := wrap(struct{ http.Handler }{d})
-		if _, ok := h.(host.FastHandler); ok {
+		if _, ok := h.(front.FastHandler); ok {
 			t.Fatalf("%T over a plain http.Handler is a FastHandler", h)
 		}
 		srv := httptest.NewServer(h)
@@ -115,7 +115,7 @@ func Modes(t *testing.T, wrap func(http.Handler) http.Handler, test func(t *test
 		t.Parallel()
 		d := NewDouble()
 		h := wrap(d)
-		fh, ok := h.(host.FastHandler)
+		fh, ok := h.(front.FastHandler)
 		if !ok {
 			t.Fatalf("%T over a FastHandler is not one", h)
 		}
@@ -124,13 +124,13 @@ func Modes(t *testing.T, wrap func(http.Handler) http.Handler, test func(t *test
 }
 
 // ServeFast serves h with fasthttp within no limits, until the test ends.
-func ServeFast(t *testing.T, h host.FastHandler) string {
+func ServeFast(t *testing.T, h front.FastHandler) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := host.FastServer(h, host.Limits{})
+	srv := front.FastServer(h, front.Limits{})
 	go srv.Serve(ln)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

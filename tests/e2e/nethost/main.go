@@ -11,9 +11,7 @@ import (
 	"net/http"
 
 	"github.com/m0serve/m0"
-	"github.com/m0serve/m0/asgi"
 	"github.com/m0serve/m0/host"
-	"github.com/m0serve/m0/wsgi"
 )
 
 type app struct{}
@@ -31,11 +29,8 @@ func (app) Make(ctx host.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	wh := wsgi.New(w, &wsgi.Options{Threads: cfg.BlockingThreads, MaxBody: cfg.MaxBody, ScriptName: "/wsgi"})
-	ah := asgi.New(a, &asgi.Options{Loop: cfg.Loop, MaxBody: cfg.MaxBody, RootPath: "/asgi"})
-	ctx.Ready(ah.Startup)
-	ctx.Drain(ah)
-	ctx.Drain(wh)
+	wh := ctx.Bridge(w, "/wsgi")
+	ah := ctx.Bridge(a, "/asgi")
 	mux := host.NewMux()
 	mux.HandleLoop("/wsgi/", wh)
 	mux.HandleLoop("/asgi/", ah)

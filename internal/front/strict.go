@@ -1,4 +1,4 @@
-package host
+package front
 
 import (
 	"bytes"

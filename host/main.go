@@ -13,21 +13,21 @@ import (
 	"github.com/m0serve/m0/prefork"
 )
 
-// Main runs the command line args with the environment getenv for app:
+// mainArgs runs the command line args with the environment getenv for app:
 // --help, the doctor, or the checks and then the application served until
 // a drain. It returns the process's exit code.
-func Main(args []string, getenv func(string) string, app App, wrap Wrapper) int {
-	cfg, code, done := ParseArgs(args, getenv)
+func mainArgs(args []string, getenv func(string) string, app engine) int {
+	cfg, code, done := parseArgs(args, getenv)
 	if done {
 		return code
 	}
-	return Serve(cfg, getenv, app, wrap)
+	return serve(cfg, getenv, app)
 }
 
-// ParseArgs reads args and the M0_* variables. When done, the process ends
+// parseArgs reads args and the M0_* variables. When done, the process ends
 // with code: after --help, or a command line it could not read (reported
 // on stderr, or as the doctor's JSON under --doctor).
-func ParseArgs(args []string, getenv func(string) string) (cfg *Config, code int, done bool) {
+func parseArgs(args []string, getenv func(string) string) (cfg *Config, code int, done bool) {
 	cfg, err := Parse(args, getenv)
 	switch {
 	case IsHelp(err):
@@ -42,12 +42,12 @@ func ParseArgs(args []string, getenv func(string) string) (cfg *Config, code int
 	return cfg, 0, false
 }
 
-// Serve runs a parsed configuration for app: the doctor, or the checks
-// and then the application, wrapped by wrap, served until a drain; under
+// serve runs a parsed configuration for app: the doctor, or the checks
+// and then the application, with what the flags put around it, served until a drain; under
 // --workers N or --reload, the supervisor of worker processes that each
 // do that. Log lines go to stderr in m0serve's format. It returns the
 // process's exit code.
-func Serve(cfg *Config, getenv func(string) string, app App, wrap Wrapper) int {
+func serve(cfg *Config, getenv func(string) string, app engine) int {
 	slog.SetDefault(slog.New(NewLogHandler(os.Stderr, nil)))
 	w, err := prefork.Inherited()
 	if err != nil {
@@ -102,7 +102,7 @@ func Serve(cfg *Config, getenv func(string) string, app App, wrap Wrapper) int {
 	if err := ApplyQoS(cfg); err != nil {
 		return fail(err)
 	}
-	return fail(Run(plan, app, wrap, w, os.Stdout, os.Stderr))
+	return fail(run(plan, app, w, os.Stdout, os.Stderr))
 }
 
 // Supervised reports whether a configuration runs worker processes under a
@@ -113,7 +113,7 @@ func Supervised(c *Config) bool { return c.Workers > 1 || c.Reload }
 // (this binary again, with the same arguments), and keeps them serving
 // until SIGTERM or SIGINT. It never loads Python: the configuration's
 // checks are its own, the application's each worker's.
-func supervise(cfg *Config, app App) int {
+func supervise(cfg *Config, app engine) int {
 	plan := newPlan(cfg, app, false)
 	if plan.PG != nil {
 		plan.PG.Close() // checked: each worker opens its own

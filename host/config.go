@@ -3,6 +3,7 @@ package host
 import (
 	"flag"
 	"fmt"
+	"github.com/m0serve/m0/internal/front"
 	"io"
 	"net"
 	"reflect"
@@ -10,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/m0serve/m0/internal/pgbus"
 	"github.com/m0serve/m0/internal/wire"
 	"github.com/m0serve/m0/realtime"
+	"github.com/m0serve/m0/realtime/pgbus"
 	"github.com/m0serve/m0/static"
 )
 
@@ -181,9 +182,9 @@ func (c *Config) PoolSize() (n int, auto bool) {
 	return wire.PoolSize(c.BlockingThreads), c.BlockingThreads < 0
 }
 
-// Limits returns the request limits of the configuration.
-func (c *Config) Limits() Limits {
-	return Limits{
+// limits returns the request limits of the configuration.
+func (c *Config) limits() front.Limits {
+	return front.Limits{
 		MaxBody:              c.MaxBody,
 		BodyTimeout:          c.BodyTimeout,
 		IdleTimeout:          c.IdleTimeout,
@@ -283,7 +284,7 @@ var settings = []setting{
 		}
 		return fmt.Errorf("want one of %s, not %q", strings.Join(qosClasses, ", "), v)
 	}},
-	{name: "max-body", env: "M0_MAX_BODY", def: formatSize(wire.DefaultMaxBody), arg: "SIZE", usage: "request body cap (512k, 4m, 64m, 1g; 0: none); over it 413", set: func(c *Config, v string) error {
+	{name: "max-body", env: "M0_MAX_BODY", def: wire.FormatSize(wire.DefaultMaxBody), arg: "SIZE", usage: "request body cap (512k, 4m, 64m, 1g; 0: none); over it 413", set: func(c *Config, v string) error {
 		n, err := ParseSize(v)
 		c.MaxBody = n
 		return err

@@ -5,7 +5,6 @@ package pyapp
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,13 +12,9 @@ import (
 	"strings"
 
 	"github.com/m0serve/m0"
-	"github.com/m0serve/m0/asgi"
-	"github.com/m0serve/m0/internal/boot"
-	"github.com/m0serve/m0/internal/cpython"
-	"github.com/m0serve/m0/internal/host"
-	"github.com/m0serve/m0/internal/mount"
+	"github.com/m0serve/m0/cmd/m0serve/internal/mount"
+	"github.com/m0serve/m0/host"
 	"github.com/m0serve/m0/realtime"
-	"github.com/m0serve/m0/wsgi"
 )
 
 // HoldSpec is the spec of a hold mount: --mount PREFIX=hold.
@@ -36,8 +31,8 @@ type App struct {
 // the positional one, which claims every path no mount does.
 type mounted struct {
 	prefix, spec string
-	app          *cpython.App // nil for a hold mount
-	eventLoop    string       // the ASGI executor's loop
+	app          *m0.App // nil for a hold mount
+	eventLoop    string  // the ASGI executor's loop
 }
 
 func (m *mounted) protocol() string {
@@ -50,17 +45,10 @@ func (m *mounted) protocol() string {
 // mode is how the mount runs: "pool" or "loop" for WSGI, "executor" or
 // "buffered" for ASGI, "hold" for a hold mount.
 func (m *mounted) mode(c *host.Config) string {
-	switch {
-	case m.app == nil:
+	if m.app == nil {
 		return HoldSpec
-	case m.app.Protocol == "asgi" && c.ASGIBuffered():
-		return "buffered"
-	case m.app.Protocol == "asgi":
-		return "executor"
-	case c.BlockingThreads == 0:
-		return "loop"
 	}
-	return "pool"
+	return host.BridgeMode(c, m.app)
 }
 
 // MaxWorkers is any number: each worker imports the application afresh.
@@ -85,20 +73,13 @@ func (a *App) Check(p *host.Plan) {
 	c := p.Config
 	if c.App == "" && len(c.Mounts) == 0 {
 		if !c.Doctor {
-			p.Fail("app", &boot.UsageError{Msg: "no application given (usage: m0serve [flags] MODULE[:ATTR]; see m0serve --help)"})
+			p.Fail("app", &host.UsageError{Msg: "no application given (usage: m0serve [flags] MODULE[:ATTR]; see m0serve --help)"})
 		}
 		if p.Err() != nil {
 			return
 		}
 	}
-	rt, err := boot.Python()
-	if err != nil {
-		p.Fail("python", err)
-	} else {
-		in := rt.Interp
-		p.Python = &in
-		p.Checks = append(p.Checks, host.Check{Name: "python", OK: true})
-	}
+	p.CheckPython()
 	if p.Err() != nil || c.App == "" && len(c.Mounts) == 0 {
 		return
 	}
@@ -109,7 +90,7 @@ func (a *App) Check(p *host.Plan) {
 		return
 	}
 	if c.App != "" {
-		app, err := boot.Load(c.App, c.AppDir, c.Protocol)
+		app, err := m0.LoadApp(c.App, &m0.LoadOptions{Dir: c.AppDir, Protocol: c.Protocol})
 		if err != nil {
 			p.Fail("app", err)
 			return
@@ -127,7 +108,7 @@ func (a *App) Check(p *host.Plan) {
 	}
 	for _, m := range a.apps {
 		if m.app != nil && m.mode(c) == "executor" {
-			if p.EventLoop == "" && !host.CheckLoop(p, rt) {
+			if p.EventLoop == "" && !p.CheckLoop() {
 				return
 			}
 			m.eventLoop = p.EventLoop
@@ -161,7 +142,7 @@ func (a *App) checkMounts(p *host.Plan) bool {
 		m := &mounted{prefix: prefix, spec: spec}
 		report := host.MountReport{Prefix: cmp.Or(prefix, "/"), Spec: spec}
 		if spec != HoldSpec {
-			app, err := boot.Load(spec, c.AppDir, "")
+			app, err := m0.LoadApp(spec, &m0.LoadOptions{Dir: c.AppDir})
 			if err != nil {
 				p.Mounts = append(p.Mounts, report)
 				p.Fail("mount", mountErr(v, err))
@@ -188,13 +169,13 @@ func (a *App) checkMounts(p *host.Plan) bool {
 
 // mountErr names the mount in an application's refusal or start-up error.
 func mountErr(v string, err error) error {
-	var r *boot.Refusal
-	var s *boot.StartupError
+	var r *host.Refusal
+	var s *host.StartupError
 	switch {
 	case errors.As(err, &r):
-		return &boot.Refusal{Found: "--mount " + v + ": " + r.Found, Fix: r.Fix}
+		return &host.Refusal{Found: "--mount " + v + ": " + r.Found, Fix: r.Fix}
 	case errors.As(err, &s):
-		return &boot.StartupError{Msg: "--mount " + v + ": " + s.Msg, Detail: s.Detail}
+		return &host.StartupError{Msg: "--mount " + v + ": " + s.Msg, Detail: s.Detail}
 	}
 	return err
 }
@@ -286,65 +267,27 @@ func loopMode(c *host.Config, m *mounted) string {
 // Make builds the handler of the loop: each application behind its
 // bridge, under its prefix, and the router of the prefixes when there are
 // mounts.
-func (a *App) Make(ctx host.Context) (*host.Loop, error) {
-	c := ctx.Config
-	l := &host.Loop{}
-	ctx = host.WithLoop(ctx, l)
+func (a *App) Make(ctx host.Context) (http.Handler, error) {
 	m0.PublishTo(ctx.Hub)
-	var pool *wsgi.Pool
 	var routes []mount.Route
 	for _, m := range a.apps {
 		var h http.Handler
-		switch m.mode(c) {
-		case HoldSpec:
-			h = ctx.Hub.HoldMount(m.prefix, &realtime.MountOptions{Keys: a.keys, KeepHijackedConns: host.KeepsHijackedConns})
-		case "executor":
-			x := asgi.New(m.app, &asgi.Options{Loop: c.Loop, MaxBody: c.MaxBody, CloseTimeout: c.IdleTimeout, RootPath: m.prefix})
-			h = x
-			ctx.Ready(func(ctx context.Context) error { return lifespanErr(x.Startup(ctx)) })
-			ctx.Drain(x)
-		case "buffered":
-			b := asgi.NewBuffered(m.app, &asgi.BufferedOptions{Threads: c.BlockingThreads, MaxBody: c.MaxBody, RootPath: m.prefix})
-			h = b
-			ctx.Ready(func(ctx context.Context) error { return lifespanErr(b.Startup(ctx)) })
-			ctx.Drain(b)
-		default:
-			// The WSGI applications share one pool; shutting it down
-			// stops them all.
-			if pool == nil {
-				pool = wsgi.NewPool(c.BlockingThreads)
-				ctx.Drain(pool)
-			}
-			h = wsgi.New(m.app, &wsgi.Options{Pool: pool, MaxBody: c.MaxBody, ScriptName: m.prefix})
-			// --realtime: the views' holds. The hub drains first, so
-			// that clients reconnect elsewhere.
-			if ctx.Hub != nil {
-				// A held socket's messages are posted under the mount's
-				// prefix, where its application sees them.
-				h = realtime.Holds(ctx.Hub, &realtime.HoldOptions{MaxMessage: c.MaxBody,
-					MessagePath: m.prefix + realtime.MessagePath, KeepHijackedConns: host.KeepsHijackedConns})(h)
-			}
+		if m.app == nil {
+			h = ctx.Hub.HoldMount(m.prefix, host.MountOptions(a.keys))
+		} else {
+			h = ctx.Bridge(m.app, m.prefix)
 		}
 		routes = append(routes, mount.Route{Prefix: cmp.Or(m.prefix, "/"), Handler: h})
 	}
-	ctx.Drain(host.PythonDrain())
 	if len(routes) == 1 && routes[0].Prefix == "/" {
-		l.Handler = routes[0].Handler
-		return l, nil
+		return routes[0].Handler, nil
 	}
 	r, err := mount.New(routes)
 	if err != nil {
 		return nil, err // checkMounts refused such prefixes already
 	}
-	l.Handler = r
-	return l, nil
+	return r, nil
 }
 
-// lifespanErr makes a failed lifespan startup a start-up error: exit 1.
-func lifespanErr(err error) error {
-	var le *asgi.LifespanError
-	if errors.As(err, &le) {
-		return &boot.StartupError{Msg: err.Error()}
-	}
-	return err
-}
+// PoolThreads is none: the bridges run Python on pools of their own.
+func (a *App) PoolThreads(*host.Config) int { return 0 }

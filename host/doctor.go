@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/m0serve/m0/internal/pgbus"
+	"github.com/m0serve/m0/realtime/pgbus"
 
 	"github.com/m0serve/m0/realtime"
 	"golang.org/x/sys/unix"
@@ -53,8 +53,8 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 		Declares: map[string]int{"max_workers": p.MaxWorkers, "max_threads": p.MaxThreads},
 		Mounts:   append([]MountReport{}, p.Mounts...),
 	}
-	if p.Python != nil {
-		in := p.Python
+	if p.python != nil {
+		in := p.python
 		r.Python = map[string]any{
 			"version": in.Version, "executable": in.Executable, "library": in.Library,
 			"library_from": in.LibraryFrom,
@@ -108,7 +108,7 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 	if protocol == "go" {
 		// A Go program's handler chooses: fasthttp when it has
 		// ServeFastHTTP, net/http otherwise; only Make knows.
-		threads, auto, frontEndOf = GoPoolThreads(c), false, nil
+		threads, auto, frontEndOf = goPoolThreads(c), false, nil
 	}
 	r.Topology = map[string]any{
 		"mode":                  "single",
@@ -155,7 +155,7 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 			r.Topology["asgi_path"] = "executor"
 			r.Topology["loop"] = "pump"
 			r.Topology["event_loop"] = nilIfEmpty(p.EventLoop)
-			r.Topology["eager_tasks"] = p.Python != nil && p.Python.AtLeast(3, 12)
+			r.Topology["eager_tasks"] = p.python != nil && p.python.AtLeast(3, 12)
 			if alone {
 				r.Topology["pool"] = false
 				r.Topology["streaming"] = true

@@ -1,4 +1,4 @@
-package host
+package front
 
 import (
 	"bufio"
@@ -71,7 +71,7 @@ func (e *endless) Close() error {
 	return nil
 }
 
-// netOnly hides ServeFastHTTP, so newServer serves with net/http.
+// netOnly hides ServeFastHTTP, so New serves with net/http.
 type netOnly struct{ e *echo }
 
 func (n netOnly) ServeHTTP(w http.ResponseWriter, r *http.Request) { n.e.ServeHTTP(w, r) }
@@ -121,7 +121,7 @@ func limitsServer(t *testing.T, fe string, e *echo, lim Limits) (string, func() 
 	if fe == "net/http" {
 		h = netOnly{e}
 	}
-	srv := newServer(h, lim)
+	srv := New(h, lim)
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -423,8 +423,8 @@ func TestFormatSize(t *testing.T) {
 		n    int64
 		want string
 	}{{4 << 20, "4m"}, {512 << 10, "512k"}, {1 << 30, "1g"}, {1000, "1000"}, {1536 << 10, "1536k"}} {
-		if got := formatSize(tt.n); got != tt.want {
-			t.Errorf("formatSize(%d) = %q, want %q", tt.n, got, tt.want)
+		if got := wire.FormatSize(tt.n); got != tt.want {
+			t.Errorf("wire.FormatSize(%d) = %q, want %q", tt.n, got, tt.want)
 		}
 	}
 }

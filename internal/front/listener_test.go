@@ -1,4 +1,4 @@
-package host
+package front
 
 import (
 	"context"
@@ -38,9 +38,9 @@ func TestAcceptFailuresRetried(t *testing.T) {
 		ln := &exhausted{Listener: l}
 		ln.fails.Store(4)
 		lim := Limits{IdleTimeout: 10 * time.Second}
-		srv := newServer(newEcho(), lim)
+		srv := New(newEcho(), lim)
 		if fe == "net/http" {
-			srv = newServer(netOnly{newEcho()}, lim)
+			srv = New(netOnly{newEcho()}, lim)
 		}
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/m0serve/m0/internal/front"
+	"github.com/m0serve/m0/internal/wire"
 	"io"
 	"net"
 	"net/http"
@@ -15,9 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/m0serve/m0/internal/pgbus"
 	"github.com/m0serve/m0/prefork"
 	"github.com/m0serve/m0/realtime"
+	"github.com/m0serve/m0/realtime/pgbus"
 )
 
 // DrainTimeout bounds the whole drain: in-flight requests, the thread pool's
@@ -59,8 +61,9 @@ func NewHub(c *Config, want bool, w *prefork.Worker, pg *pgbus.Bus) *realtime.Hu
 	if !c.Realtime && !want {
 		return nil
 	}
-	opts := &realtime.Options{ReplayFrames: c.ReplayFrames, Heartbeat: c.SSEHeartbeat,
-		KeepAlive: c.StreamKeepAlive}
+	// The configuration spells each off as 0, the hub as a negative.
+	opts := &realtime.Options{ReplayFrames: wire.Off(c.ReplayFrames), Heartbeat: wire.Off(c.SSEHeartbeat),
+		KeepAlive: wire.Off(c.StreamKeepAlive)}
 	switch {
 	case pg != nil:
 		opts.IDs, opts.Bus = pg, pg
@@ -70,19 +73,13 @@ func NewHub(c *Config, want bool, w *prefork.Worker, pg *pgbus.Bus) *realtime.Hu
 	return realtime.New(opts)
 }
 
-// Wrapper puts what the flags ask for around a loop (package stack): the
-// host takes it as an argument, so that it links the metrics only through
-// its callers. siblings is the bus to the other workers under --workers N,
-// nil otherwise.
-type Wrapper func(l *Loop, c *Config, hub *realtime.Hub, siblings *prefork.Bus) (*Loop, error)
-
-// Run makes the application's loops, starts its producer, listens, prints
+// run makes the application's loops, starts its producer, listens, prints
 // the ready lines, serves until SIGTERM or SIGINT, and drains. It returns
 // nil after a drain, however it ended: a drain that runs out of time names
 // what was still running on stderr. plan is the one that passed. w is what
 // the process inherited as a worker of a supervisor, or its own page and
 // bus (prefork.Local), or nil.
-func Run(plan *Plan, app App, wrap Wrapper, w *prefork.Worker, stdout, stderr io.Writer) error {
+func run(plan *Plan, app engine, w *prefork.Worker, stdout, stderr io.Writer) error {
 	cfg := plan.Config
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
@@ -98,11 +95,7 @@ func Run(plan *Plan, app App, wrap Wrapper, w *prefork.Worker, stdout, stderr io
 			siblings = w.Bus
 		}
 	}
-	prod, _ := app.(Producing)
-	var producer Producer
-	if prod != nil {
-		producer = prod.Producer()
-	}
+	producer := app.Producer()
 	hub := NewHub(cfg, producer != nil, w, plan.PG)
 	if plan.PG != nil {
 		if hub != nil {
@@ -133,7 +126,7 @@ func Run(plan *Plan, app App, wrap Wrapper, w *prefork.Worker, stdout, stderr io
 		}
 		draining = append(draining, l.Draining...)
 		drain = append(drain, l.Drain...)
-		if l, err = wrap(l, cfg, hub, siblings); err != nil {
+		if l, err = wrapLoop(l, cfg, hub, siblings); err != nil {
 			return abort(err)
 		}
 		loops = append(loops, l)
@@ -167,20 +160,19 @@ func Run(plan *Plan, app App, wrap Wrapper, w *prefork.Worker, stdout, stderr io
 			return abort(err)
 		}
 	}
-	servers := make([]server, len(loops))
+	servers := make([]front.Server, len(loops))
 	served := make(chan error, len(loops))
-	var fan *fanListener
+	var fan []net.Listener
 	if len(loops) > 1 {
-		fan = newFan(ln, len(loops))
-		go fan.run()
+		fan = front.Fan(ln, len(loops))
 	}
 	for i, l := range loops {
-		servers[i] = newServer(l.Handler, cfg.Limits())
+		servers[i] = front.New(l.Handler, cfg.limits())
 		var lln net.Listener = ln
 		if fan != nil {
-			lln = fan.loops[i]
+			lln = fan[i]
 		}
-		go func(s server) { served <- s.Serve(lln) }(servers[i])
+		go func(s front.Server) { served <- s.Serve(lln) }(servers[i])
 	}
 	var runs *producerRun
 	if producer != nil {
@@ -249,8 +241,11 @@ func signalled(stop chan os.Signal) <-chan struct{} {
 // finish is the drain, within DrainTimeout: draining is told, the servers
 // finish their requests, then drain is stopped in order. What is still
 // running when the time is up is named on stderr, after who: the worker,
-// under a supervisor ("worker 1 (pid 4243): "), or nothing.
-func finish(servers []server, draining []func(), drain []Shutdowner, who string, stderr io.Writer) {
+// under a supervisor ("worker 1 (pid 4243): "), or nothing. The last
+// piece is the interpreter's, when the process loaded Python: its atexit
+// handlers, whatever loaded it.
+func finish(servers []front.Server, draining []func(), drain []Shutdowner, who string, stderr io.Writer) {
+	drain = append(drain[:len(drain):len(drain)], pythonDrain{})
 	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer cancel()
 	for _, f := range draining {
@@ -317,7 +312,7 @@ func stopped(stop chan os.Signal) bool {
 }
 
 // banner is the ready line.
-func banner(p *Plan, app App, addr net.Addr) string {
+func banner(p *Plan, app engine, addr net.Addr) string {
 	c := p.Config
 	host := c.Host
 	if strings.Contains(host, ":") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/realtime"
+	"github.com/m0serve/m0/wsgi"
 )
 
 // Context is what the host tells each make: which accept loop (worker) and
@@ -25,12 +26,6 @@ type Context struct {
 	Hub *realtime.Hub
 
 	loop *Loop // what Ready and Drain add to, for the loop being made
-}
-
-// WithLoop returns ctx whose Ready and Drain add to l.
-func WithLoop(ctx Context, l *Loop) Context {
-	ctx.loop = l
-	return ctx
 }
 
 // Ready adds a step the host runs before it listens: an ASGI handler's
@@ -81,11 +76,14 @@ type Loop struct {
 	Draining []func()
 	// Drain is stopped in order after the listener, within DrainTimeout.
 	Drain []Shutdowner
+
+	pool  *wsgi.Pool // the WSGI bridges' pool, shared by the loop's (Bridge)
+	holds bool       // Bridge put the held streams where they belong
 }
 
-// App is what the host serves: m0serve's Python application, or a Go
-// program's (the public package host adapts one).
-type App interface {
+// engine is an application as the engine serves it (an adapted
+// Application).
+type engine interface {
 	// Check appends the application's own checks to the plan, after the
 	// configuration's: an interpreter, an import. It runs for the doctor
 	// too, so it starts nothing that serves.
@@ -94,6 +92,9 @@ type App interface {
 	// application can run under; 0 is any number.
 	MaxWorkers() int
 	MaxThreads() int
+	// Why says why MaxWorkers ("workers") or MaxThreads ("threads") is
+	// the bound, or nothing.
+	Why(what string) string
 	// Make builds the handler of one accept loop. An error ends start-up:
 	// a *Refusal, *UsageError or *StartupError with its own exit code, any
 	// other error with 78 and its message.
@@ -101,10 +102,7 @@ type App interface {
 	// Banner is what the ready line says of the application, for a plan
 	// that passed: its name, its protocol, and the mode it runs in.
 	Banner(p *Plan) (name, protocol, mode string)
-}
-
-// Producing is an App with work on a cadence.
-type Producing interface {
+	// Producer is the application's work on a cadence, or nil.
 	Producer() Producer
 }
 
@@ -146,7 +144,7 @@ func makeErr(what string, err error) error {
 
 // topologyChecks are the checks of what the application declares against
 // the configuration: max_workers and max_threads.
-func topologyChecks(c *Config, app App) []Check {
+func topologyChecks(c *Config, app engine) []Check {
 	var cs []Check
 	for _, d := range []struct {
 		what, setting string
@@ -161,8 +159,8 @@ func topologyChecks(c *Config, app App) []Check {
 		ch := Check{Name: "max-" + d.what, OK: d.have <= d.most}
 		if !ch.OK {
 			ch.Detail = fmt.Sprintf("%d %s, and the application runs under at most %d (max_%s)", d.have, d.what, d.most, d.what)
-			if w, ok := app.(interface{ Why(what string) string }); ok && w.Why(d.what) != "" {
-				ch.Detail += ": " + w.Why(d.what)
+			if why := app.Why(d.what); why != "" {
+				ch.Detail += ": " + why
 			}
 			ch.Fix = fmt.Sprintf("pass --%s or set %s to at most %d", d.what, d.setting, d.most)
 			ch.Exit = ExitConfig
@@ -170,8 +168,7 @@ func topologyChecks(c *Config, app App) []Check {
 		cs = append(cs, ch)
 	}
 	if c.PGListen != "" {
-		prod, _ := app.(Producing)
-		ch := Check{Name: "pg-listen-realtime", OK: c.Realtime || prod != nil && prod.Producer() != nil}
+		ch := Check{Name: "pg-listen-realtime", OK: c.Realtime || app.Producer() != nil}
 		if !ch.OK {
 			ch.Detail = "--pg-listen shares realtime frames between instances, and this server holds none"
 			ch.Fix, ch.Exit = "pass --realtime, or leave --pg-listen and M0_PG_LISTEN unset", ExitConfig
@@ -179,8 +176,7 @@ func topologyChecks(c *Config, app App) []Check {
 		cs = append(cs, ch)
 	}
 	if c.AppTick > 0 {
-		prod, _ := app.(Producing)
-		ch := Check{Name: "app-tick", OK: prod != nil && prod.Producer() != nil}
+		ch := Check{Name: "app-tick", OK: app.Producer() != nil}
 		if !ch.OK {
 			ch.Detail = fmt.Sprintf("M0_APP_TICK_MS=%d sets a producer's cadence, and the application has no producer", c.AppTick.Milliseconds())
 			ch.Fix, ch.Exit = "unset M0_APP_TICK_MS", ExitConfig

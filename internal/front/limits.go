@@ -1,4 +1,4 @@
-package host
+package front
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,7 +100,7 @@ func (r *refusals) logf(format string, args ...any) {
 func (r *refusals) tooLarge() {
 	r.size.Do(func() {
 		r.logf("m0serve: refused a request body over --max-body %s with 413 (raise --max-body or M0_MAX_BODY)",
-			formatSize(r.lim.maxBody()))
+			wire.FormatSize(r.lim.maxBody()))
 	})
 }
 
@@ -110,19 +109,6 @@ func (r *refusals) timedOut() {
 		r.logf("m0serve: refused a request body still arriving %s after its headers with 408 (raise --body-timeout or M0_BODY_TIMEOUT)",
 			r.lim.BodyTimeout)
 	})
-}
-
-// formatSize spells n as --max-body takes it: 4m, 512k, 1g, or bytes.
-func formatSize(n int64) string {
-	for _, u := range []struct {
-		shift  uint
-		suffix string
-	}{{30, "g"}, {20, "m"}, {10, "k"}} {
-		if n > 0 && n%(1<<u.shift) == 0 {
-			return strconv.FormatInt(n>>u.shift, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(n, 10)
 }
 
 // fastLimits are the fasthttp.Server settings that carry lim.

@@ -1,4 +1,4 @@
-package host
+package front
 
 import (
 	"net"
@@ -27,6 +27,19 @@ type loopListener struct {
 	fan   *fanListener
 	conns chan net.Conn
 	open  atomic.Int64
+}
+
+// Fan returns n listeners that share ln's connections, each going to the
+// one with the fewest open (docs/architecture.md: several accept loops on
+// one descriptor do not share the load). Closing any of them closes ln.
+func Fan(ln net.Listener, n int) []net.Listener {
+	f := newFan(ln, n)
+	go f.run()
+	lns := make([]net.Listener, n)
+	for i, l := range f.loops {
+		lns[i] = l
+	}
+	return lns
 }
 
 func newFan(ln net.Listener, n int) *fanListener {

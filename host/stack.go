@@ -1,30 +1,26 @@
-// Package stack is what the host puts around every application's loop,
-// Go or Python: the static directories, the health path, the metrics and
-// the access log the flags ask for.
-package stack
+package host
 
 import (
 	"os"
 
-	"github.com/m0serve/m0"
-	"github.com/m0serve/m0/internal/host"
 	"github.com/m0serve/m0/metrics"
+	"github.com/m0serve/m0/middleware"
 	"github.com/m0serve/m0/prefork"
 	"github.com/m0serve/m0/realtime"
 	"github.com/m0serve/m0/static"
 )
 
-// Wrap puts what the flags ask for around a loop's handler, whatever the
+// wrapLoop puts what the flags ask for around a loop's handler, whatever the
 // application: the static directories in front of it, the first named
 // outermost (a miss falls through to the next, then to the application),
 // then the health path, the metrics and the access log. Under --workers N
 // the metrics are the whole server's, asked of the siblings.
-func Wrap(l *host.Loop, c *host.Config, hub *realtime.Hub, siblings *prefork.Bus) (*host.Loop, error) {
+func wrapLoop(l *Loop, c *Config, hub *realtime.Hub, siblings *prefork.Bus) (*Loop, error) {
 	var headers []static.Header
 	for _, v := range c.StaticHeaders {
 		hd, err := static.ParseHeader(v)
 		if err != nil {
-			return nil, &host.UsageError{Msg: "--static-header: " + err.Error()}
+			return nil, &UsageError{Msg: "--static-header: " + err.Error()}
 		}
 		headers = append(headers, hd)
 	}
@@ -34,12 +30,12 @@ func Wrap(l *host.Loop, c *host.Config, hub *realtime.Hub, siblings *prefork.Bus
 		s, err := static.New(dirs[i].Dir, &static.Options{Prefix: dirs[i].Prefix, CacheControl: c.StaticCacheControl,
 			Headers: headers, Next: h})
 		if err != nil {
-			return nil, &host.Refusal{Found: err.Error(), Fix: "name a directory this process can open"}
+			return nil, &Refusal{Found: err.Error(), Fix: "name a directory this process can open"}
 		}
 		h = s
 	}
 	if c.HealthPath != "" {
-		h = m0.Health(c.HealthPath)(h)
+		h = middleware.Health(c.HealthPath)(h)
 	}
 	if c.Metrics {
 		var opts []metrics.Option
@@ -52,7 +48,7 @@ func Wrap(l *host.Loop, c *host.Config, hub *realtime.Hub, siblings *prefork.Bus
 		h = metrics.Middleware(metrics.Path, opts...)(h)
 	}
 	if c.AccessLog {
-		h = m0.AccessLog(os.Stdout)(h)
+		h = middleware.AccessLog(os.Stdout)(h)
 	}
 	w := *l
 	w.Handler = h

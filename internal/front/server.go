@@ -1,4 +1,4 @@
-package host
+package front
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 )
 
 // FastHandler is a handler that can also serve requests fasthttp parsed
-// (m0.FastHandler). A worker whose handler is one serves with fasthttp,
+// (middleware.FastHandler). A worker whose handler is one serves with fasthttp,
 // which costs a third of net/http per request; any other handler is served
 // by net/http.
 type FastHandler interface {
@@ -23,8 +23,8 @@ type FastHandler interface {
 	ServeFastHTTP(ctx *fasthttp.RequestCtx)
 }
 
-// server is the part of the HTTP server a worker drives.
-type server interface {
+// Server is the part of the HTTP server a worker drives.
+type Server interface {
 	Serve(ln net.Listener) error
 	Shutdown(ctx context.Context) error
 }
@@ -32,9 +32,9 @@ type server interface {
 // IdleTimeout is m0serve's --idle-timeout when none is named.
 const IdleTimeout = 60 * time.Second
 
-// newServer returns the server a worker serves h with, within lim, on a
+// New returns the server a worker serves h with, within lim, on a
 // listener it wraps with lim.Listener.
-func newServer(h http.Handler, lim Limits) server {
+func New(h http.Handler, lim Limits) Server {
 	if fh, ok := h.(FastHandler); ok {
 		srv := FastServer(fh, lim)
 		return &limitedServer{serve: srv.Serve, shutdown: srv.ShutdownWithContext, lim: lim}

@@ -1,4 +1,4 @@
-package host
+package front
 
 import (
 	"bufio"
@@ -99,7 +99,7 @@ func serveRec(t *testing.T, fe string, rec *recorder) string {
 	if fe == "net/http" {
 		h = netOnlyRec{rec}
 	}
-	srv := newServer(h, Limits{IdleTimeout: 5 * time.Second})
+	srv := New(h, Limits{IdleTimeout: 5 * time.Second})
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +233,7 @@ func (s *switcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // reaches the switched handler as sent, a request line included.
 func TestStrictSwitch(t *testing.T) {
 	sw := &switcher{}
-	srv := newServer(sw, Limits{IdleTimeout: 5 * time.Second})
+	srv := New(sw, Limits{IdleTimeout: 5 * time.Second})
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/m0serve/m0"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/m0serve/m0/internal/pgbus"
+	"github.com/m0serve/m0/realtime/pgbus"
 
+	"github.com/m0serve/m0/internal/boot"
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/observe"
 	"github.com/m0serve/m0/internal/wire"
@@ -133,12 +135,12 @@ func LeaveUnset(name string) string {
 type Plan struct {
 	Config *Config
 	Checks []Check
-	Python *cpython.Interpreter // nil when none could be used
+	python *cpython.Interpreter // nil when none could be used
 	// PG is the PostgreSQL bus --pg-listen names, opened by its check; nil
 	// without --pg-listen, or when it could not be opened.
 	PG     *pgbus.Bus
-	App    *cpython.App // nil without an application, or when it failed
-	AppDir string       // the absolute --app-dir
+	App    *m0.App // nil without an application, or when it failed
+	AppDir string  // the absolute --app-dir
 	// EventLoop is the loop the ASGI executor runs ("uvloop" or
 	// "asyncio"), or "" when no executor serves the application.
 	EventLoop string
@@ -153,10 +155,10 @@ type Plan struct {
 	Protocol string
 }
 
-// GoPoolThreads is the pool behind each loop of a Go application: the
+// goPoolThreads is the pool behind each loop of a Go application: the
 // --blocking-threads given, or none when it is left at its default (a Go
 // handler runs on the goroutines of its loop unless a pool is asked for).
-func GoPoolThreads(c *Config) int {
+func goPoolThreads(c *Config) int {
 	if c.Sources["blocking-threads"] == FromDefault {
 		return 0
 	}
@@ -174,11 +176,11 @@ type MountReport struct {
 // NewPlan runs the checks serving applies, in order: the configuration,
 // what the application declares against it, and the application's own
 // (for m0serve: the interpreter, then the import).
-func NewPlan(c *Config, app App) *Plan { return newPlan(c, app, true) }
+func NewPlan(c *Config, app engine) *Plan { return newPlan(c, app, true) }
 
 // newPlan is NewPlan, with the application's own checks only when withApp
 // (a supervisor leaves them to its workers).
-func newPlan(c *Config, app App, withApp bool) *Plan {
+func newPlan(c *Config, app engine, withApp bool) *Plan {
 	p := &Plan{Config: c}
 	for _, ch := range ConfigChecks(c) {
 		p.Checks = append(p.Checks, ch)
@@ -230,11 +232,32 @@ func (p *Plan) Err() error {
 	return nil
 }
 
+// CheckPython starts the interpreter the application will run on (the
+// libpython of the python3 on PATH, or M0_PYTHON_LIBRARY's), for the
+// doctor's report, and reports whether it could. One it cannot load is
+// refused (78) with the fix.
+func (p *Plan) CheckPython() bool {
+	rt, err := boot.Python()
+	if err != nil {
+		p.Fail("python", err)
+		return false
+	}
+	in := rt.Interp
+	p.python = &in
+	p.Checks = append(p.Checks, Check{Name: "python", OK: true})
+	return true
+}
+
 // CheckLoop resolves the event loop the ASGI executors will run (--loop),
-// and reports whether it can.
-func CheckLoop(p *Plan, rt *cpython.Runtime) bool {
+// and reports whether it can. It runs after CheckPython.
+func (p *Plan) CheckLoop() bool {
+	rt, err := boot.Python()
+	if err != nil {
+		p.Fail("loop", err)
+		return false
+	}
 	have := false
-	err := rt.Main(func(t cpython.Thread) error {
+	err = rt.Main(func(t cpython.Thread) error {
 		s, err := t.Eval(`__import__("importlib.util").util.find_spec("uvloop") is not None`)
 		have = s == "True"
 		return err

@@ -7,11 +7,10 @@ import (
 	"github.com/m0serve/m0/internal/cpython"
 )
 
-// PythonDrain is the drain's last step for the interpreter: it runs the
+// pythonDrain is the drain's last step, once per process, when Python was
+// loaded (by a bridge, or by m0.LoadApp): it runs the
 // application's atexit handlers, as a Python process that exits would, and
 // flushes what Python code printed to sys.stdout and sys.stderr.
-func PythonDrain() Shutdowner { return pythonDrain{} }
-
 type pythonDrain struct{}
 
 const exitCode = `import atexit, sys
@@ -21,9 +20,9 @@ for _s in (sys.stdout, sys.stderr):
         _s.flush()`
 
 func (pythonDrain) Shutdown(ctx context.Context) error {
-	rt, err := cpython.Start()
-	if err != nil {
-		return nil
+	rt := cpython.Running()
+	if rt == nil {
+		return nil // no Python was loaded
 	}
 	if ctx.Err() != nil {
 		return errors.New("atexit handlers skipped: the drain's time is up")

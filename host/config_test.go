@@ -1,6 +1,7 @@
 package host
 
 import (
+	"github.com/m0serve/m0/internal/wire"
 	"math/big"
 	"strconv"
 	"strings"
@@ -183,8 +184,8 @@ func FuzzParseSize(f *testing.F) {
 		if !ok || digits[0] == '+' || want.Mul(want, unit).Cmp(big.NewInt(n)) != 0 {
 			t.Fatalf("ParseSize(%q) = %d, want %v", s, n, want)
 		}
-		if again, err := ParseSize(formatSize(n)); err != nil || again != n {
-			t.Fatalf("ParseSize(%q) = %d, written %q, which parses to %d, %v", s, n, formatSize(n), again, err)
+		if again, err := ParseSize(wire.FormatSize(n)); err != nil || again != n {
+			t.Fatalf("ParseSize(%q) = %d, written %q, which parses to %d, %v", s, n, wire.FormatSize(n), again, err)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package m0
+package middleware
 
 import (
 	"net/http"

@@ -1,0 +1,138 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/m0serve/m0"
+	"github.com/m0serve/m0/asgi"
+	"github.com/m0serve/m0/internal/front"
+	"github.com/m0serve/m0/internal/wire"
+	"github.com/m0serve/m0/realtime"
+	"github.com/m0serve/m0/wsgi"
+)
+
+// Bridge returns the handler that serves the Python application app under
+// prefix ("" for the root; otherwise a path that begins with / and does
+// not end with one, which the handler's requests begin with), the way the
+// configuration says m0serve serves one:
+//
+//   - WSGI: on the loop's pool of --blocking-threads Python threads (every
+//     WSGI application of the loop shares it), with --max-body, and under
+//     --realtime behind the views' held streams, whose WebSocket messages
+//     are posted under prefix;
+//   - ASGI: on the executor's event loop (--loop, with --idle-timeout as the
+//     WebSocket close wait), or with --blocking-threads N on the buffered
+//     path; its lifespan startup is one of the loop's Ready steps.
+//
+// Each handler is drained with the loop, and the interpreter's own drain
+// (the atexit handlers, then what Python printed) runs after them. A loop
+// whose application called Bridge gets its held streams from it: the host
+// adds none around the loop's handler, so a Go handler beside the bridges
+// that answers M0-Hold wraps itself with realtime.Holds.
+func (c Context) Bridge(app *m0.App, prefix string) http.Handler {
+	if c.loop == nil {
+		panic("host: Context.Bridge outside Make")
+	}
+	cfg := c.Config
+	c.loop.holds = true
+	switch BridgeMode(cfg, app) {
+	case "buffered":
+		b := asgi.NewBuffered(app, BufferedOptions(cfg, prefix))
+		c.Ready(func(ctx context.Context) error { return lifespanErr(b.Startup(ctx)) })
+		c.Drain(b)
+		return b
+	case "executor":
+		x := asgi.New(app, ASGIOptions(cfg, prefix))
+		c.Ready(func(ctx context.Context) error { return lifespanErr(x.Startup(ctx)) })
+		c.Drain(x)
+		return x
+	}
+	if c.loop.pool == nil {
+		// The WSGI applications share one pool; shutting it down stops
+		// them all.
+		c.loop.pool = wsgi.NewPool(poolOption(cfg.BlockingThreads))
+		c.Drain(c.loop.pool)
+	}
+	opts := WSGIOptions(cfg, prefix)
+	opts.Pool = c.loop.pool
+	var h http.Handler = wsgi.New(app, opts)
+	if c.Hub != nil {
+		// The hub drains first, so that clients reconnect elsewhere.
+		h = realtime.Holds(c.Hub, HoldOptions(cfg, prefix))(h)
+	}
+	return h
+}
+
+// BridgeMode is how Bridge serves app under the configuration c: "pool"
+// (WSGI on a pool of Python threads) or "loop" (WSGI on one dedicated
+// thread, --blocking-threads 0), "executor" (ASGI on the event loop) or
+// "buffered" (ASGI on a pool, --blocking-threads N).
+func BridgeMode(c *Config, app *m0.App) string {
+	switch {
+	case app != nil && app.Protocol == "asgi" && c.ASGIBuffered():
+		return "buffered"
+	case app != nil && app.Protocol == "asgi":
+		return "executor"
+	case c.BlockingThreads == 0:
+		return "loop"
+	}
+	return "pool"
+}
+
+// WSGIOptions are the WSGI bridge's options for an application served
+// under prefix with the configuration c: its own pool of --blocking-threads
+// (Bridge shares one between the loop's applications) and --max-body.
+func WSGIOptions(c *Config, prefix string) *wsgi.Options {
+	return &wsgi.Options{Threads: poolOption(c.BlockingThreads), MaxBody: wire.Off(c.MaxBody), ScriptName: prefix}
+}
+
+// poolOption is --blocking-threads (negative for auto, 0 for one dedicated
+// thread) as the bridges' options count threads (0 for auto, a negative
+// for no pool).
+func poolOption(flag int) int {
+	switch {
+	case flag < 0:
+		return wsgi.AutoThreads
+	case flag == 0:
+		return wsgi.NoPool
+	}
+	return flag
+}
+
+// ASGIOptions are the ASGI executor's options for an application served
+// under prefix with the configuration c: --loop, --max-body, and
+// --idle-timeout as the wait for a client's WebSocket close.
+func ASGIOptions(c *Config, prefix string) *asgi.Options {
+	return &asgi.Options{Loop: c.Loop, MaxBody: wire.Off(c.MaxBody), CloseTimeout: wire.Off(c.IdleTimeout), RootPath: prefix}
+}
+
+// BufferedOptions are the buffered ASGI path's options under prefix with
+// the configuration c: a pool of --blocking-threads and --max-body.
+func BufferedOptions(c *Config, prefix string) *asgi.BufferedOptions {
+	return &asgi.BufferedOptions{Threads: poolOption(c.BlockingThreads), MaxBody: wire.Off(c.MaxBody), RootPath: prefix}
+}
+
+// HoldOptions are the held streams' options for the views of an
+// application under prefix: --max-body bounds a WebSocket message, posted
+// to the application under prefix.
+func HoldOptions(c *Config, prefix string) *realtime.HoldOptions {
+	return &realtime.HoldOptions{MaxMessage: c.MaxBody, MessagePath: prefix + realtime.MessagePath,
+		KeepHijackedConns: front.KeepsHijackedConns}
+}
+
+// MountOptions are a hold mount's options (realtime.Hub.HoldMount): the
+// grant keys, and how the front end keeps a hijacked connection.
+func MountOptions(keys realtime.GrantKeys) *realtime.MountOptions {
+	return &realtime.MountOptions{Keys: keys, KeepHijackedConns: front.KeepsHijackedConns}
+}
+
+// lifespanErr makes a failed lifespan startup a start-up error: exit 1.
+func lifespanErr(err error) error {
+	var le *asgi.LifespanError
+	if errors.As(err, &le) {
+		return &StartupError{Msg: err.Error()}
+	}
+	return err
+}
