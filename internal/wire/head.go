@@ -594,7 +594,10 @@ func checkTarget(method, t []byte) string {
 		return "empty request target"
 	}
 	for _, c := range t {
-		if c <= ' ' || c == 0x7f {
+		// RFC 9112 3.2: a target is made of URI characters (RFC 3986),
+		// all of them visible ASCII; any other byte is sent
+		// percent-encoded.
+		if c <= ' ' || c >= 0x7f {
 			return "malformed request target"
 		}
 	}

@@ -88,6 +88,8 @@ def cases(max_body: int = MAX_BODY) -> list[Case]:
              why="a method is a token"),
         Case("target-no-slash", b"GET h/target-no-slash HTTP/1.1\r\nHost: x\r\n\r\n", (400,)),
         Case("target-control", b"GET /h/target\x01control HTTP/1.1\r\nHost: x\r\n\r\n", (400,)),
+        Case("target-obs-text", b"GET /h/target-caf\xc3\xa9 HTTP/1.1\r\nHost: x\r\n\r\n", (400,),
+             why="RFC 9112 3.2: a target is URI characters; others are percent-encoded"),
         Case("target-two-spaces", b"GET  /h/target-two-spaces HTTP/1.1\r\nHost: x\r\n\r\n", (400,),
              why="RFC 9112 3: one SP between the parts"),
         Case("absolute-form", b"GET http://x/h/absolute-form HTTP/1.1\r\nHost: x\r\n\r\n", (200,),
