@@ -69,6 +69,7 @@ const (
 // value is at the start of a connection.
 type Framer struct {
 	state     int
+	part      int   // where in a chunk-size line's extensions, or in a trailer line
 	left      int64 // bytes left of a body or of a chunk's data
 	line      int   // bytes of the current chunk-size or trailer line
 	trail     int   // bytes of the trailer section
@@ -125,59 +126,100 @@ func (f *Framer) bodyDone() {
 }
 
 // Scan reads b, the connection's bytes from where the last Scan stopped,
-// and returns how many of them may be handed to the front end. An
-// unfinished head stops the scan at its start: those bytes are presented
-// again, with more after them, on the next Scan. A refused head also stops
-// it at its start, with the refusal; a refusal in a body stops it where the
-// body went wrong. After a refusal Scan passes nothing.
-func (f *Framer) Scan(b []byte) (int, *Refusal) {
-	i := 0
+// and returns how many of them it read, n, and how many it hands to the
+// front end, m: b[:m], what it read less what it drops, moved up in place.
+// It drops what neither front end's parser is to see: a request target's
+// fragment (from its "#" on), a chunk's extensions and the fields of a
+// trailer section, each once checked, so that both front ends read the
+// same target and the same chunked framing. An unfinished head stops the
+// scan at its start: those bytes are presented again, with more after
+// them, on the next Scan. A refused head also stops it at its start, with
+// the refusal; a refusal in a body stops it where the body went wrong.
+// After a refusal Scan passes nothing.
+func (f *Framer) Scan(b []byte) (n, m int, r *Refusal) {
+	i, w := 0, 0
+	// pass hands on the k bytes at i.
+	pass := func(k int) {
+		if w != i {
+			copy(b[w:], b[i:i+k])
+		}
+		i, w = i+k, w+k
+	}
 	for i < len(b) {
 		switch f.state {
 		case inHead:
 			n, r := f.head(b[i:])
 			if r != nil {
 				f.state, f.Err = inRefused, r
-				return i, r
+				return i, w, r
 			}
 			if n == 0 {
-				return i, nil // unfinished
+				return i, w, nil // unfinished
 			}
-			i += n
+			if from, to := fragment(b[i : i+n]); from < to {
+				pass(from)
+				i += to - from
+				n -= to
+			}
+			pass(n)
 		case inLength:
 			n := int64(len(b) - i)
 			if n >= f.left {
-				i += int(f.left)
+				pass(int(f.left))
 				f.left = 0
 				f.bodyDone()
 			} else {
 				f.left -= n
-				i = len(b)
+				pass(len(b) - i)
 			}
 		case inData:
 			n := int64(len(b) - i)
 			if n >= f.left {
-				i += int(f.left)
+				pass(int(f.left))
 				f.left, f.state = 0, inDataCR
 			} else {
 				f.left -= n
-				i = len(b)
+				pass(len(b) - i)
 			}
 		case inPass:
-			return len(b), nil
+			pass(len(b) - i)
 		case inHold:
-			return i, nil
+			return i, w, nil
 		case inRefused:
-			return i, f.Err
+			return i, w, f.Err
 		default:
-			if r := f.chunked(b[i]); r != nil {
+			drop, r := f.chunked(b[i])
+			if r != nil {
 				f.state, f.Err = inRefused, r
-				return i, r
+				return i, w, r
 			}
-			i++
+			if drop {
+				i++
+			} else {
+				pass(1)
+			}
 		}
 	}
-	return i, nil
+	return i, w, nil
+}
+
+// fragment returns where the fragment of the request target of head, a
+// whole and valid request head, lies: from its "#" to the target's end;
+// from == to for none. RFC 9112 3.2 has no fragment in a request target
+// (a client is to leave it out); one sent is dropped, as gunicorn and
+// uvicorn drop it, rather than read into the path or the query.
+func fragment(head []byte) (from, to int) {
+	s := 0
+	for head[s] == '\r' {
+		s += 2 // an empty line before the request line
+	}
+	line := head[s : s+bytes.IndexByte(head[s:], '\r')]
+	a, z := bytes.IndexByte(line, ' ')+1, bytes.LastIndexByte(line, ' ')
+	h := bytes.IndexByte(line[a:z], '#')
+	if h < 0 {
+		return 0, 0
+	}
+	return s + a + h, s + z
 }
 
 // bodyErr is a refusal of a chunked body.
@@ -185,104 +227,200 @@ func bodyErr(reason string) *Refusal {
 	return &Refusal{Status: http.StatusBadRequest, Reason: reason, InBody: true}
 }
 
-// chunked takes one byte of a chunked body's framing (RFC 9112 7.1).
-func (f *Framer) chunked(c byte) *Refusal {
+// chunked takes one byte of a chunked body's framing (RFC 9112 7.1), and
+// says whether it is dropped: a byte of a chunk's extensions or of a
+// trailer field line. The front ends see each chunk as chunk-size CRLF
+// chunk-data CRLF, and the last as "0" CRLF CRLF.
+func (f *Framer) chunked(c byte) (drop bool, r *Refusal) {
 	switch f.state {
 	case inSize:
 		if d := unhex(c); d >= 0 {
 			if f.line >= 15 {
-				return bodyErr("chunk size too large")
+				return false, bodyErr("chunk size too large")
 			}
 			f.left = f.left<<4 | int64(d)
 			f.line++
-			return nil
+			return false, nil
 		}
 		if f.line == 0 {
-			return bodyErr("chunk size is not hexadecimal")
+			return false, bodyErr("chunk size is not hexadecimal")
 		}
 		switch c {
 		case ';', ' ', '\t':
-			f.state = inExt
-			return f.ext(c)
+			f.state, f.part = inExt, extSize
+			return true, f.ext(c)
 		case '\r':
 			f.state = inSizeLF
-			return nil
+			return false, nil
 		}
-		return bodyErr("chunk size is not hexadecimal")
+		return false, bodyErr("chunk size is not hexadecimal")
 	case inExt:
-		return f.ext(c)
+		r := f.ext(c)
+		return f.state == inExt, r
 	case inSizeLF:
 		if c != '\n' {
-			return bodyErr("chunk-size line without CRLF")
+			return false, bodyErr("chunk-size line without CRLF")
 		}
 		f.line = 0
 		if f.left == 0 {
-			f.state, f.trail, f.lineStart = inTrailer, 0, true
+			f.state, f.trail, f.lineStart, f.part = inTrailer, 0, true, trailerName
 		} else {
 			f.state = inData
 		}
-		return nil
+		return false, nil
 	case inDataCR:
 		if c != '\r' {
-			return bodyErr("chunk data longer than its size")
+			return false, bodyErr("chunk data longer than its size")
 		}
 		f.state = inDataLF
-		return nil
+		return false, nil
 	case inDataLF:
 		if c != '\n' {
-			return bodyErr("chunk data longer than its size")
+			return false, bodyErr("chunk data longer than its size")
 		}
 		f.state, f.line, f.left = inSize, 0, 0
-		return nil
+		return false, nil
 	case inTrailer:
-		f.trail++
-		if f.trail > maxTrailer {
-			return bodyErr("trailer section too large")
-		}
-		if c == '\r' {
-			f.state = inTrailerLF
-			return nil
-		}
-		if c == '\n' {
-			return bodyErr("bare LF in the trailer section")
-		}
-		if f.lineStart && (c == ' ' || c == '\t') {
-			return bodyErr("obsolete line folding in the trailer section")
-		}
-		if !fieldByte(c) {
-			return bodyErr("control byte in the trailer section")
-		}
-		f.lineStart = false
-		return nil
+		return f.trailer(c)
 	case inTrailerLF:
 		if c != '\n' {
-			return bodyErr("bare CR in the trailer section")
+			return false, bodyErr("bare CR in the trailer section")
 		}
 		if f.lineStart { // an empty line: the end of the message
 			f.bodyDone()
-			return nil
+			return false, nil
 		}
-		f.state, f.lineStart = inTrailer, true
-		return nil
+		f.state, f.lineStart, f.part = inTrailer, true, trailerName
+		return true, nil
 	}
-	return nil
+	return false, nil
 }
 
-// ext takes one byte of a chunk-size line's extensions: ignored as RFC 9112
-// 7.1.1 says, but bounded, and without a control byte but HTAB.
+// Parts of a chunk-size line's extensions, RFC 9112 7.1.1:
+//
+//	chunk-ext      = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )
+//	chunk-ext-name = token
+//	chunk-ext-val  = token / quoted-string
+//
+// (quoted-string as RFC 9110 5.6.4 has it). Each is what was read last.
+const (
+	extSize    = iota // the size: ";" or BWS may follow
+	extBWS            // BWS after the size or a value: only ";" may follow it
+	extSemi           // ";" and any BWS after it: a name follows
+	extName           // a name
+	extNameBWS        // BWS after a name: "=" or ";" follows
+	extEquals         // "=" and any BWS after it: a value follows
+	extToken          // a token value
+	extQuoted         // inside a quoted value
+	extEscape         // a backslash inside it
+	extClosed         // the closing quote of a value
+)
+
+// ext takes one byte of a chunk-size line's extensions, which RFC 9112
+// 7.1.1 has a recipient ignore: they are checked against the grammar
+// above, bounded, and dropped. The grammar puts BWS before a ";" or "="
+// only, so a chunk-size line does not end in whitespace ("1 " CRLF), and a
+// ";" is followed by a name ("1;" CRLF is refused).
 func (f *Framer) ext(c byte) *Refusal {
 	f.line++
 	if f.line > maxChunkLine {
 		return bodyErr("chunk extensions too long")
 	}
-	switch {
-	case c == '\r':
-		f.state = inSizeLF
-	case c == '\t':
-	case c < ' ' || c == 0x7f:
+	if c != '\t' && c != '\r' && (c < ' ' || c == 0x7f) {
 		return bodyErr("control byte in a chunk extension")
 	}
+	bws := c == ' ' || c == '\t'
+	switch p := f.part; {
+	case p == extQuoted:
+		switch c {
+		case '"':
+			f.part = extClosed
+		case '\\':
+			f.part = extEscape
+		case '\r':
+			return bodyErr("unterminated quoted chunk extension value")
+		}
+	case p == extEscape:
+		if c == '\r' {
+			return bodyErr("unterminated quoted chunk extension value")
+		}
+		f.part = extQuoted
+	case c == '\r':
+		switch p {
+		case extName, extToken, extClosed:
+			f.state = inSizeLF
+		case extSemi:
+			return bodyErr("chunk extension without a name")
+		case extEquals:
+			return bodyErr("chunk extension without a value")
+		default:
+			return bodyErr("whitespace at the end of a chunk-size line")
+		}
+	case c == ';' && p != extSemi && p != extEquals:
+		f.part = extSemi
+	case bws:
+		switch p {
+		case extSize, extToken, extClosed:
+			f.part = extBWS
+		case extName:
+			f.part = extNameBWS
+		}
+	case c == '=' && (p == extName || p == extNameBWS):
+		f.part = extEquals
+	case tokenByte(c) && (p == extSemi || p == extName):
+		f.part = extName
+	case tokenByte(c) && (p == extEquals || p == extToken):
+		f.part = extToken
+	case c == '"' && p == extEquals:
+		f.part = extQuoted
+	case p == extSemi:
+		return bodyErr("chunk extension without a name")
+	case p == extEquals:
+		return bodyErr("chunk extension without a value")
+	default:
+		return bodyErr("malformed chunk extension")
+	}
 	return nil
+}
+
+// Parts of a trailer field line (RFC 9112 5: field-name ":" OWS
+// field-value OWS).
+const (
+	trailerName  = iota // at the start of a line, or in a field name
+	trailerValue        // after the colon
+)
+
+// trailer takes one byte of a trailer section (RFC 9112 7.1.2). Its field
+// lines are checked as a head's are and dropped, whatever their names: RFC
+// 9112 7.1.2 lets a recipient discard trailer fields, and one that never
+// reaches a parser or an application cannot frame, route or authorise
+// anything (a Content-Length, Transfer-Encoding or Host there included).
+// The empty line that ends the section is passed.
+func (f *Framer) trailer(c byte) (drop bool, r *Refusal) {
+	f.trail++
+	if f.trail > maxTrailer {
+		return false, bodyErr("trailer section too large")
+	}
+	start := f.lineStart
+	f.lineStart = false
+	switch {
+	case c == '\n':
+		return false, bodyErr("bare LF in the trailer section")
+	case start && c == '\r':
+		f.state, f.lineStart = inTrailerLF, true
+		return false, nil
+	case start && (c == ' ' || c == '\t'):
+		return false, bodyErr("obsolete line folding in the trailer section")
+	case f.part == trailerName && c == ':' && !start:
+		f.part = trailerValue
+	case f.part == trailerName && !tokenByte(c):
+		return false, bodyErr("malformed trailer field")
+	case c == '\r':
+		f.state = inTrailerLF
+	case f.part == trailerValue && !fieldByte(c):
+		return false, bodyErr("control byte in the trailer section")
+	}
+	return true, nil
 }
 
 func unhex(c byte) int {
@@ -594,7 +732,10 @@ func checkTarget(method, t []byte) string {
 		return "empty request target"
 	}
 	for _, c := range t {
-		if c <= ' ' || c == 0x7f {
+		// RFC 9112 3.2: a target is made of URI characters (RFC 3986),
+		// all of them visible ASCII; any other byte is sent
+		// percent-encoded.
+		if c <= ' ' || c >= 0x7f {
 			return "malformed request target"
 		}
 	}

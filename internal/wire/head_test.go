@@ -29,6 +29,11 @@ func TestCheckHead(t *testing.T) {
 		{"GET / HTTP/9.9\r\nHost: x\r\n\r\n", 505, Framing{}},
 		{"GET / http/1.1\r\nHost: x\r\n\r\n", 400, Framing{}},
 		{"GET * HTTP/1.1\r\nHost: x\r\n\r\n", 400, Framing{}},
+		{"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: x\r\n\r\n", 400, Framing{}},
+		{"GET /a?q=\xff HTTP/1.1\r\nHost: x\r\n\r\n", 400, Framing{}},
+		{"GET /a#\x80 HTTP/1.1\r\nHost: x\r\n\r\n", 400, Framing{}},
+		{"GET /caf%C3%A9?q=%FF HTTP/1.1\r\nHost: x\r\n\r\n", 0, Framing{}},
+		{"GET /a?b=1#frag HTTP/1.1\r\nHost: x\r\n\r\n", 0, Framing{}},
 		{"CONNECT x:443 HTTP/1.1\r\nHost: x\r\n\r\n", 501, Framing{}},
 		{"GET / HTTP/1.1\r\n\r\n", 400, Framing{}},
 		{"GET / HTTP/1.1\r\nHost: x\r\nHost: x\r\n\r\n", 400, Framing{}},
@@ -78,9 +83,9 @@ func scanAll(stream []byte, cuts []int) ([]byte, *Refusal) {
 		}
 		pending = append(pending, stream[i:i+n]...)
 		i += n
-		m, r := f.Scan(pending)
+		n, m, r := f.Scan(pending)
 		out = append(out, pending[:m]...)
-		pending = pending[m:]
+		pending = pending[n:]
 		if r != nil {
 			return out, r
 		}
@@ -92,10 +97,11 @@ func TestFramerPipelined(t *testing.T) {
 	ok := "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" +
 		"POST /b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n0\r\nT: 1\r\n\r\n" +
 		"\r\nGET /c HTTP/1.1\r\nHost: x\r\n\r\n"
+	passed := strings.NewReplacer(";ext=1", "", "T: 1\r\n", "").Replace(ok)
 	bad := "GET /d HTTP/9.9\r\nHost: x\r\n\r\n"
 	for _, cuts := range [][]int{nil, {1}, {2, 3}, {7}, {100}} {
 		out, r := scanAll([]byte(ok+bad+ok), cuts)
-		if r == nil || r.Status != 505 || r.Target != "/d" || string(out) != ok {
+		if r == nil || r.Status != 505 || r.Target != "/d" || string(out) != passed {
 			t.Fatalf("cuts %v: passed %q, refusal %+v", cuts, out, r)
 		}
 	}
@@ -107,6 +113,88 @@ func TestFramerPipelined(t *testing.T) {
 		out, r := scanAll([]byte(head+body), []int{3})
 		if r == nil || !r.InBody || r.Status != 400 || !bytes.HasPrefix(out, []byte(head)) {
 			t.Errorf("%q: passed %q, refusal %+v", body, out, r)
+		}
+	}
+}
+
+// TestFramerChunked: a chunked body's extensions are checked against RFC
+// 9112 7.1.1's grammar and its trailer fields as field lines, and both are
+// dropped; the front end sees chunk-size CRLF data CRLF and "0" CRLF CRLF.
+func TestFramerChunked(t *testing.T) {
+	const head = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+	const next = "GET /next HTTP/1.1\r\nHost: x\r\n\r\n"
+	const plain = "5\r\nhello\r\n0\r\n\r\n"
+	for _, tc := range []struct {
+		body   string
+		refuse string // the refusal's reason; "": passed as plain
+	}{
+		{"5\r\nhello\r\n0\r\n\r\n", ""},
+		{"5;a=b;c\r\nhello\r\n0;d\r\n\r\n", ""},
+		{"5 ;a=b\r\nhello\r\n0\r\n\r\n", ""},
+		{"5 \t; a \t= b ;c\r\nhello\r\n0\r\n\r\n", ""},
+		{"5;a=\"b; \\\"c\" ;d=\"\"\r\nhello\r\n0\r\n\r\n", ""},
+		{"5;a=\"caf\xe9\"\r\nhello\r\n0\r\n\r\n", ""},
+		{"5 \r\nhello\r\n0\r\n\r\n", "whitespace at the end of a chunk-size line"},
+		{"5\t\r\nhello\r\n0\r\n\r\n", "whitespace at the end of a chunk-size line"},
+		{"5;a \r\nhello\r\n0\r\n\r\n", "whitespace at the end of a chunk-size line"},
+		{"5;a=b \r\nhello\r\n0\r\n\r\n", "whitespace at the end of a chunk-size line"},
+		{"5;\r\nhello\r\n0\r\n\r\n", "chunk extension without a name"},
+		{"5; \r\nhello\r\n0\r\n\r\n", "chunk extension without a name"},
+		{"5;;a\r\nhello\r\n0\r\n\r\n", "chunk extension without a name"},
+		{"5;=b\r\nhello\r\n0\r\n\r\n", "chunk extension without a name"},
+		{"5;a=\r\nhello\r\n0\r\n\r\n", "chunk extension without a value"},
+		{"5;a=;b\r\nhello\r\n0\r\n\r\n", "chunk extension without a value"},
+		{"5 a\r\nhello\r\n0\r\n\r\n", "malformed chunk extension"},
+		{"5;a b\r\nhello\r\n0\r\n\r\n", "malformed chunk extension"},
+		{"5;a=b c\r\nhello\r\n0\r\n\r\n", "malformed chunk extension"},
+		{"5;a=\"b\"c\r\nhello\r\n0\r\n\r\n", "malformed chunk extension"},
+		{"5;a=b\"\r\nhello\r\n0\r\n\r\n", "malformed chunk extension"},
+		{"5;a=\"b\r\nhello\r\n0\r\n\r\n", "unterminated quoted chunk extension value"},
+		{"5;a=\x01\r\nhello\r\n0\r\n\r\n", "control byte in a chunk extension"},
+		{"5;a\nhello\r\n0\r\n\r\n", "control byte in a chunk extension"},
+		{"5\r\nhello\r\n0\r\nContent-Type: text/plain\r\n\r\n", ""},
+		{"5\r\nhello\r\n0\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\nHost: y\r\nTrailer: X\r\n\r\n", ""},
+		{"5\r\nhello\r\n0\r\nX-T:\r\nX-U: caf\xe9 \t\r\n\r\n", ""},
+		{"5\r\nhello\r\n0\r\nX-T 1\r\n\r\n", "malformed trailer field"},
+		{"5\r\nhello\r\n0\r\nX-T : 1\r\n\r\n", "malformed trailer field"},
+		{"5\r\nhello\r\n0\r\n: 1\r\n\r\n", "malformed trailer field"},
+		{"5\r\nhello\r\n0\r\nX-T\r\n\r\n", "malformed trailer field"},
+		{"5\r\nhello\r\n0\r\nX-T: 1\r\n b\r\n\r\n", "obsolete line folding in the trailer section"},
+		{"5\r\nhello\r\n0\r\nX-T: 1\n\r\n", "bare LF in the trailer section"},
+		{"5\r\nhello\r\n0\r\nX-T: 1\r\r\n", "bare CR in the trailer section"},
+		{"5\r\nhello\r\n0\r\nX-T: a\x01\r\n\r\n", "control byte in the trailer section"},
+	} {
+		for _, cuts := range [][]int{nil, {1}, {3}} {
+			out, r := scanAll([]byte(head+tc.body+next), cuts)
+			switch {
+			case tc.refuse == "" && (r != nil || string(out) != head+plain+next):
+				t.Errorf("%q (cuts %v): passed %q, refusal %+v; want %q", tc.body, cuts, out, r, head+plain+next)
+			case tc.refuse != "" && (r == nil || r.Reason != tc.refuse || !r.InBody || r.Status != 400 || !strings.HasPrefix(string(out), head)):
+				t.Errorf("%q (cuts %v): passed %q, refusal %+v; want 400 %q", tc.body, cuts, out, r, tc.refuse)
+			}
+		}
+	}
+}
+
+// TestFramerFragment: a request target's fragment is dropped before the
+// front end reads the head, on every form of target it can end.
+func TestFramerFragment(t *testing.T) {
+	const rest = " HTTP/1.1\r\nHost: x\r\n\r\n"
+	for _, tc := range []struct{ in, out string }{
+		{"GET /a?b=1#frag" + rest, "GET /a?b=1" + rest},
+		{"GET /a#frag?b=1" + rest, "GET /a" + rest},
+		{"GET /a?b=1#" + rest, "GET /a?b=1" + rest},
+		{"GET /#a#b" + rest, "GET /" + rest},
+		{"GET http://x/a?b#c" + rest, "GET http://x/a?b" + rest},
+		{"\r\n\r\nGET /a#b" + rest, "\r\n\r\nGET /a" + rest},
+		{"POST /a#b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n#c#GET /d#e" + rest,
+			"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n#c#GET /d" + rest},
+		{"GET /a?b=1" + rest, "GET /a?b=1" + rest},
+	} {
+		for _, cuts := range [][]int{nil, {1}, {5}} {
+			if out, r := scanAll([]byte(tc.in), cuts); r != nil || string(out) != tc.out {
+				t.Errorf("%q (cuts %v): passed %q (%+v), want %q", tc.in, cuts, out, r, tc.out)
+			}
 		}
 	}
 }
@@ -130,7 +218,7 @@ func TestFramerUpgrade(t *testing.T) {
 	after := "\x81\x05hello GET / HTTP/9.9\r\n"
 	var f Framer
 	b := []byte(up + after)
-	n, r := f.Scan(b)
+	n, _, r := f.Scan(b)
 	if r != nil || n != len(up) || !f.Holding() {
 		t.Fatalf("passed %q (%+v), holding %v", b[:n], r, f.Holding())
 	}
@@ -139,16 +227,16 @@ func TestFramerUpgrade(t *testing.T) {
 		t.Fatal("released by another request")
 	}
 	f.Switch()
-	if m, r := f.Scan(b[n:]); r != nil || m != len(after) || !f.Passing() {
+	if _, m, r := f.Scan(b[n:]); r != nil || m != len(after) || !f.Passing() {
 		t.Fatalf("after the switch passed %d of %d (%+v)", m, len(after), r)
 	}
 
 	f = Framer{}
 	next := "GET /next HTTP/1.1\r\nHost: x\r\n\r\n"
 	b = []byte(up + next)
-	n, _ = f.Scan(b)
+	n, _, _ = f.Scan(b)
 	f.Resume(1)
-	if m, r := f.Scan(b[n:]); r != nil || m != len(next) || f.Holding() || f.Heads != 2 {
+	if _, m, r := f.Scan(b[n:]); r != nil || m != len(next) || f.Holding() || f.Heads != 2 {
 		t.Fatalf("after an answer without a switch passed %d of %d (%+v)", m, len(next), r)
 	}
 }
@@ -205,9 +293,29 @@ func TestStrictConn(t *testing.T) {
 	}
 }
 
+// TestStrictConnDrops: a read whose bytes are all dropped (a chunk's
+// extensions, a trailer field) is not handed on as an empty read; the
+// front end reads the rest.
+func TestStrictConnDrops(t *testing.T) {
+	client, server := net.Pipe()
+	sc := &StrictConn{Conn: server}
+	head := "POST /a#b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+	go func() {
+		for _, b := range []string{head, "5", ";a=b", "\r\nhello\r\n0\r\n", "X-T: 1\r\n", "\r\n"} {
+			client.Write([]byte(b))
+		}
+		client.Close()
+	}()
+	got, err := io.ReadAll(sc)
+	want := "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+	if err != nil || string(got) != want {
+		t.Fatalf("read %q (%v), want %q", got, err, want)
+	}
+}
+
 // FuzzFramer: a connection's bytes pass the same however its reads cut
-// them, what passes is a prefix of what came, and a refused head is never
-// passed.
+// them, what passes is what came less what the Framer drops (in order), and
+// what passes passes again unchanged.
 func FuzzFramer(f *testing.F) {
 	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), uint8(1), uint8(3))
 	f.Add([]byte("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: x\r\n\r\n"), uint8(2), uint8(5))
@@ -220,15 +328,29 @@ func FuzzFramer(f *testing.F) {
 		if !bytes.Equal(whole, cut) || (rw == nil) != (rc == nil) || rw != nil && *rw != *rc {
 			t.Fatalf("whole passed %q (%+v), cut %d/%d passed %q (%+v)", whole, rw, a, b, cut, rc)
 		}
-		if !bytes.HasPrefix(stream, whole) {
-			t.Fatalf("passed %q, not a prefix of %q", whole, stream)
+		if !subsequence(whole, stream) {
+			t.Fatalf("passed %q, not taken from %q", whole, stream)
 		}
-		// Every head passed is one CheckHead accepts.
+		// Every head passed is one CheckHead accepts, and nothing is left
+		// to drop.
 		var f Framer
-		if n, _ := f.Scan(whole); n != len(whole) {
-			t.Fatalf("passed bytes rescanned: %d of %d pass", n, len(whole))
+		again := bytes.Clone(whole)
+		if n, m, _ := f.Scan(again); n != len(whole) || !bytes.Equal(again[:m], whole) {
+			t.Fatalf("passed bytes %q rescanned: %d read, %q passed", whole, n, again[:m])
 		}
 	})
+}
+
+// subsequence reports whether a is b with some of its bytes left out.
+func subsequence(a, b []byte) bool {
+	for _, c := range a {
+		i := bytes.IndexByte(b, c)
+		if i < 0 {
+			return false
+		}
+		b = b[i+1:]
+	}
+	return true
 }
 
 // BenchmarkFramer is the strict reading's cost for a typical browser
@@ -241,8 +363,8 @@ func BenchmarkFramer(b *testing.B) {
 	b.ReportAllocs()
 	var f Framer
 	for b.Loop() {
-		if n, r := f.Scan(head); n != len(head) || r != nil {
-			b.Fatal(n, r)
+		if n, m, r := f.Scan(head); n != len(head) || m != n || r != nil {
+			b.Fatal(n, m, r)
 		}
 	}
 }

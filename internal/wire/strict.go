@@ -176,8 +176,8 @@ func (c *StrictConn) Read(p []byte) (int, error) {
 		}
 		if c.rescan || c.f.Passing() && len(c.held) > 0 {
 			c.rescan = false
-			k, _ := c.scan(c.held)
-			c.ready, c.held = c.held[:k], c.held[k:]
+			k, m := c.scan(c.held)
+			c.ready, c.held = c.held[:m], c.held[k:]
 			if len(c.held) == 0 || c.f.Err != nil {
 				c.held = nil
 			}
@@ -188,12 +188,12 @@ func (c *StrictConn) Read(p []byte) (int, error) {
 			n, err := c.Conn.Read(p)
 			c.mu.Lock()
 			if n > 0 {
-				k, _ := c.scan(p[:n])
+				k, m := c.scan(p[:n])
 				if k < n && c.f.Err == nil { // an unfinished head, or after a held upgrade
 					c.held = append(make([]byte, 0, max(2*(n-k), 4<<10)), p[k:n]...)
 				}
-				if k > 0 {
-					return k, nil
+				if m > 0 {
+					return m, nil
 				}
 			}
 			if err != nil {
@@ -210,8 +210,8 @@ func (c *StrictConn) Read(p []byte) (int, error) {
 		c.mu.Lock()
 		c.held = c.held[:len(c.held)+n]
 		if n > 0 {
-			k, _ := c.scan(c.held)
-			c.ready, c.held = c.held[:k], c.held[k:]
+			k, m := c.scan(c.held)
+			c.ready, c.held = c.held[:m], c.held[k:]
 			if c.f.Err != nil {
 				c.held = nil
 			}
@@ -248,14 +248,15 @@ func (c *StrictConn) await() error {
 	}
 }
 
-// scan, under mu, passes b through the Framer.
-func (c *StrictConn) scan(b []byte) (int, *Refusal) {
-	k, r := c.f.Scan(b)
+// scan, under mu, passes b through the Framer: it read b[:n], and passes
+// b[:m].
+func (c *StrictConn) scan(b []byte) (n, m int) {
+	n, m, r := c.f.Scan(b)
 	if r != nil {
 		c.refused.Store(r)
 	}
 	c.settle()
-	return k, r
+	return n, m
 }
 
 // ReadFrom sends what r holds with the connection's own ReadFrom (sendfile

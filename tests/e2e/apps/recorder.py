@@ -4,11 +4,16 @@ The hostile-HTTP table (tests/e2e/hostile.py) sends requests a server must
 refuse before the application; these applications append one line per
 request they see, "METHOD TARGET BODY-LENGTH", to the file named by
 $M0_RECORD, so a test can tell that a refused request never reached them.
-`application` is the WSGI form, `app` the ASGI one (HTTP and WebSocket).
+Each answers with a JSON object of the body's length and how the request's
+target reached it (tests/e2e/test_target.py): the environ's PATH_INFO,
+QUERY_STRING, REQUEST_URI and RAW_URI, the scope's path, raw_path and
+query_string. `application` is the WSGI form, `app` the ASGI one (HTTP and
+WebSocket).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -27,8 +32,9 @@ def application(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]
     if environ.get("QUERY_STRING"):
         target += "?" + environ["QUERY_STRING"]
     _record(environ["REQUEST_METHOD"], target, len(body))
-    out = f"seen {len(body)}\n".encode()
-    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(out)))])
+    seen = {k: environ.get(k) for k in ("PATH_INFO", "QUERY_STRING", "REQUEST_URI", "RAW_URI")}
+    out = json.dumps({"seen": len(body), **seen}).encode()
+    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(out)))])
     return [out]
 
 
@@ -60,7 +66,9 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if not message.get("more_body"):
             break
     _record(scope["method"], target, len(body))
-    out = f"seen {len(body)}\n".encode()
+    seen = {"path": scope["path"], "raw_path": scope["raw_path"].decode("latin-1"),
+            "query_string": scope["query_string"].decode("latin-1")}
+    out = json.dumps({"seen": len(body), **seen}).encode()
     await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/plain"), (b"content-length", str(len(out)).encode())]})
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(out)).encode())]})
     await send({"type": "http.response.body", "body": out})
