@@ -94,7 +94,7 @@ func (fx *fastExchange) watch(r *cpython.Request) func() {
 }
 
 func (fx *fastExchange) describe() (string, string) {
-	return string(fx.ctx.Method()), string(fx.ctx.Path())
+	return string(fx.ctx.Method()), wire.Path(fx.ctx)
 }
 
 // respond renders the reply. It reports whether the exchange is over

@@ -4,6 +4,7 @@
 package metrics
 
 import (
+	"github.com/m0serve/m0/internal/wire"
 	"net/http"
 	"strconv"
 
@@ -132,7 +133,7 @@ type fastMetrics struct {
 }
 
 func (m *fastMetrics) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
-	if string(ctx.Path()) == m.path && (ctx.IsGet() || ctx.IsHead()) {
+	if wire.PathIs(ctx, m.path) && (ctx.IsGet() || ctx.IsHead()) {
 		m.exposition(ctx)
 		return
 	}

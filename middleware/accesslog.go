@@ -94,7 +94,7 @@ type fastAccessLog struct {
 
 func (l *fastAccessLog) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	observe.ObserveFast(ctx, l.fast.ServeFastHTTP, func(ctx *fasthttp.RequestCtx, o observe.Outcome) {
-		l.write(string(ctx.Method()), string(ctx.Path()), o)
+		l.write(string(ctx.Method()), wire.Path(ctx), o)
 	})
 }
 

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"github.com/m0serve/m0/internal/wire"
 	"net/http"
 	"os"
 	"strconv"
@@ -76,7 +77,7 @@ type fastHealth struct {
 }
 
 func (h *fastHealth) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
-	if h.path == "" || string(ctx.Path()) != h.path || !(ctx.IsGet() || ctx.IsHead()) {
+	if h.path == "" || !wire.PathIs(ctx, h.path) || !(ctx.IsGet() || ctx.IsHead()) {
 		h.fast.ServeFastHTTP(ctx)
 		return
 	}

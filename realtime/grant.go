@@ -289,7 +289,7 @@ func (m *holdMount) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (m *holdMount) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
-	if wire.Path(ctx) != m.prefix {
+	if !wire.PathIs(ctx, m.prefix) {
 		wire.FastError(ctx, http.StatusNotFound, false)
 		return
 	}
@@ -303,6 +303,6 @@ func (m *holdMount) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		m.hub.serveFastSSE(ctx, channel, nil, m.opts.KeepHijackedConns)
 		return
 	}
-	m.refuse(string(ctx.Method()), string(ctx.Path()), err)
+	m.refuse(string(ctx.Method()), wire.Path(ctx), err)
 	wire.FastError(ctx, http.StatusForbidden, false)
 }

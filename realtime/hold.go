@@ -282,7 +282,7 @@ func (hd *fastHolds) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	channel := string(resp.Peek(HeaderChannel))
-	method, path := string(ctx.Method()), string(ctx.Path())
+	method, path := string(ctx.Method()), wire.Path(ctx)
 	if ctx.Hijacked() || !hd.valid(kind, channel, resp.StatusCode(), wsup.IsFastUpgrade(ctx), method, path) {
 		if !ctx.Hijacked() {
 			wire.FastError(ctx, http.StatusInternalServerError, false)

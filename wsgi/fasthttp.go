@@ -56,7 +56,7 @@ func (x *fastExchange) release() {
 }
 
 func (x *fastExchange) describe() (string, string) {
-	return string(x.ctx.Method()), string(x.ctx.Path())
+	return string(x.ctx.Method()), wire.Path(x.ctx)
 }
 
 func (x *fastExchange) fail() { wire.FastError(x.ctx, fasthttp.StatusInternalServerError, false) }

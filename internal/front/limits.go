@@ -157,7 +157,7 @@ func fastLimits(s *fasthttp.Server, lim Limits, obs observe.Refuser) {
 				if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
 					o.Remote = a.AddrPort().Addr().Unmap()
 				}
-				obs.Refused(string(ctx.Method()), string(ctx.Path()), o)
+				obs.Refused(string(ctx.Method()), wire.Path(ctx), o)
 			}
 		}()
 		switch {

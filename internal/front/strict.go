@@ -120,7 +120,7 @@ func answerFast(ctx *fasthttp.RequestCtx, r *wire.Refusal, obs observe.Refuser) 
 		}
 		method, target := r.Method, r.Target
 		if r.InBody {
-			method, target = string(ctx.Method()), string(ctx.Path())
+			method, target = string(ctx.Method()), wire.Path(ctx)
 		}
 		obs.Refused(method, target, o)
 	}

@@ -145,6 +145,19 @@ func Path(ctx *fasthttp.RequestCtx) string {
 	return string(b)
 }
 
+// PathIs reports whether the path of a request fasthttp parsed, as Path
+// gives it, is want; it allocates nothing for a path without an escape.
+// Every choice made on a path under fasthttp (a health or metrics path, a
+// hold mount's prefix) is made on it, so that it is the one net/http's
+// URL.Path gives.
+func PathIs(ctx *fasthttp.RequestCtx, want string) bool {
+	raw, _ := Target(ctx)
+	if bytes.IndexByte(raw, '%') < 0 {
+		return string(raw) == want
+	}
+	return Path(ctx) == want
+}
+
 // HTTP1Date is the layout of the Date header.
 const HTTP1Date = "Mon, 02 Jan 2006 15:04:05 GMT"
 

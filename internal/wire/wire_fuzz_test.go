@@ -238,5 +238,9 @@ func FuzzTarget(f *testing.F) {
 		if string(query) != nr.URL.RawQuery {
 			t.Fatalf("target %q: query %q, net/http's %q", target, query, nr.URL.RawQuery)
 		}
+		// The path a choice is made on under fasthttp is net/http's.
+		if strings.HasPrefix(target, "/") && (!PathIs(&ctx, nr.URL.Path) || Path(&ctx) != nr.URL.Path) {
+			t.Fatalf("target %q: Path %q (PathIs %v), net/http's %q", target, Path(&ctx), PathIs(&ctx, nr.URL.Path), nr.URL.Path)
+		}
 	})
 }

@@ -6,6 +6,7 @@ package observetest
 import (
 	"context"
 	"encoding/json"
+	"github.com/m0serve/m0/internal/wire"
 	"io"
 	"net"
 	"net/http"
@@ -59,8 +60,8 @@ func (d *Double) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Double) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
-	d.Calls <- string(ctx.Path())
-	switch string(ctx.Path()) {
+	d.Calls <- wire.Path(ctx)
+	switch wire.Path(ctx) {
 	case "/stream":
 		ctx.SetBodyStream(&Parts{n: StreamN}, -1)
 	case "/plain":
