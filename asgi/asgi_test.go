@@ -487,6 +487,38 @@ func TestWebSocketClientCloses(t *testing.T) {
 	})
 }
 
+// TestWebSocketUTF8: a text message split across fragments mid-sequence
+// reaches the application whole; one that is not UTF-8 fails the
+// connection with 1007 (RFC 6455 8.1), is never received, and the
+// application hears the disconnect with 1007.
+func TestWebSocketUTF8(t *testing.T) {
+	// frame is a client's frame, masked with a key of zeros.
+	frame := func(fin bool, op byte, payload string) []byte {
+		if fin {
+			op |= 0x80
+		}
+		return append([]byte{op, 0x80 | byte(len(payload)), 0, 0, 0, 0}, payload...)
+	}
+	both(t, func(t *testing.T, base string) {
+		c, _, err := websocket.DefaultDialer.Dial(wsURL(base, "/ws"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		c.NetConn().Write(append(frame(false, websocket.TextMessage, "caf\xc3"), frame(true, 0, "\xa9")...))
+		if mt, msg, err := c.ReadMessage(); err != nil || mt != websocket.TextMessage || string(msg) != "echo:caf\u00e9" {
+			t.Fatalf("fragments: %d %q %v", mt, msg, err)
+		}
+		before := countEvent(t, base, "ws.disconnect:1007")
+		c.NetConn().Write(frame(true, websocket.TextMessage, "caf\xe9"))
+		if mt, msg, err := c.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseInvalidFramePayloadData) {
+			t.Fatalf("not UTF-8: %d %q %v, want a close with 1007", mt, msg, err)
+		}
+		waitCount(t, base, "ws.disconnect:1007", before+1)
+	})
+}
+
 func TestWebSocketRejected(t *testing.T) {
 	both(t, func(t *testing.T, base string) {
 		_, resp, err := websocket.DefaultDialer.Dial(wsURL(base, "/ws/reject"), nil)
