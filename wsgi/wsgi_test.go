@@ -124,7 +124,7 @@ func TestEnviron(t *testing.T) {
 			"SERVER_PORT":          "8080",
 			"SERVER_PROTOCOL":      "HTTP/1.1",
 			"HTTP_HOST":            "example.com:8080",
-			"HTTP_X_MULTI":         "a, b",
+			"HTTP_X_MULTI":         "a,b",
 			"HTTP_X_FORWARDED_FOR": "1.2.3.4",
 			"REMOTE_ADDR":          "127.0.0.1",
 			"wsgi.url_scheme":      "http",
@@ -148,6 +148,51 @@ func TestEnviron(t *testing.T) {
 		}
 		if env["REMOTE_PORT"] == "" || env["REMOTE_PORT"] == nil {
 			t.Errorf("REMOTE_PORT missing")
+		}
+	})
+}
+
+// TestRepeatedHeaders: a header sent more than once reaches the
+// application as one value, joined with "," (Cookie with "; "), in the
+// order sent, whatever the number of other headers before it.
+func TestRepeatedHeaders(t *testing.T) {
+	many := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "X-Filler-%d: %d\r\n", i, i)
+		}
+		return b.String()
+	}
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "environ", nil)
+		addr := strings.TrimPrefix(s.URL, "http://")
+		for _, c := range []struct {
+			name, headers string
+			want          map[string]string
+		}{
+			{"twice", "X-Multi: a\r\nX-Multi: b\r\n", map[string]string{"HTTP_X_MULTI": "a,b"}},
+			{"apart, names in any case", "Accept: text/html\r\nX-Other: o\r\naccept: */*\r\nACCEPT: x/y\r\n",
+				map[string]string{"HTTP_ACCEPT": "text/html,*/*,x/y", "HTTP_X_OTHER": "o"}},
+			{"a value with its own commas", "Forwarded: a, b\r\nForwarded: c\r\n", map[string]string{"HTTP_FORWARDED": "a, b,c"}},
+			{"cookie", "Cookie: a=1\r\nCookie: b=2\r\n", map[string]string{"HTTP_COOKIE": "a=1; b=2"}},
+			{"after 64 other names", many(70) + "X-Late: 1\r\nX-Late: 2\r\n",
+				map[string]string{"HTTP_X_LATE": "1,2", "HTTP_X_FILLER_0": "0", "HTTP_X_FILLER_69": "69"}},
+			{"first before 64 other names, then after", "X-Early: 1\r\n" + many(70) + "X-Early: 2\r\n",
+				map[string]string{"HTTP_X_EARLY": "1,2", "HTTP_X_FILLER_64": "64"}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				resp := raw(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n"+c.headers+"Connection: close\r\n\r\n")
+				_, body, _ := strings.Cut(resp, "\r\n\r\n")
+				var env map[string]any
+				if err := json.Unmarshal([]byte(body), &env); err != nil {
+					t.Fatalf("%v in %q", err, resp)
+				}
+				for k, v := range c.want {
+					if env[k] != v {
+						t.Errorf("%s = %#v, want %q", k, env[k], v)
+					}
+				}
+			})
 		}
 	})
 }
