@@ -817,6 +817,11 @@ func TestHeadOfStream(t *testing.T) {
 	})
 }
 
+// TestHeadLength: a HEAD is answered with the Content-Length the
+// application set, as it set it, whatever body it sent, whole or
+// streamed, or the length of a whole body it sent when it set none; with
+// neither, none. No body byte follows the head. (wire.Length decides; both
+// bridges render it.)
 func TestHeadLength(t *testing.T) {
 	both(t, func(t *testing.T, base string) {
 		resp, err := http.Head(base + "/head-length")
@@ -826,6 +831,44 @@ func TestHeadLength(t *testing.T) {
 		resp.Body.Close()
 		if resp.ContentLength != 1234 {
 			t.Fatalf("HEAD Content-Length %d, want the GET's 1234", resp.ContentLength)
+		}
+		for _, c := range []struct {
+			method, query string
+			length        string // "" for no Content-Length
+			body          string
+		}{
+			{"HEAD", "named=1234&body=0", "1234", ""},
+			{"HEAD", "named=1234&body=1234", "1234", ""},
+			{"HEAD", "named=1234&body=10", "1234", ""},
+			{"HEAD", "named=0&body=10", "0", ""},
+			{"HEAD", "body=5", "5", ""},
+			{"HEAD", "body=0", "", ""},
+			{"HEAD", "named=1234&body=1234&stream=1", "1234", ""},
+			{"HEAD", "body=5&stream=1", "", ""},
+			{"GET", "named=1234&body=3", "3", "xxx"}, // a whole body is sent with its own length
+			{"GET", "body=0", "0", ""},
+		} {
+			t.Run(c.method+" "+c.query, func(t *testing.T) {
+				c2, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c2.Close()
+				c2.SetDeadline(time.Now().Add(10 * time.Second))
+				fmt.Fprintf(c2, "%s /sized?%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", c.method, c.query)
+				b, _ := io.ReadAll(c2)
+				resp := string(b)
+				head, body, _ := strings.Cut(resp, "\r\n\r\n")
+				length := ""
+				for _, line := range strings.Split(head, "\r\n")[1:] {
+					if k, v, _ := strings.Cut(line, ": "); strings.EqualFold(k, "Content-Length") {
+						length = v
+					}
+				}
+				if !strings.HasPrefix(head, "HTTP/1.1 200 ") || length != c.length || body != c.body {
+					t.Errorf("%q: Content-Length %q and body %q, want %q and %q", resp, length, body, c.length, c.body)
+				}
+			})
 		}
 	})
 }

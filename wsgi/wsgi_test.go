@@ -336,6 +336,45 @@ func TestHeadAndNoContent(t *testing.T) {
 	})
 }
 
+// TestHeadLength: a HEAD is answered with the Content-Length the
+// application set, as it set it, whatever body it produced, or the length
+// of the body it produced when it set none; with neither, none. No body
+// byte follows the head. (wire.Length decides; both bridges render it.)
+func TestHeadLength(t *testing.T) {
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "sized", nil)
+		addr := strings.TrimPrefix(s.URL, "http://")
+		for _, c := range []struct {
+			method, query string
+			length        string // "" for no Content-Length
+			body          string
+		}{
+			{"HEAD", "named=1234&body=0", "1234", ""},
+			{"HEAD", "named=1234&body=1234", "1234", ""},
+			{"HEAD", "named=1234&body=10", "1234", ""},
+			{"HEAD", "named=0&body=10", "0", ""},
+			{"HEAD", "body=5", "5", ""},
+			{"HEAD", "body=0", "", ""},
+			{"GET", "named=1234&body=3", "3", "xxx"}, // a whole body is sent with its own length
+			{"GET", "body=0", "0", ""},
+		} {
+			t.Run(c.method+" "+c.query, func(t *testing.T) {
+				resp := raw(t, addr, c.method+" /?"+c.query+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+				head, body, _ := strings.Cut(resp, "\r\n\r\n")
+				length := ""
+				for _, line := range strings.Split(head, "\r\n")[1:] {
+					if k, v, _ := strings.Cut(line, ": "); strings.EqualFold(k, "Content-Length") {
+						length = v
+					}
+				}
+				if !strings.HasPrefix(head, "HTTP/1.1 200 ") || length != c.length || body != c.body {
+					t.Errorf("%q: Content-Length %q and body %q, want %q and %q", resp, length, body, c.length, c.body)
+				}
+			})
+		}
+	})
+}
+
 func TestWriteCallableAndBigBody(t *testing.T) {
 	both(t, func(t *testing.T, fe string) {
 		s := serve(t, fe, "write", nil)
