@@ -487,6 +487,38 @@ func TestWebSocketClientCloses(t *testing.T) {
 	})
 }
 
+// TestWebSocketUTF8: a text message split across fragments mid-sequence
+// reaches the application whole; one that is not UTF-8 fails the
+// connection with 1007 (RFC 6455 8.1), is never received, and the
+// application hears the disconnect with 1007.
+func TestWebSocketUTF8(t *testing.T) {
+	// frame is a client's frame, masked with a key of zeros.
+	frame := func(fin bool, op byte, payload string) []byte {
+		if fin {
+			op |= 0x80
+		}
+		return append([]byte{op, 0x80 | byte(len(payload)), 0, 0, 0, 0}, payload...)
+	}
+	both(t, func(t *testing.T, base string) {
+		c, _, err := websocket.DefaultDialer.Dial(wsURL(base, "/ws"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		c.NetConn().Write(append(frame(false, websocket.TextMessage, "caf\xc3"), frame(true, 0, "\xa9")...))
+		if mt, msg, err := c.ReadMessage(); err != nil || mt != websocket.TextMessage || string(msg) != "echo:caf\u00e9" {
+			t.Fatalf("fragments: %d %q %v", mt, msg, err)
+		}
+		before := countEvent(t, base, "ws.disconnect:1007")
+		c.NetConn().Write(frame(true, websocket.TextMessage, "caf\xe9"))
+		if mt, msg, err := c.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseInvalidFramePayloadData) {
+			t.Fatalf("not UTF-8: %d %q %v, want a close with 1007", mt, msg, err)
+		}
+		waitCount(t, base, "ws.disconnect:1007", before+1)
+	})
+}
+
 func TestWebSocketRejected(t *testing.T) {
 	both(t, func(t *testing.T, base string) {
 		_, resp, err := websocket.DefaultDialer.Dial(wsURL(base, "/ws/reject"), nil)
@@ -785,6 +817,11 @@ func TestHeadOfStream(t *testing.T) {
 	})
 }
 
+// TestHeadLength: a HEAD is answered with the Content-Length the
+// application set, as it set it, whatever body it sent, whole or
+// streamed, or the length of a whole body it sent when it set none; with
+// neither, none. No body byte follows the head. (wire.Length decides; both
+// bridges render it.)
 func TestHeadLength(t *testing.T) {
 	both(t, func(t *testing.T, base string) {
 		resp, err := http.Head(base + "/head-length")
@@ -794,6 +831,44 @@ func TestHeadLength(t *testing.T) {
 		resp.Body.Close()
 		if resp.ContentLength != 1234 {
 			t.Fatalf("HEAD Content-Length %d, want the GET's 1234", resp.ContentLength)
+		}
+		for _, c := range []struct {
+			method, query string
+			length        string // "" for no Content-Length
+			body          string
+		}{
+			{"HEAD", "named=1234&body=0", "1234", ""},
+			{"HEAD", "named=1234&body=1234", "1234", ""},
+			{"HEAD", "named=1234&body=10", "1234", ""},
+			{"HEAD", "named=0&body=10", "0", ""},
+			{"HEAD", "body=5", "5", ""},
+			{"HEAD", "body=0", "", ""},
+			{"HEAD", "named=1234&body=1234&stream=1", "1234", ""},
+			{"HEAD", "body=5&stream=1", "", ""},
+			{"GET", "named=1234&body=3", "3", "xxx"}, // a whole body is sent with its own length
+			{"GET", "body=0", "0", ""},
+		} {
+			t.Run(c.method+" "+c.query, func(t *testing.T) {
+				c2, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c2.Close()
+				c2.SetDeadline(time.Now().Add(10 * time.Second))
+				fmt.Fprintf(c2, "%s /sized?%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", c.method, c.query)
+				b, _ := io.ReadAll(c2)
+				resp := string(b)
+				head, body, _ := strings.Cut(resp, "\r\n\r\n")
+				length := ""
+				for _, line := range strings.Split(head, "\r\n")[1:] {
+					if k, v, _ := strings.Cut(line, ": "); strings.EqualFold(k, "Content-Length") {
+						length = v
+					}
+				}
+				if !strings.HasPrefix(head, "HTTP/1.1 200 ") || length != c.length || body != c.body {
+					t.Errorf("%q: Content-Length %q and body %q, want %q and %q", resp, length, body, c.length, c.body)
+				}
+			})
 		}
 	})
 }

@@ -113,33 +113,22 @@ func (x *exchange) wait(ctx context.Context) reply {
 
 // decide makes the reply of a head and the body's first message.
 func (x *exchange) decide(m cpython.Msg) reply {
-	rep := reply{status: x.status, hdr: x.hdr, noBody: x.head || !bodyAllowed(x.status)}
+	rep := reply{status: x.status, hdr: x.hdr}
 	named := wire.AppLength(x.hdr)
+	measured := int64(-1)
 	if m.Flags&cpython.FlagMore != 0 {
 		// A stream: the length the application named holds it to that many
 		// bytes; without one, it is chunked (or, for HTTP/1.0, ends with the
 		// connection).
-		rep.kind, rep.length = stream, named
+		rep.kind = stream
 		x.length, x.first, x.queued = named, m, true
-		if rep.noBody {
-			rep.length = -1
-			if x.head && named >= 0 {
-				rep.length = named // that of the GET
-			}
-		}
-		return rep
+	} else {
+		rep.kind, rep.body = whole, m.Data
+		measured = int64(len(m.Data))
 	}
-	rep.kind, rep.body = whole, m.Data
-	switch {
-	case x.status == http.StatusNotModified:
-		rep.length = named // that of the representation, if the application named it
-	case !bodyAllowed(x.status):
-		rep.length = -1
-	case x.head && named >= 0 && len(m.Data) == 0:
-		rep.length = named // that of the GET
-	default:
-		rep.length = int64(len(m.Data)) // the body's own, whatever the application named
-	}
+	var send bool
+	rep.length, send = wire.Length(x.head, x.status, named, measured)
+	rep.noBody = !send
 	return rep
 }
 
@@ -157,8 +146,10 @@ func (x *exchange) pathSend(path string) reply {
 		x.logError("asgi: http.response.pathsend: " + err.Error())
 		return reply{kind: refuse, status: http.StatusInternalServerError}
 	}
-	rep := reply{kind: file, status: x.status, hdr: x.hdr, length: fi.Size(), file: f,
-		noBody: x.head || !bodyAllowed(x.status)}
+	rep := reply{kind: file, status: x.status, hdr: x.hdr, file: f}
+	var send bool
+	rep.length, send = wire.Length(x.head, x.status, fi.Size(), fi.Size()) // the file's size, whatever the application named
+	rep.noBody = !send
 	if rep.noBody {
 		f.Close()
 		rep.file = nil

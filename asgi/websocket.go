@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 	"github.com/m0serve/m0/internal/cpython"
@@ -224,7 +223,15 @@ func (h *Handler) session(conn *websocket.Conn, req *cpython.Request, path strin
 // close is still seen.
 func (c *wsConn) read() {
 	for {
-		mt, data, err := c.conn.ReadMessage()
+		mt, data, err := wsup.ReadMessage(c.conn)
+		var bad *wsup.InvalidMessage
+		if errors.As(err, &bad) {
+			c.sendClose(bad.Code, bad.Reason)
+			c.stopReceiving()
+			c.req.Post(cpython.ADisconnect, bad.Code, nil)
+			c.conn.SetReadDeadline(time.Now().Add(c.closeTO))
+			continue // read on until the peer's close reply
+		}
 		if err != nil {
 			code, reason := websocket.CloseAbnormalClosure, ""
 			var ce *websocket.CloseError
@@ -243,13 +250,6 @@ func (c *wsConn) read() {
 		flags := 0
 		if mt == websocket.TextMessage {
 			flags = cpython.FlagText
-			if !utf8.Valid(data) {
-				c.sendClose(websocket.CloseInvalidFramePayloadData, "invalid UTF-8")
-				c.stopReceiving()
-				c.req.Post(cpython.ADisconnect, websocket.CloseInvalidFramePayloadData, nil)
-				c.conn.SetReadDeadline(time.Now().Add(c.closeTO))
-				continue // read on until the peer's close reply
-			}
 		}
 		select {
 		case <-c.credit:

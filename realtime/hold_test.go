@@ -466,6 +466,59 @@ func TestHoldWebSocket(t *testing.T) {
 	})
 }
 
+// TestHoldWebSocketUTF8: a held socket's text message is posted whole
+// when it is UTF-8, a sequence split across its fragments included; one
+// that is not fails the connection with 1007 (RFC 6455 8.1), and nothing
+// of it is posted.
+func TestHoldWebSocketUTF8(t *testing.T) {
+	f := serve(t, nil)
+	// frame is a client's frame, masked with a key of zeros.
+	frame := func(fin bool, op byte, payload string) []byte {
+		if fin {
+			op |= 0x80
+		}
+		return append([]byte{op, 0x80 | byte(len(payload)), 0, 0, 0, 0}, payload...)
+	}
+	f.each(t, func(t *testing.T, base string) {
+		channel := "utf8-" + strings.ReplaceAll(base[7:], ":", "-")
+		for _, c := range []struct {
+			name   string
+			frames []byte
+			posted string // the body posted; "" for a message refused
+		}{
+			{"split across fragments", slices.Concat(frame(false, 1, "caf\xc3"), frame(true, 0, "\xa9")), "caf\u00e9"},
+			{"not UTF-8", frame(true, 1, "caf\xe9"), ""},
+			{"not UTF-8 once assembled", slices.Concat(frame(false, 1, "ok"), frame(true, 0, "\xc3(")), ""},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				conn, _ := dialWS(t, base, "/ws?c="+channel, nil)
+				waitFor(t, func() bool { return f.hub.Stats().HeldWebSockets >= 1 }, "the socket to be held")
+				before := len(f.app.Posts())
+				if _, err := conn.NetConn().Write(c.frames); err != nil {
+					t.Fatal(err)
+				}
+				if c.posted != "" {
+					waitFor(t, func() bool { return len(f.app.Posts()) == before+1 }, "a post")
+					if p := f.app.Posts()[before]; p.body != c.posted || p.opcode != "1" {
+						t.Errorf("posted %+v, want %q", p, c.posted)
+					}
+					conn.Close()
+				} else {
+					conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+					_, _, err := conn.ReadMessage()
+					if !websocket.IsCloseError(err, websocket.CloseInvalidFramePayloadData) {
+						t.Fatalf("read %v, want a close with 1007", err)
+					}
+				}
+				waitFor(t, func() bool { return f.hub.Stats().HeldWebSockets == 0 }, "the socket to be let go")
+				if n := len(f.app.Posts()) - before; c.posted == "" && n != 0 {
+					t.Errorf("%d posts of a message refused: %+v", n, f.app.Posts()[before:])
+				}
+			})
+		}
+	})
+}
+
 // TestDrain: a drain ends held streams with a retry and sockets with 1001;
 // an EventSource that reconnects meanwhile is sent a retry, never an
 // answer that makes it give up, and the application is not asked.

@@ -3,6 +3,7 @@ package realtime
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/m0serve/m0/internal/wire"
+	"github.com/m0serve/m0/internal/wsup"
 )
 
 // closeWait is how long a closing socket waits for the peer's close reply.
@@ -48,7 +50,20 @@ func (hd *holds) holdSocket(conn *websocket.Conn, raw net.Conn, r *http.Request,
 	go func() {
 		defer close(gone)
 		for {
-			mt, data, err := conn.ReadMessage()
+			mt, data, err := wsup.ReadMessage(conn)
+			var bad *wsup.InvalidMessage
+			if errors.As(err, &bad) {
+				// Nothing of it is posted: the close goes out, and the
+				// peer has closeWait to answer it.
+				closeSocket(conn, bad.Code, bad.Reason)
+				cancel()
+				conn.SetReadDeadline(time.Now().Add(closeWait))
+				for {
+					if _, _, err := conn.NextReader(); err != nil {
+						return
+					}
+				}
+			}
 			if err != nil {
 				cancel()
 				return

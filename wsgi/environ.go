@@ -80,13 +80,20 @@ func netEnviron(e *cpython.Environ, r *http.Request, bodyLen int, script, pathIn
 		case 1:
 			e.AddHeader(name, values[0])
 		default:
-			sep := ", "
-			if name == "Cookie" {
-				sep = "; "
-			}
-			e.AddHeader(name, strings.Join(values, sep))
+			e.AddHeader(name, strings.Join(values, joinSep(name)))
 		}
 	}
+}
+
+// joinSep is what the values of a request header sent more than once are
+// joined with, for its one environ key: "," (as gunicorn, granian and
+// Werkzeug join them), and "; " for Cookie (PEP 3333; RFC 6265 5.4). Both
+// builders join through it.
+func joinSep(name string) string {
+	if strings.EqualFold(name, "Cookie") {
+		return "; "
+	}
+	return ","
 }
 
 // serverNamePort is SERVER_NAME and SERVER_PORT: from the Host header, as
@@ -185,45 +192,37 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 	}
 
 	// Repeated headers are joined, so gather them first (copied: fasthttp's
-	// slices do not outlive the visit).
+	// slices do not outlive the visit). A request with more names than the
+	// array holds gathers the rest on the heap.
 	arena := (*scratch)[:0]
-	var spans [64][4]int // name and value, as offsets into arena
-	n := 0
-	req.VisitAll(func(name, value []byte) {
+	var fixed [64][4]int
+	spans := fixed[:0] // name and value, as offsets into arena
+	for name, value := range req.All() {
 		if skipHeader(b2s(name)) || equalFold(name, "Cookie") {
-			return
+			continue
 		}
 		dup := -1
-		for i := 0; i < n; i++ {
+		for i := range spans {
 			if equalFoldBytes(arena[spans[i][0]:spans[i][1]], name) {
 				dup = i
 				break
 			}
 		}
-		if dup < 0 && n == len(spans) {
-			e.AddHeader(b2s(name), b2s(value)) // past 64 names: not joined
-			return
-		}
 		if dup >= 0 {
 			// Move the value to the end, joined with the new one.
 			old := append([]byte(nil), arena[spans[dup][2]:spans[dup][3]]...)
-			sep := ", "
-			if equalFold(name, "Cookie") {
-				sep = "; "
-			}
 			spans[dup][2] = len(arena)
-			arena = append(append(append(arena, old...), sep...), value...)
+			arena = append(append(append(arena, old...), joinSep(b2s(name))...), value...)
 			spans[dup][3] = len(arena)
-			return
+			continue
 		}
 		start := len(arena)
 		arena = append(arena, name...)
 		mid := len(arena)
 		arena = append(arena, value...)
-		spans[n] = [4]int{start, mid, mid, len(arena)}
-		n++
-	})
-	for _, sp := range spans[:n] {
+		spans = append(spans, [4]int{start, mid, mid, len(arena)})
+	}
+	for _, sp := range spans {
 		e.AddHeader(b2s(arena[sp[0]:sp[1]]), b2s(arena[sp[2]:sp[3]]))
 	}
 	// fasthttp parses cookies and writes them back its own way; the
@@ -236,7 +235,7 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 				continue
 			}
 			if len(arena) > start {
-				arena = append(arena, "; "...)
+				arena = append(arena, joinSep("Cookie")...)
 			}
 			arena = append(arena, bytes.TrimSpace(value)...)
 		}

@@ -65,15 +65,14 @@ func (x *fastExchange) respond(t cpython.Thread, status int, body []byte) {
 	resp := &x.ctx.Response
 	resp.Header.SetNoDefaultContentType(true)
 	resp.SetStatusCode(status)
-	appLength := eachHeader(t, resp.Header.AddBytesKV)
-	switch {
-	case !bodyAllowed(status):
-	case x.ctx.IsHead() && appLength >= 0:
-		// The application's length is that of the GET; no body is sent.
-		resp.SkipBody = true
-		resp.Header.SetContentLength(int(appLength))
-	default:
+	length, send := wire.Length(x.ctx.IsHead(), status, eachHeader(t, resp.Header.AddBytesKV), int64(len(body)))
+	if send {
 		resp.SetBody(body)
+		return
+	}
+	resp.SkipBody = true
+	if length >= 0 {
+		resp.Header.SetContentLength(int(length))
 	}
 }
 

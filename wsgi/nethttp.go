@@ -118,20 +118,12 @@ const smallBody = 2048
 
 func (x *netExchange) respond(t cpython.Thread, status int, body []byte) {
 	head := t.Head()
-	appLength := wire.AppLength(head)
-	length := int64(len(body))
-	switch {
-	case !bodyAllowed(status):
-		length = -1
-		if status == http.StatusNotModified {
-			length = appLength
-		}
-		body = nil
-	case x.r.Method == http.MethodHead && appLength >= 0:
-		length = appLength // that of the GET; no body is sent
-	}
+	length, send := wire.Length(x.r.Method == http.MethodHead, status, wire.AppLength(head), int64(len(body)))
 	wire.NetHeader(x.w.Header(), head, length)
 	x.w.WriteHeader(status)
+	if !send {
+		return
+	}
 	if len(body) <= smallBody {
 		x.w.Write(body)
 		return

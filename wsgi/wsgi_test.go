@@ -124,7 +124,7 @@ func TestEnviron(t *testing.T) {
 			"SERVER_PORT":          "8080",
 			"SERVER_PROTOCOL":      "HTTP/1.1",
 			"HTTP_HOST":            "example.com:8080",
-			"HTTP_X_MULTI":         "a, b",
+			"HTTP_X_MULTI":         "a,b",
 			"HTTP_X_FORWARDED_FOR": "1.2.3.4",
 			"REMOTE_ADDR":          "127.0.0.1",
 			"wsgi.url_scheme":      "http",
@@ -148,6 +148,51 @@ func TestEnviron(t *testing.T) {
 		}
 		if env["REMOTE_PORT"] == "" || env["REMOTE_PORT"] == nil {
 			t.Errorf("REMOTE_PORT missing")
+		}
+	})
+}
+
+// TestRepeatedHeaders: a header sent more than once reaches the
+// application as one value, joined with "," (Cookie with "; "), in the
+// order sent, whatever the number of other headers before it.
+func TestRepeatedHeaders(t *testing.T) {
+	many := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "X-Filler-%d: %d\r\n", i, i)
+		}
+		return b.String()
+	}
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "environ", nil)
+		addr := strings.TrimPrefix(s.URL, "http://")
+		for _, c := range []struct {
+			name, headers string
+			want          map[string]string
+		}{
+			{"twice", "X-Multi: a\r\nX-Multi: b\r\n", map[string]string{"HTTP_X_MULTI": "a,b"}},
+			{"apart, names in any case", "Accept: text/html\r\nX-Other: o\r\naccept: */*\r\nACCEPT: x/y\r\n",
+				map[string]string{"HTTP_ACCEPT": "text/html,*/*,x/y", "HTTP_X_OTHER": "o"}},
+			{"a value with its own commas", "Forwarded: a, b\r\nForwarded: c\r\n", map[string]string{"HTTP_FORWARDED": "a, b,c"}},
+			{"cookie", "Cookie: a=1\r\nCookie: b=2\r\n", map[string]string{"HTTP_COOKIE": "a=1; b=2"}},
+			{"after 64 other names", many(70) + "X-Late: 1\r\nX-Late: 2\r\n",
+				map[string]string{"HTTP_X_LATE": "1,2", "HTTP_X_FILLER_0": "0", "HTTP_X_FILLER_69": "69"}},
+			{"first before 64 other names, then after", "X-Early: 1\r\n" + many(70) + "X-Early: 2\r\n",
+				map[string]string{"HTTP_X_EARLY": "1,2", "HTTP_X_FILLER_64": "64"}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				resp := raw(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n"+c.headers+"Connection: close\r\n\r\n")
+				_, body, _ := strings.Cut(resp, "\r\n\r\n")
+				var env map[string]any
+				if err := json.Unmarshal([]byte(body), &env); err != nil {
+					t.Fatalf("%v in %q", err, resp)
+				}
+				for k, v := range c.want {
+					if env[k] != v {
+						t.Errorf("%s = %#v, want %q", k, env[k], v)
+					}
+				}
+			})
 		}
 	})
 }
@@ -287,6 +332,45 @@ func TestHeadAndNoContent(t *testing.T) {
 		r, body := get(t, nc.URL)
 		if r.StatusCode != 204 || body != "" || r.Header.Get("Content-Length") != "" {
 			t.Errorf("204: %v %q %v", r.StatusCode, body, r.Header)
+		}
+	})
+}
+
+// TestHeadLength: a HEAD is answered with the Content-Length the
+// application set, as it set it, whatever body it produced, or the length
+// of the body it produced when it set none; with neither, none. No body
+// byte follows the head. (wire.Length decides; both bridges render it.)
+func TestHeadLength(t *testing.T) {
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "sized", nil)
+		addr := strings.TrimPrefix(s.URL, "http://")
+		for _, c := range []struct {
+			method, query string
+			length        string // "" for no Content-Length
+			body          string
+		}{
+			{"HEAD", "named=1234&body=0", "1234", ""},
+			{"HEAD", "named=1234&body=1234", "1234", ""},
+			{"HEAD", "named=1234&body=10", "1234", ""},
+			{"HEAD", "named=0&body=10", "0", ""},
+			{"HEAD", "body=5", "5", ""},
+			{"HEAD", "body=0", "", ""},
+			{"GET", "named=1234&body=3", "3", "xxx"}, // a whole body is sent with its own length
+			{"GET", "body=0", "0", ""},
+		} {
+			t.Run(c.method+" "+c.query, func(t *testing.T) {
+				resp := raw(t, addr, c.method+" /?"+c.query+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+				head, body, _ := strings.Cut(resp, "\r\n\r\n")
+				length := ""
+				for _, line := range strings.Split(head, "\r\n")[1:] {
+					if k, v, _ := strings.Cut(line, ": "); strings.EqualFold(k, "Content-Length") {
+						length = v
+					}
+				}
+				if !strings.HasPrefix(head, "HTTP/1.1 200 ") || length != c.length || body != c.body {
+					t.Errorf("%q: Content-Length %q and body %q, want %q and %q", resp, length, body, c.length, c.body)
+				}
+			})
 		}
 	})
 }

@@ -222,6 +222,18 @@ async def app(scope, receive, send):
                 break
         events.append("count-body:%d" % n)
         return await respond(send, 200, str(n).encode())
+    if path == "/sized":
+        # ?body=N bytes, with Content-Length: ?named when given, in two
+        # messages with ?stream=1; the same answer to a HEAD.
+        q = dict(p.split("=") for p in scope["query_string"].decode().split("&") if p)
+        headers = [(b"content-length", q["named"].encode())] if "named" in q else []
+        body = b"x" * int(q.get("body", 0))
+        if q.get("stream"):
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body[:1], "more_body": True})
+            await send({"type": "http.response.body", "body": body[1:]})
+            return
+        return await respond(send, 200, body, headers)
     if path == "/head-length":
         body = b"" if scope["method"] == "HEAD" else b"x" * 1234
         return await respond(send, 200, body, [(b"content-length", b"1234")])

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 	"github.com/m0serve/m0/internal/wire"
@@ -176,4 +177,26 @@ func (w *hijacked) Write([]byte) (int, error) {
 }
 func (w *hijacked) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return w.c, bufio.NewReadWriter(bufio.NewReader(w.c), bufio.NewWriter(w.c)), nil
+}
+
+// InvalidMessage is a message a peer sent that fails the connection (RFC
+// 6455 8.1): Code and Reason are the close frame to answer it with.
+type InvalidMessage struct {
+	Code   int
+	Reason string
+}
+
+func (e *InvalidMessage) Error() string { return "wsup: " + e.Reason }
+
+// ReadMessage reads conn's next message, as conn.ReadMessage does: a
+// fragmented one whole, so a UTF-8 sequence may be split across its frames.
+// A text message that is not UTF-8 is returned with an *InvalidMessage
+// (1007): the caller closes with it and delivers nothing. Every reader of
+// a client's messages reads through it.
+func ReadMessage(conn *websocket.Conn) (mt int, data []byte, err error) {
+	mt, data, err = conn.ReadMessage()
+	if err == nil && mt == websocket.TextMessage && !utf8.Valid(data) {
+		return mt, nil, &InvalidMessage{Code: websocket.CloseInvalidFramePayloadData, Reason: "invalid UTF-8"}
+	}
+	return mt, data, err
 }

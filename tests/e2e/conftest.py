@@ -21,6 +21,10 @@ ROOT = E2E.parents[1]
 APPS = E2E / "apps"
 EXAMPLES = ROOT / "examples"
 M0SERVE = Path(os.environ.get("M0SERVE") or ROOT / ".bin" / "m0serve")
+NETHOST = ROOT / ".bin" / "nethost"
+# The two front ends: fasthttp (m0serve's) and net/http (a Go program's,
+# tests/e2e/nethost); serve_on starts an application on either.
+FRONT_ENDS = ("fasthttp", "nethttp")
 
 HOST = "127.0.0.1"
 READY_PREFIX = "🔥 m0serve:"
@@ -469,6 +473,15 @@ def serve(tmp_path):
     factory = ServerFactory(tmp_path)
     yield factory
     factory.close()
+
+
+def serve_on(factory, front_end, spec, *, env=None, **kwargs):
+    """Serves spec (MODULE:ATTR in apps/) on one of FRONT_ENDS with a serve
+    factory: by m0serve, or at every path tests/e2e/nethost keeps for no
+    mount of its own ($M0_NETHOST_APP)."""
+    if front_end == "fasthttp":
+        return factory(spec, env=env, **kwargs)
+    return factory(None, binary=NETHOST, env={**(env or {}), "M0_NETHOST_APP": spec}, **kwargs)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import RawReader, http_request, read_response
+from conftest import FRONT_ENDS, RawReader, http_request, read_response, serve_on
 
 
 def environ_via_raw(server, headers=(), method="GET", path="/environ", body=b"", version="HTTP/1.1"):
@@ -90,10 +90,28 @@ def test_http10_protocol(pep_server):
     assert report["environ"]["SERVER_PROTOCOL"] == "HTTP/1.0"
 
 
-def test_repeated_header_is_joined_with_a_comma(pep_server):
-    report, _ = environ_via_raw(pep_server, headers=[("X-Multi", "a"), ("X-Multi", "b")])
-    value = report["environ"].get("HTTP_X_MULTI")
-    assert value in ("a,b", "a, b"), value
+@pytest.fixture(scope="module", params=FRONT_ENDS)
+def pep_on_both(request, serve_module):
+    """pep3333.py on each front end: m0serve's fasthttp and net/http."""
+    return serve_on(serve_module, request.param, "pep3333:application", validated=True)
+
+
+FILLERS = [(f"X-Filler-{i}", str(i)) for i in range(70)]
+
+
+@pytest.mark.parametrize("headers, key, want", [
+    ([("X-Multi", "a"), ("X-Multi", "b")], "HTTP_X_MULTI", "a,b"),
+    ([("Accept", "text/html"), ("X-Other", "o"), ("accept", "*/*")], "HTTP_ACCEPT", "text/html,*/*"),
+    ([("Forwarded", "a, b"), ("Forwarded", "c")], "HTTP_FORWARDED", "a, b,c"),
+    ([("Cookie", "a=1"), ("Cookie", "b=2")], "HTTP_COOKIE", "a=1; b=2"),
+    ([*FILLERS, ("X-Late", "1"), ("X-Late", "2")], "HTTP_X_LATE", "1,2"),
+    ([("X-Early", "1"), *FILLERS, ("X-Early", "2")], "HTTP_X_EARLY", "1,2"),
+], ids=["twice", "apart", "own-commas", "cookie", "after-70-names", "around-70-names"])
+def test_repeated_header_is_joined_with_a_comma(pep_on_both, headers, key, want):
+    """As gunicorn, granian and Werkzeug join them: ",", Cookie with "; ",
+    whatever the number of other headers."""
+    report, _ = environ_via_raw(pep_on_both, headers=headers)
+    assert report["environ"].get(key) == want
 
 
 def test_underscore_header_is_dropped(pep_server):

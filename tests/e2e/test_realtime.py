@@ -5,7 +5,9 @@ reconnects and restarts, heartbeats, keepalive, the drain, the refusals.
 Clients: a raw SSE reader on a socket (it sees comments, ids and retry
 fields as sent), the websockets client, requests."""
 
+import base64
 import json
+import os
 import re
 import signal
 import subprocess
@@ -16,7 +18,8 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
-from conftest import APPS, EXAMPLES, HTTP_TIMEOUT, ROOT, RawReader, http_request, wait_until
+from conftest import (APPS, EXAMPLES, FRONT_ENDS, HTTP_TIMEOUT, ROOT, RawReader, http_request, serve_on,
+                      wait_until)
 
 # --------------------------------------------------------------------------
 # a raw SSE client
@@ -322,6 +325,66 @@ def test_socket_messages_reach_the_application(serve):
         assert ws.recv(timeout=HTTP_TIMEOUT) == b"\xff binary"
         server.post("/publish?c=sock", data="text \u2713".encode())
         assert ws.recv(timeout=HTTP_TIMEOUT) == "text \u2713"
+
+
+def client_frame(opcode, payload, fin=True):
+    """A client's WebSocket frame, masked with a key of zeros (the payload
+    as it is)."""
+    assert len(payload) < 126
+    return bytes([(0x80 if fin else 0) | opcode, 0x80 | len(payload)]) + b"\0\0\0\0" + payload
+
+
+def open_held_socket(server, channel):
+    """A held WebSocket on a raw socket: (socket, reader), after the 101."""
+    sock = server.connect()
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(http_request("GET", f"/ws?c={channel}", server.port, headers=[
+        ("Upgrade", "websocket"), ("Connection", "Upgrade"),
+        ("Sec-WebSocket-Key", key), ("Sec-WebSocket-Version", "13")]))
+    reader = RawReader(sock)
+    head = reader.read_until(b"\r\n\r\n")
+    assert head is not None and head.startswith(b"HTTP/1.1 101 "), reader.raw
+    return sock, reader
+
+
+def posts_of(server, channel):
+    return [p for p in server.get_json("/posts") if p["channel"] == channel]
+
+
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+@pytest.mark.parametrize("frames", [
+    [client_frame(1, b"caf\xe9")],
+    [client_frame(1, b"ok \xc3", fin=False), client_frame(0, b"(")],  # not UTF-8 once assembled
+], ids=["one-frame", "fragments"])
+def test_held_socket_fails_a_text_message_not_utf8(serve, front_end, frames):
+    """RFC 6455 8.1: a text message that is not UTF-8 fails the connection
+    with 1007, and nothing of it is posted to the application."""
+    server = serve_on(serve, front_end, "realtime_app:application", args=("--realtime",))
+    channel = f"utf8-{front_end}"
+    sock, reader = open_held_socket(server, channel)
+    with sock:
+        sock.sendall(b"".join(frames))
+        head = reader.read_exact(2)
+        assert head is not None and head[0] == 0x88, reader.raw  # FIN + close
+        payload = reader.read_exact(head[1] & 0x7F)
+        assert payload is not None and int.from_bytes(payload[:2], "big") == 1007, reader.raw
+        sock.sendall(client_frame(8, payload[:2]))  # the close reply
+        assert reader.at_eof(wait=5), reader.raw
+    time.sleep(0.2)
+    assert posts_of(server, channel) == []
+
+
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+def test_held_socket_takes_utf8_split_across_fragments(serve, front_end):
+    """A UTF-8 sequence split between the frames of one message is valid:
+    the message is posted whole."""
+    server = serve_on(serve, front_end, "realtime_app:application", args=("--realtime",))
+    channel = f"split-{front_end}"
+    sock, _ = open_held_socket(server, channel)
+    with sock:
+        sock.sendall(client_frame(1, b"caf\xc3", fin=False) + client_frame(0, b"\xa9"))
+        posts = wait_until(lambda: posts_of(server, channel), 10, "the post")
+    assert [(p["opcode"], p["body"].encode("latin-1")) for p in posts] == [("1", "caf\u00e9".encode())]
 
 
 def test_m0_headers_never_reach_the_application(serve):

@@ -92,6 +92,16 @@ def _head(environ, start_response):
 head = validator(_head)
 
 
+def sized(environ, start_response):
+    """?body=N bytes, with Content-Length: ?named when given; the same
+    answer to a HEAD. Not validated: a length that is not the body's is
+    the point."""
+    q = dict(p.split("=") for p in environ["QUERY_STRING"].split("&") if p)
+    headers = [("Content-Length", q["named"])] if "named" in q else []
+    start_response("200 OK", headers)
+    return [b"x" * int(q.get("body", 0))]
+
+
 def _no_content(environ, start_response):
     start_response("204 No Content", [])
     return []

@@ -2,13 +2,19 @@
 // end: the m0 host with a Go mux (which net/http serves), the WSGI form
 // under /wsgi and the ASGI form under /asgi. The hostile-HTTP table
 // (tests/e2e/test_hostile.py) runs on it beside m0serve, whose front end is
-// fasthttp.
+// fasthttp. With $M0_NETHOST_APP naming another application of the app
+// directory (MODULE:ATTR, WSGI or ASGI), it serves every other path, so a
+// test can run on both front ends; under --realtime the holds are around
+// it (a held WebSocket's messages are posted to /ws/message) and its
+// m0pub.publish reaches their hub.
 //
 //	nethost --app-dir tests/e2e/apps --port 8000
+//	M0_NETHOST_APP=realtime_app:application nethost --app-dir tests/e2e/apps --realtime
 package main
 
 import (
 	"net/http"
+	"os"
 
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/host"
@@ -34,6 +40,23 @@ func (app) Make(ctx host.Context) (http.Handler, error) {
 	mux := host.NewMux()
 	mux.HandleLoop("/wsgi/", wh)
 	mux.HandleLoop("/asgi/", ah)
+	if spec := os.Getenv("M0_NETHOST_APP"); spec != "" {
+		o, err := m0.LoadApp(spec, &m0.LoadOptions{Dir: cfg.AppDir})
+		if err != nil {
+			return nil, err
+		}
+		if o.Protocol == "asgi" {
+			oh := asgi.New(o, &asgi.Options{Loop: cfg.Loop, MaxBody: cfg.MaxBody})
+			ctx.Ready(oh.Startup)
+			ctx.Drain(oh)
+			mux.HandleLoop("/", oh)
+		} else {
+			oh := wsgi.New(o, &wsgi.Options{Threads: cfg.BlockingThreads, MaxBody: cfg.MaxBody})
+			ctx.Drain(oh)
+			mux.HandleLoop("/", oh)
+		}
+		m0.PublishTo(ctx.Hub)
+	}
 	return mux, nil
 }
 
