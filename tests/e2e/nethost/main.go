@@ -45,16 +45,7 @@ func (app) Make(ctx host.Context) (http.Handler, error) {
 		if err != nil {
 			return nil, err
 		}
-		if o.Protocol == "asgi" {
-			oh := asgi.New(o, &asgi.Options{Loop: cfg.Loop, MaxBody: cfg.MaxBody})
-			ctx.Ready(oh.Startup)
-			ctx.Drain(oh)
-			mux.HandleLoop("/", oh)
-		} else {
-			oh := wsgi.New(o, &wsgi.Options{Threads: cfg.BlockingThreads, MaxBody: cfg.MaxBody})
-			ctx.Drain(oh)
-			mux.HandleLoop("/", oh)
-		}
+		mux.HandleLoop("/", ctx.Bridge(o, ""))
 		m0.PublishTo(ctx.Hub)
 	}
 	return mux, nil
