@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"github.com/m0serve/m0/middleware"
 	"io"
 	"net/http"
 	"runtime"
@@ -58,10 +59,6 @@ type job struct {
 
 var jobs = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
 
-type fastHandler interface {
-	ServeFastHTTP(*fasthttp.RequestCtx)
-}
-
 // newPool starts a pool thread for each of threads, behind own (the loop's
 // handler as the application made it) served as loop; guard refuses holds
 // begun on the pool threads.
@@ -70,10 +67,10 @@ func newPool(own, loop http.Handler, threads []http.Handler, guard bool) (http.H
 	p.router, _ = own.(LoopRouter)
 	fast := true
 	for _, h := range threads {
-		_, ok := h.(fastHandler)
+		_, ok := h.(middleware.FastHandler)
 		fast = fast && ok
 	}
-	fl, isFast := loop.(fastHandler)
+	fl, isFast := loop.(middleware.FastHandler)
 	fast = fast && isFast
 	for _, h := range threads {
 		p.wg.Add(1)
@@ -95,7 +92,7 @@ func (p *pool) thread(h http.Handler, fast bool) {
 	defer runtime.UnlockOSThread()
 	var fh fasthttp.RequestHandler
 	if fast {
-		fh = h.(fastHandler).ServeFastHTTP
+		fh = h.(middleware.FastHandler).ServeFastHTTP
 	}
 	for {
 		select {

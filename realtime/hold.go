@@ -2,6 +2,7 @@ package realtime
 
 import (
 	"bufio"
+	"github.com/m0serve/m0/middleware"
 	"io"
 	"log/slog"
 	"net"
@@ -79,7 +80,7 @@ func Holds(hub *Hub, opts *HoldOptions) func(http.Handler) http.Handler {
 	}
 	return func(next http.Handler) http.Handler {
 		hd := &holds{hub: hub, opts: o, next: next}
-		if fh, ok := next.(interface{ ServeFastHTTP(*fasthttp.RequestCtx) }); ok {
+		if fh, ok := next.(middleware.FastHandler); ok {
 			return &fastHolds{holds: hd, fast: fh.ServeFastHTTP}
 		}
 		return hd

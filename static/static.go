@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/m0serve/m0/middleware"
 	"io"
 	"io/fs"
 	"net/http"
@@ -134,7 +135,7 @@ func New(dir string, opts *Options) (*Handler, error) {
 		h.repeat = append(h.repeat, seen[name])
 		seen[name] = true
 	}
-	if f, ok := opts.Next.(interface{ ServeFastHTTP(*fasthttp.RequestCtx) }); ok {
+	if f, ok := opts.Next.(middleware.FastHandler); ok {
 		h.fastNext = f.ServeFastHTTP
 	}
 	return h, nil

@@ -14,10 +14,11 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// FastHandler is a handler that can also serve requests fasthttp parsed
-// (middleware.FastHandler). A worker whose handler is one serves with fasthttp,
-// which costs a third of net/http per request; any other handler is served
-// by net/http.
+// FastHandler is what a server needs of a handler to serve it with
+// fasthttp: the floor's view of the public contract, middleware.FastHandler,
+// which this package cannot import. A worker whose handler is one serves
+// with fasthttp, which costs a third of net/http per request; any other
+// handler is served by net/http.
 type FastHandler interface {
 	http.Handler
 	ServeFastHTTP(ctx *fasthttp.RequestCtx)

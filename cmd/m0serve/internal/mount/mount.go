@@ -7,6 +7,7 @@ package mount
 import (
 	"cmp"
 	"fmt"
+	"github.com/m0serve/m0/middleware"
 	"net/http"
 	"slices"
 	"strings"
@@ -46,7 +47,7 @@ func New(routes []Route) (*Router, error) {
 	}
 	slices.SortStableFunc(r.routes, func(a, b Route) int { return cmp.Compare(len(b.Prefix), len(a.Prefix)) })
 	for _, rt := range r.routes {
-		f, ok := rt.Handler.(interface{ ServeFastHTTP(*fasthttp.RequestCtx) })
+		f, ok := rt.Handler.(middleware.FastHandler)
 		if !ok {
 			r.fast = nil
 			break
