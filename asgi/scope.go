@@ -109,7 +109,7 @@ func rawHeaders(raw []byte, fn func(name, value []byte)) {
 // fastScope packs a request fasthttp parsed.
 func (s *scope) fast(ctx *fasthttp.RequestCtx, rootPath string) {
 	req := &ctx.Request.Header
-	client, server := tcpAddr(ctx.RemoteAddr()), tcpAddr(ctx.LocalAddr())
+	client, server := wire.Client(ctx), wire.Peer(ctx.LocalAddr())
 	s.begin(req.IsHTTP11(), client, server)
 	s.str(req.Method())
 	s.target(wire.Target(ctx))
@@ -124,10 +124,10 @@ func (s *scope) fast(ctx *fasthttp.RequestCtx, rootPath string) {
 // no Trailer line of a chunked request either, nor the spelling of its
 // Transfer-Encoding ("chunked").
 func (s *scope) net(r *http.Request, rootPath string) {
-	client, _ := netip.ParseAddrPort(r.RemoteAddr)
+	client := wire.ClientOf(r)
 	var server netip.AddrPort
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-		server = tcpAddr(a)
+		server = wire.Peer(a)
 	}
 	s.begin(r.ProtoAtLeast(1, 1), client, server)
 	s.string(r.Method)
@@ -152,11 +152,4 @@ func (s *scope) net(r *http.Request, rootPath string) {
 		// sent it, and fasthttp's scope has it.
 		s.header([]byte("transfer-encoding"), []byte(strings.Join(r.TransferEncoding, ", ")))
 	}
-}
-
-func tcpAddr(a net.Addr) netip.AddrPort {
-	if t, ok := a.(*net.TCPAddr); ok {
-		return t.AddrPort()
-	}
-	return netip.AddrPort{}
 }

@@ -184,9 +184,8 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 		e.AddID(keyServerName, ap.Addr().Unmap().String())
 		e.AddID(keyServerPort, strconv.Itoa(int(ap.Port())))
 	}
-	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-		ap := a.AddrPort()
-		*scratch = ap.Addr().Unmap().AppendTo((*scratch)[:0])
+	if ap := wire.Client(ctx); ap.IsValid() {
+		*scratch = ap.Addr().AppendTo((*scratch)[:0])
 		e.AddID(keyRemoteAddr, b2s(*scratch))
 		e.AddID(keyRemotePort, strconv.Itoa(int(ap.Port())))
 	}

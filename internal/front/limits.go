@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -154,9 +153,7 @@ func fastLimits(s *fasthttp.Server, lim Limits, obs observe.Refuser) {
 			if answered && obs != nil {
 				o := observe.Outcome{Status: ctx.Response.StatusCode(), Dur: time.Since(ctx.Time()),
 					Bytes: int64(len(ctx.Response.Body()))}
-				if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-					o.Remote = a.AddrPort().Addr().Unmap()
-				}
+				o.Remote = wire.Client(ctx).Addr()
 				obs.Refused(string(ctx.Method()), wire.Path(ctx), o)
 			}
 		}()
@@ -331,9 +328,7 @@ func (lh *limitHandler) refuse(w http.ResponseWriter, r *http.Request, status in
 		status, http.StatusText(status), len(msg), time.Now().UTC().Format(http.TimeFormat), msg)
 	if obs, ok := lh.h.(observe.Refuser); ok {
 		o := observe.Outcome{Status: status, Dur: time.Since(start), Bytes: int64(len(msg))}
-		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-			o.Remote = ap.Addr().Unmap()
-		}
+		o.Remote = wire.ClientOf(r).Addr()
 		obs.Refused(r.Method, r.URL.Path, o)
 	}
 	if status == http.StatusRequestEntityTooLarge {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -115,9 +114,7 @@ func answerFast(ctx *fasthttp.RequestCtx, r *wire.Refusal, obs observe.Refuser) 
 	ctx.SetConnectionClose()
 	if obs != nil {
 		o := observe.Outcome{Status: r.Status, Dur: time.Since(ctx.Time()), Bytes: int64(len(r.Body()))}
-		if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-			o.Remote = a.AddrPort().Addr().Unmap()
-		}
+		o.Remote = wire.Client(ctx).Addr()
 		method, target := r.Method, r.Target
 		if r.InBody {
 			method, target = string(ctx.Method()), wire.Path(ctx)
@@ -177,9 +174,7 @@ func answerNet(w http.ResponseWriter, r *http.Request, rf *wire.Refusal, obs obs
 	w.Write([]byte(body))
 	if obs != nil {
 		o := observe.Outcome{Status: rf.Status, Dur: time.Since(start), Bytes: int64(len(body))}
-		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-			o.Remote = ap.Addr().Unmap()
-		}
+		o.Remote = wire.ClientOf(r).Addr()
 		method, target := rf.Method, rf.Target
 		if rf.InBody {
 			method, target = r.Method, r.URL.Path

@@ -101,9 +101,7 @@ func (rec *Recorder) Outcome(r *http.Request) Outcome {
 		n = 0
 	}
 	o := Outcome{Status: status, Dur: head.Sub(rec.start), Bytes: n}
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		o.Remote = ap.Addr().Unmap()
-	}
+	o.Remote = wire.ClientOf(r).Addr()
 	return o
 }
 
@@ -211,10 +209,8 @@ func ObserveFast(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandler, done fu
 	resp := &ctx.Response
 	rec.o.Status = resp.StatusCode()
 	rec.o.Dur = time.Since(start)
-	if a, ok := ctx.RemoteAddr().(interface{ AddrPort() netip.AddrPort }); ok {
-		if ip := a.AddrPort().Addr().Unmap(); !ip.IsUnspecified() {
-			rec.o.Remote = ip
-		}
+	if ip := wire.Client(ctx).Addr(); ip.IsValid() && !ip.IsUnspecified() {
+		rec.o.Remote = ip
 	}
 	switch {
 	case ctx.IsHead() || !wire.BodyAllowed(rec.o.Status) || resp.SkipBody:

@@ -7,7 +7,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -156,6 +158,33 @@ func PathIs(ctx *fasthttp.RequestCtx, want string) bool {
 		return string(raw) == want
 	}
 	return Path(ctx) == want
+}
+
+// Client is the address a request fasthttp parsed came from, as Peer
+// gives it.
+func Client(ctx *fasthttp.RequestCtx) netip.AddrPort { return Peer(ctx.RemoteAddr()) }
+
+// ClientOf is the address a request net/http parsed came from, as Peer
+// gives it: every front-end choice and record of a client (the access log,
+// the metrics, REMOTE_ADDR, the ASGI scope's client) is made on one of the
+// two, so an IPv4 client of a dual-stack listener is 1.2.3.4 under both,
+// never ::ffff:1.2.3.4 under one.
+func ClientOf(r *http.Request) netip.AddrPort {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// Peer is a connection's address as an AddrPort, an IPv4-mapped address
+// unmapped; the zero AddrPort for an address that is not TCP's.
+func Peer(a net.Addr) netip.AddrPort {
+	if t, ok := a.(*net.TCPAddr); ok {
+		ap := t.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	return netip.AddrPort{}
 }
 
 // HTTP1Date is the layout of the Date header.

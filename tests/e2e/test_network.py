@@ -32,6 +32,28 @@ def test_unspecified_ipv6_listens_on_both(serve):
     assert v6["REMOTE_ADDR"] == "::1"
 
 
+@pytest.mark.parametrize("front", ["fasthttp-asgi", "nethttp-asgi"])
+def test_asgi_client_of_a_dual_stack_listener_is_ipv4(serve, front):
+    """An IPv4 client of a listener on :: is 127.0.0.1 in the ASGI scope
+    under both front ends, as REMOTE_ADDR is; fasthttp's address of it is
+    the IPv4-mapped ::ffff:127.0.0.1."""
+    from conftest import APPS
+    from test_hostile import FRONTS
+    spec, binary, prefix, _ = FRONTS[front]
+    server = serve(spec, binary=binary, app_dir=APPS, args=["--host", "::"])
+    for family, host, want in [(socket.AF_INET, "127.0.0.1", "127.0.0.1"), (socket.AF_INET6, "::1", "::1")]:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.settimeout(10)
+            s.connect((host, server.port))
+            s.sendall(f"GET {prefix}/c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head
+        assert json.loads(body)["client"][0] == want, body
+
+
 @pytest.mark.parametrize("spelling", ["::1", "[::1]"])
 def test_ipv6_loopback_alone(serve, spelling):
     server = serve("pep3333:application", args=["--host", spelling], validated=True)

@@ -67,7 +67,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             break
     _record(scope["method"], target, len(body))
     seen = {"path": scope["path"], "raw_path": scope["raw_path"].decode("latin-1"),
-            "query_string": scope["query_string"].decode("latin-1")}
+            "query_string": scope["query_string"].decode("latin-1"),
+            "client": list(scope["client"]) if scope.get("client") else None}
     out = json.dumps({"seen": len(body), **seen}).encode()
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(out)).encode())]})
