@@ -1,12 +1,9 @@
 package asgi
 
 import (
-	"bufio"
 	"context"
 	"io"
-	"net"
 	"sync"
-	"time"
 
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/wire"
@@ -170,28 +167,6 @@ var _ io.ReadCloser = (*fastExchange)(nil)
 // named, and for an HTTP/1.0 client, which cannot read chunks. The
 // connection closes after the body, which ends it where no length is named.
 func (fx *fastExchange) streamDirect(rep reply) {
-	ctx := fx.ctx
-	ctx.Response.Reset()
-	ctx.SetStatusCode(rep.status) // for the access log; fasthttp writes no response
-	w := bufio.NewWriterSize(ctx.Conn(), 4096)
-	wire.WriteHead(w, ctx.Request.Header.IsHTTP11(), rep.status, func(fn func(name, value []byte)) { eachHeader(rep.hdr, fn) }, rep.length)
-	ctx.HijackSetNoResponse(true)
-	ctx.Hijack(func(c net.Conn) { c.Close() }) // closed after the body, on a server that keeps hijacked connections too
-	// What was sent, for the access log (m0.HijackedHead, m0.HijackedSent).
-	ctx.SetUserValue(wire.KeyHead, time.Now())
-	var sent int64
-	defer func() { ctx.SetUserValue(wire.KeySent, sent) }()
-	for {
-		b, err := fx.x.part(context.Background())
-		if len(b) > 0 && !rep.noBody {
-			w.Write(b)
-			sent += int64(len(b))
-		}
-		if w.Flush() != nil {
-			return // the client left: done tells the application
-		}
-		if err != nil {
-			return // whole or not, the connection closes
-		}
-	}
+	wire.StreamDirect(fx.ctx, rep.status, func(fn func(name, value []byte)) { eachHeader(rep.hdr, fn) }, rep.length, !rep.noBody,
+		func() ([]byte, error) { return fx.x.part(context.Background()) })
 }

@@ -42,18 +42,32 @@ func isM0(name string) bool {
 	return len(name) >= 3 && (name[0] == 'M' || name[0] == 'm') && name[1] == '0' && name[2] == '-'
 }
 
+// sseHeaders are the headers of every SSE stream the hub serves, on
+// either front end, held or not: its type, no caching, and no buffering in
+// a proxy (nginx's X-Accel-Buffering).
+var sseHeaders = [][2]string{
+	{"Content-Type", "text/event-stream"},
+	{"Cache-Control", "no-cache"},
+	{"X-Accel-Buffering", "no"},
+}
+
+// eachSSEHeader calls fn with each of sseHeaders, then each of extra.
+func eachSSEHeader(extra []header, fn func(name, value string)) {
+	for _, h := range sseHeaders {
+		fn(h[0], h[1])
+	}
+	for _, h := range extra {
+		fn(h.name, h.value)
+	}
+}
+
 // sseHead is the head of a held SSE stream, written on the connection:
 // HTTP/1.1 chunks the body, HTTP/1.0 ends it by closing.
 func sseHead(http11 bool, extra []header) []byte {
 	var buf bytes.Buffer
 	w := bufio.NewWriterSize(&buf, 512)
 	wire.WriteHead(w, http11, http.StatusOK, func(fn func(name, value []byte)) {
-		fn([]byte("Content-Type"), []byte("text/event-stream"))
-		fn([]byte("Cache-Control"), []byte("no-cache"))
-		fn([]byte("X-Accel-Buffering"), []byte("no"))
-		for _, h := range extra {
-			fn([]byte(h.name), []byte(h.value))
-		}
+		eachSSEHeader(extra, func(name, value string) { fn([]byte(name), []byte(value)) })
 		if http11 {
 			fn([]byte("Transfer-Encoding"), []byte("chunked"))
 		}
@@ -213,9 +227,7 @@ func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request, channel string) {
 }
 
 func setSSEHeaders(hdr http.Header) {
-	hdr["Content-Type"] = []string{"text/event-stream"}
-	hdr["Cache-Control"] = []string{"no-cache"}
-	hdr["X-Accel-Buffering"] = []string{"no"}
+	eachSSEHeader(nil, func(name, value string) { hdr[name] = []string{value} })
 }
 
 // lastEventID is the Last-Event-ID a client presented, and whether it
@@ -248,12 +260,7 @@ func (h *Hub) serveFastSSE(ctx *fasthttp.RequestCtx, channel string, extra []hea
 	ctx.Response.Reset()
 	ctx.SetStatusCode(http.StatusOK)
 	if ctx.IsHead() {
-		ctx.Response.Header.SetContentType("text/event-stream")
-		ctx.Response.Header.Set("Cache-Control", "no-cache")
-		ctx.Response.Header.Set("X-Accel-Buffering", "no")
-		for _, e := range extra {
-			ctx.Response.Header.Add(e.name, e.value)
-		}
+		eachSSEHeader(extra, ctx.Response.Header.Add)
 		return
 	}
 	raw := ctx.Conn()

@@ -1,12 +1,9 @@
 package wsgi
 
 import (
-	"bufio"
 	"context"
 	"io"
-	"net"
 	"sync"
-	"time"
 
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/wire"
@@ -125,34 +122,12 @@ func (x *fastExchange) Close() error {
 
 func (x *fastExchange) stream10(t cpython.Thread, status int, s *stream) {
 	defer s.close()
-	x.ctx.SetStatusCode(status) // for the access log; fasthttp writes no response
 	s.watch(func(gone func()) func() { return wire.WatchClose(x.ctx.Conn(), gone) })
-	w := bufio.NewWriterSize(x.ctx.Conn(), 4096)
-	wire.WriteHead(w, false, status, func(fn func(name, value []byte)) { eachHeader(t, fn) }, -1)
-	// The connection closes after the body: fasthttp writes nothing more.
-	// (Closing it here serves a server that keeps hijacked connections.)
-	x.ctx.HijackSetNoResponse(true)
-	x.ctx.Hijack(func(c net.Conn) { c.Close() })
-	// What was sent, for the access log (m0.HijackedHead, m0.HijackedSent).
-	x.ctx.SetUserValue(wire.KeyHead, time.Now())
-	var sent int64
-	defer func() { x.ctx.SetUserValue(wire.KeySent, sent) }()
+	next := s.next
 	if x.ctx.IsHead() || !bodyAllowed(status) {
-		w.Flush()
-		return
+		next = nil
 	}
-	for {
-		b, err := s.next()
-		if err != nil {
-			w.Flush()
-			return
-		}
-		w.Write(b)
-		if w.Flush() != nil {
-			return
-		}
-		sent += int64(len(b))
-	}
+	wire.StreamDirect(x.ctx, status, func(fn func(name, value []byte)) { eachHeader(t, fn) }, -1, true, next)
 }
 
 var _ io.ReadCloser = (*fastExchange)(nil)

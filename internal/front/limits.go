@@ -1,6 +1,7 @@
 package front
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -324,8 +325,12 @@ func (lh *limitHandler) refuse(w http.ResponseWriter, r *http.Request, status in
 		http.Error(w, strings.TrimSuffix(msg, "\n"), status)
 		return
 	}
-	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\nDate: %s\r\n\r\n%s",
-		status, http.StatusText(status), len(msg), time.Now().UTC().Format(http.TimeFormat), msg)
+	bw := bufio.NewWriter(c)
+	wire.WriteHead(bw, true, status, func(fn func(name, value []byte)) {
+		fn([]byte("Content-Type"), []byte("text/plain; charset=utf-8"))
+	}, int64(len(msg)))
+	bw.WriteString(msg)
+	bw.Flush()
 	if obs, ok := lh.h.(observe.Refuser); ok {
 		o := observe.Outcome{Status: status, Dur: time.Since(start), Bytes: int64(len(msg))}
 		o.Remote = wire.ClientOf(r).Addr()

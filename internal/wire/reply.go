@@ -1,9 +1,12 @@
 package wire
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 	"runtime"
 	"strconv"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -106,4 +109,45 @@ func PoolSize(n int) int {
 		return min(runtime.NumCPU(), 8)
 	}
 	return n
+}
+
+// StreamDirect writes a response on the connection of a request fasthttp
+// parsed, past fasthttp: the head (WriteHead: the headers each gives, a
+// Content-Length when length is not negative, Connection: close), then
+// every part next gives, each flushed as it comes, until next returns an
+// error or the client leaves. With write false the parts are taken and
+// dropped (a HEAD whose application runs to its end); a nil next sends the
+// head alone. The connection closes after it, and what was sent is kept
+// for the access log (KeyHead, KeySent). A bridge streams this way where
+// fasthttp cannot: a body of known length, whose parts fasthttp would hold
+// back until its buffer fills, and HTTP/1.0, which has no chunks.
+func StreamDirect(ctx *fasthttp.RequestCtx, status int, each func(fn func(name, value []byte)), length int64, write bool, next func() ([]byte, error)) {
+	ctx.Response.Reset()
+	ctx.SetStatusCode(status) // for the access log; fasthttp writes no response
+	w := bufio.NewWriterSize(ctx.Conn(), 4096)
+	WriteHead(w, ctx.Request.Header.IsHTTP11(), status, each, length)
+	// Closed after the body, on a server that keeps hijacked connections
+	// too: fasthttp writes nothing more.
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) { c.Close() })
+	ctx.SetUserValue(KeyHead, time.Now())
+	var sent int64
+	defer func() { ctx.SetUserValue(KeySent, sent) }()
+	if next == nil {
+		w.Flush()
+		return
+	}
+	for {
+		b, err := next()
+		if len(b) > 0 && write {
+			w.Write(b)
+			sent += int64(len(b))
+		}
+		if w.Flush() != nil {
+			return // the client left
+		}
+		if err != nil {
+			return // whole or not, the connection closes
+		}
+	}
 }
