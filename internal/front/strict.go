@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -110,8 +109,7 @@ func asteriskOptions(r *http.Request) bool {
 
 // answerFast answers r on ctx and closes the connection after it.
 func answerFast(ctx *fasthttp.RequestCtx, r *wire.Refusal, obs observe.Refuser) {
-	ctx.Error(r.Body(), r.Status)
-	ctx.SetConnectionClose()
+	wire.FastAnswer(ctx, r.Status, r.Body(), true)
 	if obs != nil {
 		o := observe.Outcome{Status: r.Status, Dur: time.Since(ctx.Time()), Bytes: int64(len(r.Body()))}
 		o.Remote = wire.Client(ctx).Addr()
@@ -166,12 +164,7 @@ func servedNet(c net.Conn, n int) {
 func answerNet(w http.ResponseWriter, r *http.Request, rf *wire.Refusal, obs observe.Refuser) {
 	start := time.Now()
 	body := rf.Body()
-	h := w.Header()
-	h.Set("Connection", "close")
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(rf.Status)
-	w.Write([]byte(body))
+	wire.Answer(w, rf.Status, body, true)
 	if obs != nil {
 		o := observe.Outcome{Status: rf.Status, Dur: time.Since(start), Bytes: int64(len(body))}
 		o.Remote = wire.ClientOf(r).Addr()

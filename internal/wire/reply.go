@@ -37,7 +37,19 @@ func ErrorBody(status int) string {
 // Error answers status with ErrorBody on net/http. close also ends the
 // connection after it (a drain's 503).
 func Error(w http.ResponseWriter, status int, close bool) {
-	body := ErrorBody(status)
+	Answer(w, status, ErrorBody(status), close)
+}
+
+// FastError answers status with ErrorBody on fasthttp, in place of any
+// response begun; see Error.
+func FastError(ctx *fasthttp.RequestCtx, status int, close bool) {
+	FastAnswer(ctx, status, ErrorBody(status), close)
+}
+
+// Answer is every answer the server gives itself on net/http, an error or
+// a refusal of the strict reading: status with body as plain text, never
+// sniffed, and with close the connection ended after it.
+func Answer(w http.ResponseWriter, status int, body string, close bool) {
 	h := w.Header()
 	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
@@ -49,15 +61,14 @@ func Error(w http.ResponseWriter, status int, close bool) {
 	w.Write([]byte(body))
 }
 
-// FastError answers status with ErrorBody on fasthttp, in place of any
-// response begun; see Error.
-func FastError(ctx *fasthttp.RequestCtx, status int, close bool) {
+// FastAnswer is Answer on fasthttp, in place of any response begun.
+func FastAnswer(ctx *fasthttp.RequestCtx, status int, body string, close bool) {
 	resp := &ctx.Response
 	resp.Reset()
 	resp.SetStatusCode(status)
 	resp.Header.SetContentType("text/plain; charset=utf-8")
 	resp.Header.Set("X-Content-Type-Options", "nosniff")
-	resp.SetBodyString(ErrorBody(status))
+	resp.SetBodyString(body)
 	if close {
 		resp.SetConnectionClose()
 	}
