@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 )
@@ -90,7 +91,7 @@ func (x *fastExchange) stream(t cpython.Thread, status int, s *stream) {
 	resp.SetStatusCode(status)
 	eachHeader(t, resp.Header.AddBytesKV)
 	x.s = s
-	s.watch(func(gone func()) func() { return wire.WatchClose(x.ctx.Conn(), gone) })
+	s.watch(func(gone func()) func() { return sock.WatchClose(x.ctx.Conn(), gone) })
 	resp.SetBodyStream(x, -1)
 }
 
@@ -127,7 +128,7 @@ func (x *fastExchange) Close() error {
 func (x *fastExchange) stream10(t cpython.Thread, status int, s *stream) {
 	defer s.close()
 	x.ctx.SetStatusCode(status) // for the access log; fasthttp writes no response
-	s.watch(func(gone func()) func() { return wire.WatchClose(x.ctx.Conn(), gone) })
+	s.watch(func(gone func()) func() { return sock.WatchClose(x.ctx.Conn(), gone) })
 	w := bufio.NewWriterSize(x.ctx.Conn(), 4096)
 	wire.WriteHead(w, false, status, func(fn func(name, value []byte)) { eachHeader(t, fn) }, -1)
 	// The connection closes after the body: fasthttp writes nothing more.

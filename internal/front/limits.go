@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/internal/observe"
+	"github.com/m0serve/m0/internal/sock"
+	"github.com/m0serve/m0/internal/strict"
 	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 )
@@ -249,7 +251,7 @@ func (lh *limitHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cs.Requests++
 	obs, _ := lh.h.(observe.Refuser)
 	defer servedNet(cs.Conn, cs.Requests)
-	if rf := wire.Refused(cs.Conn, []byte(r.RequestURI)); rf != nil && rf.Status == http.StatusRequestEntityTooLarge {
+	if rf := strict.Refused(cs.Conn, []byte(r.RequestURI)); rf != nil && rf.Status == http.StatusRequestEntityTooLarge {
 		// --max-body's own 413, logged once, of the request as sent.
 		r.Method, r.URL.Path = rf.Method, rf.Target
 		lh.refuse(w, r, http.StatusRequestEntityTooLarge)
@@ -343,7 +345,7 @@ func (lh *limitHandler) refuse(w http.ResponseWriter, r *http.Request, status in
 }
 
 // limitListener hands out limitConns. A failure to accept (out of
-// descriptors, say) is retried with wire.AcceptRetry's backoff until the
+// descriptors, say) is retried with sock.AcceptRetry's backoff until the
 // listener closes: fasthttp's Serve returns on such a failure, and the
 // server would stop serving for good.
 type limitListener struct {
@@ -351,7 +353,7 @@ type limitListener struct {
 	idle   time.Duration
 	mu     sync.Mutex
 	conns  map[*limitConn]struct{} // open connections
-	retry  wire.AcceptRetry
+	retry  sock.AcceptRetry
 	made   sync.Once
 	closed chan struct{} // closed by Close
 	shut   sync.Once
@@ -363,7 +365,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := &limitConn{Conn: c, send: wire.SendWindow{Window: l.idle}, ln: l, accepted: time.Now()}
+	lc := &limitConn{Conn: c, send: sock.SendWindow{Window: l.idle}, ln: l, accepted: time.Now()}
 	l.mu.Lock()
 	if l.conns == nil {
 		l.conns = map[*limitConn]struct{}{}
@@ -401,7 +403,7 @@ func (l *limitListener) closeUnused() {
 	l.mu.Lock()
 	var unused []*limitConn
 	for c := range l.conns {
-		if !c.readAny.Load() && time.Since(c.accepted) >= UnusedGrace && !wire.Pending(c.Conn) {
+		if !c.readAny.Load() && time.Since(c.accepted) >= UnusedGrace && !sock.Pending(c.Conn) {
 			unused = append(unused, c)
 		}
 	}
@@ -415,7 +417,7 @@ func (l *limitListener) closeUnused() {
 // upload when it closes.
 type limitConn struct {
 	net.Conn
-	send wire.SendWindow // IdleTimeout wide
+	send sock.SendWindow // IdleTimeout wide
 	// explicit: a caller set a write deadline of its own, which Write
 	// keeps rather than renewing its window over it.
 	explicit atomic.Bool
@@ -524,7 +526,7 @@ func (c *limitConn) SetDeadline(t time.Time) error {
 	return c.Conn.SetDeadline(t)
 }
 
-// SyscallConn gives the connection's descriptor (wire.WatchClose).
+// SyscallConn gives the connection's descriptor (sock.WatchClose).
 func (c *limitConn) SyscallConn() (syscall.RawConn, error) {
 	if sc, ok := c.Conn.(syscall.Conn); ok {
 		return sc.SyscallConn()
@@ -549,7 +551,7 @@ func (c *limitConn) Close() error {
 			// Read from the socket itself: a strict reading reads as
 			// closed after a refusal.
 			raw := c.Conn
-			if s := wire.StrictOf(raw); s != nil {
+			if s := strict.StrictOf(raw); s != nil {
 				raw = s.NetConn()
 			}
 			if c.CloseWrite() == nil && raw.SetReadDeadline(time.Now().Add(d)) == nil {
