@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/wire"
 	"github.com/m0serve/m0/internal/wsup"
 	"github.com/valyala/fasthttp"
@@ -87,7 +88,7 @@ func (fx *fastExchange) feed(r *cpython.Request) int {
 // watch has the connection watched: fasthttp reads nothing while the
 // handler runs, so it would not notice the client leave.
 func (fx *fastExchange) watch(r *cpython.Request) func() {
-	return wire.WatchClose(fx.ctx.Conn(), func() { r.Post(cpython.ADisconnect, 0, nil) })
+	return sock.WatchClose(fx.ctx.Conn(), func() { r.Post(cpython.ADisconnect, 0, nil) })
 }
 
 func (fx *fastExchange) describe() (string, string) {

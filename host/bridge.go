@@ -81,6 +81,11 @@ func BridgeMode(c *Config, app *m0.App) string {
 	return "pool"
 }
 
+// ASGIBuffered reports whether an ASGI application runs on the buffered
+// path (a pool of --blocking-threads N, N > 0, each request run to its end
+// with its body buffered) rather than on the executor's event loop.
+func (c *Config) ASGIBuffered() bool { return c.BlockingThreads > 0 }
+
 // WSGIOptions are the WSGI bridge's options for an application served
 // under prefix with the configuration c: its own pool of --blocking-threads
 // (Bridge shares one between the loop's applications) and --max-body.
@@ -99,6 +104,12 @@ func poolOption(flag int) int {
 		return wsgi.NoPool
 	}
 	return flag
+}
+
+// PoolSize returns the number of Python threads the configuration resolves
+// to, and whether it was chosen automatically.
+func (c *Config) PoolSize() (n int, auto bool) {
+	return wire.PoolSize(c.BlockingThreads), c.BlockingThreads < 0
 }
 
 // ASGIOptions are the ASGI executor's options for an application served

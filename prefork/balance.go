@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/m0serve/m0/internal/wire"
+	"github.com/m0serve/m0/internal/sock"
 )
 
 // Margin is how many fewer connections a sibling must have open for the
@@ -46,7 +46,7 @@ func (w *Worker) Balance(ln net.Listener, keep bool) net.Listener {
 	b.placing.Add(2)
 	go func() {
 		defer b.placing.Done()
-		wire.AcceptLoop(ln, b.stopping, b.place)
+		sock.AcceptLoop(ln, b.stopping, b.place)
 	}()
 	go func() {
 		defer b.placing.Done()
@@ -69,7 +69,7 @@ func (b *balancer) place(c net.Conn) {
 		p.Open(j).Add(-1)
 	}
 	mine.Add(1)
-	b.deliver(wire.Counted(c, mine))
+	b.deliver(sock.Counted(c, mine))
 }
 
 // least is the serving sibling with the fewest connections open, or -1.
@@ -95,13 +95,13 @@ func (b *balancer) handed() {
 	for {
 		select {
 		case c := <-b.w.Bus.Conns():
-			b.deliver(wire.Counted(c, mine))
+			b.deliver(sock.Counted(c, mine))
 		case <-b.stopping:
 			go func() {
 				for {
 					select {
 					case c := <-b.w.Bus.Conns():
-						b.deliver(wire.Counted(c, mine))
+						b.deliver(sock.Counted(c, mine))
 					case <-b.w.Bus.done:
 						return
 					}
@@ -115,7 +115,7 @@ func (b *balancer) handed() {
 // deliver queues c for Accept. Once the worker has begun to stop, a
 // connection there is no room for goes to a sibling that serves, or is
 // closed when none does.
-func (b *balancer) deliver(c *wire.CountedConn) {
+func (b *balancer) deliver(c *sock.CountedConn) {
 	select {
 	case <-b.closed: // Accept returns nothing more
 	default:

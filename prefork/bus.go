@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/m0serve/m0/internal/wire"
+	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/realtime"
 	"golang.org/x/sys/unix"
 )
@@ -355,7 +355,7 @@ func (b *Bus) Conns() <-chan net.Conn { return b.conns }
 // c open, when it could not.
 func (b *Bus) Hand(i int, c net.Conn) bool {
 	var werr error
-	if err := wire.WithFD(c, func(fd uintptr) {
+	if err := sock.WithFD(c, func(fd uintptr) {
 		_, _, werr = b.out[i].WriteMsgUnix(header(kindConn, b.self), unix.UnixRights(int(fd)), nil)
 	}); err != nil || werr != nil {
 		return false

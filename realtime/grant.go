@@ -132,7 +132,7 @@ func (k *GrantKeys) Verify(r *http.Request, prefix string, now time.Time) (chann
 // verifyFast is Verify of a request fasthttp parsed. The query is the
 // target's, as sent, from its first "?" on, as net/http's RawQuery and the
 // bridges' are: fasthttp's own ends at a "#". Behind the strict reading
-// no target holds one (wire.Framer drops a fragment before either front
+// no target holds one (strict.Framer drops a fragment before either front
 // end parses the head), so both front ends read the same query.
 func (k *GrantKeys) verifyFast(r *fasthttp.Request, prefix string, now time.Time) (string, error) {
 	_, query, _ := bytes.Cut(r.Header.RequestURI(), []byte("?"))

@@ -12,13 +12,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 )
 
 // writeStall bounds a write to a held connection that makes no progress:
 // a client that stops reading for that long (and at most a sixteenth
-// more, wire.SendWindow) loses its stream.
+// more, sock.SendWindow) loses its stream.
 const writeStall = 30 * time.Second
 
 // header is one response header of a held connection beyond its own: what
@@ -82,7 +83,7 @@ type connSink struct {
 	c       net.Conn
 	head    []byte // sent with the first send
 	chunked bool
-	window  wire.SendWindow
+	window  sock.SendWindow
 }
 
 func (s *connSink) send(b []byte) error {
@@ -121,7 +122,7 @@ func (s *connSink) end() {
 // feed, until either side ends it. A hub that drains answers a stream
 // with a retry and its end.
 func (h *Hub) holdConn(c, raw net.Conn, http11 bool, extra []header, channel string, resume bool, lastID string) {
-	out := &connSink{c: c, head: sseHead(http11, extra), chunked: http11, window: wire.SendWindow{Window: writeStall}}
+	out := &connSink{c: c, head: sseHead(http11, extra), chunked: http11, window: sock.SendWindow{Window: writeStall}}
 	s, err := h.Subscribe(channel, resume, lastID)
 	if err != nil { // draining
 		b := appendRetry(make([]byte, headroom, headroom+32))
@@ -131,10 +132,10 @@ func (h *Hub) holdConn(c, raw net.Conn, http11 bool, extra []header, channel str
 		return
 	}
 	defer s.Close()
-	wire.KeepAlive(raw, h.opts.KeepAlive)
+	sock.KeepAlive(raw, h.opts.KeepAlive)
 	gone := make(chan struct{})
 	if _, ok := raw.(syscall.Conn); ok {
-		stop := wire.WatchClose(raw, func() { close(gone) })
+		stop := sock.WatchClose(raw, func() { close(gone) })
 		defer stop()
 	} else { // no descriptor to watch (TLS): a read sees the client leave
 		go func() {
@@ -159,7 +160,7 @@ func (h *Hub) holdConn(c, raw net.Conn, http11 bool, extra []header, channel str
 type netSink struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
-	window wire.SendWindow
+	window sock.SendWindow
 }
 
 func (s *netSink) send(b []byte) error {
@@ -214,7 +215,7 @@ func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request, channel string) {
 	}
 	setSSEHeaders(hdr)
 	w.WriteHeader(http.StatusOK)
-	out := &netSink{w: w, rc: rc, window: wire.SendWindow{Window: writeStall}}
+	out := &netSink{w: w, rc: rc, window: sock.SendWindow{Window: writeStall}}
 	s, err := h.Subscribe(channel, resume, lastID)
 	if err != nil {
 		out.send(appendRetry(make([]byte, headroom, headroom+32)))

@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
-	"github.com/m0serve/m0/internal/wire"
+	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/wsup"
 )
 
@@ -36,7 +36,7 @@ func (hd *holds) holdSocket(conn *websocket.Conn, raw net.Conn, r *http.Request,
 		return
 	}
 	defer s.Close()
-	wire.KeepAlive(raw, h.opts.KeepAlive)
+	sock.KeepAlive(raw, h.opts.KeepAlive)
 	if hd.opts.MaxMessage > 0 {
 		conn.SetReadLimit(hd.opts.MaxMessage)
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 )
@@ -86,7 +87,7 @@ func (x *fastExchange) stream(t cpython.Thread, status int, s *stream) {
 	resp.SetStatusCode(status)
 	eachHeader(t, resp.Header.AddBytesKV)
 	x.s = s
-	s.watch(func(gone func()) func() { return wire.WatchClose(x.ctx.Conn(), gone) })
+	s.watch(func(gone func()) func() { return sock.WatchClose(x.ctx.Conn(), gone) })
 	resp.SetBodyStream(x, -1)
 }
 
@@ -122,7 +123,7 @@ func (x *fastExchange) Close() error {
 
 func (x *fastExchange) stream10(t cpython.Thread, status int, s *stream) {
 	defer s.close()
-	s.watch(func(gone func()) func() { return wire.WatchClose(x.ctx.Conn(), gone) })
+	s.watch(func(gone func()) func() { return sock.WatchClose(x.ctx.Conn(), gone) })
 	next := s.next
 	if x.ctx.IsHead() || !bodyAllowed(status) {
 		next = nil

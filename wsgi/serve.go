@@ -117,7 +117,7 @@ type stream struct {
 }
 
 // watch has s told when the client leaves: the front end calls it with
-// what starts the watch (wire.WatchClose, or the request's context).
+// what starts the watch (sock.WatchClose, or the request's context).
 func (s *stream) watch(start func(gone func()) (stop func())) { s.stop = start(s.clientGone) }
 
 // clientGone interrupts the application producing the body: it may be

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/m0serve/m0/internal/wire"
+	"github.com/m0serve/m0/internal/sock"
 )
 
 // fanListener accepts for several loops (--threads N): each connection
@@ -63,11 +63,11 @@ func (f *fanListener) Close() error {
 // run accepts until the listener closes, each connection for the loop
 // with the fewest open.
 func (f *fanListener) run() {
-	wire.AcceptLoop(f.Listener, f.closed, func(c net.Conn) {
+	sock.AcceptLoop(f.Listener, f.closed, func(c net.Conn) {
 		l := f.pick()
 		l.open.Add(1)
 		select {
-		case l.conns <- wire.Counted(c, &l.open):
+		case l.conns <- sock.Counted(c, &l.open):
 		case <-f.closed:
 			c.Close()
 		}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/m0serve/m0/internal/wire"
+	"github.com/m0serve/m0/internal/sock"
 )
 
 // TestFanSharesConnections: connections held open go to the loop with the
@@ -117,7 +117,7 @@ func TestFanRetriesAcceptFailures(t *testing.T) {
 	}
 	select {
 	case c := <-got:
-		if c.(*wire.CountedConn).Conn != a {
+		if c.(*sock.CountedConn).Conn != a {
 			t.Fatal("another connection was accepted")
 		}
 	case <-time.After(5 * time.Second):

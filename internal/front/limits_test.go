@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/testutil"
 	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
@@ -437,7 +438,7 @@ func TestFormatSize(t *testing.T) {
 func TestLimitConnKeepsAnExplicitDeadline(t *testing.T) {
 	s, c := testutil.TCPPair(t)
 	c.(*net.TCPConn).SetReadBuffer(4096)
-	lc := &limitConn{Conn: s, send: wire.SendWindow{Window: 10 * time.Second}}
+	lc := &limitConn{Conn: s, send: sock.SendWindow{Window: 10 * time.Second}}
 	lc.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
 	big := make([]byte, 64<<20) // more than the socket buffers take
 	start := time.Now()
@@ -461,7 +462,7 @@ func TestReadFromFile(t *testing.T) {
 	}
 	t.Run("reading client", func(t *testing.T) {
 		s, c := testutil.TCPPair(t)
-		lc := &limitConn{Conn: s, send: wire.SendWindow{Window: 300 * time.Millisecond}}
+		lc := &limitConn{Conn: s, send: sock.SendWindow{Window: 300 * time.Millisecond}}
 		got := make(chan []byte)
 		go func() {
 			b, _ := io.ReadAll(c)
@@ -481,7 +482,7 @@ func TestReadFromFile(t *testing.T) {
 	t.Run("stalled client", func(t *testing.T) {
 		s, c := testutil.TCPPair(t)
 		c.(*net.TCPConn).SetReadBuffer(4096)
-		lc := &limitConn{Conn: s, send: wire.SendWindow{Window: 300 * time.Millisecond}}
+		lc := &limitConn{Conn: s, send: sock.SendWindow{Window: 300 * time.Millisecond}}
 		f, _ := os.Open(path)
 		defer f.Close()
 		start := time.Now()

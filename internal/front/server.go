@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/internal/observe"
-	"github.com/m0serve/m0/internal/wire"
+	"github.com/m0serve/m0/internal/strict"
 	"github.com/valyala/fasthttp"
 )
 
@@ -89,7 +89,7 @@ type limitedServer struct {
 }
 
 func (s *limitedServer) Serve(ln net.Listener) error {
-	l := s.lim.Listener(wire.StrictListener(ln, s.lim.maxBody()))
+	l := s.lim.Listener(strict.StrictListener(ln, s.lim.maxBody()))
 	s.ln.Store(l)
 	return s.serve(l)
 }

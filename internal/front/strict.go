@@ -11,19 +11,20 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/internal/observe"
+	"github.com/m0serve/m0/internal/strict"
 	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 )
 
-// Both front ends read their connections through wire.StrictListener
+// Both front ends read their connections through strict.StrictListener
 // (limitedServer.Serve), so a request the strict reading refuses never
 // reaches a handler: its connection hands the front end a request for
-// wire.RefusedTarget instead, which the outermost handler answers here
+// strict.RefusedTarget instead, which the outermost handler answers here
 // with the refusal and closes. After an upgrade request the connection
 // reads nothing until the request is answered: the outermost handler tells
 // it (StrictConn.Served) when it was answered without a switch.
 
-// NetConn returns the connection a limitConn wraps (wire.StrictOf).
+// NetConn returns the connection a limitConn wraps (strict.StrictOf).
 func (c *limitConn) NetConn() net.Conn { return c.Conn }
 
 // strictFast is the outermost fasthttp handler: it answers a refused
@@ -33,7 +34,7 @@ func (c *limitConn) NetConn() net.Conn { return c.Conn }
 // served.
 func strictFast(h fasthttp.RequestHandler, obs observe.Refuser, lim Limits, refuse func(*fasthttp.RequestCtx, error)) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		if r := wire.Refused(ctx.Conn(), ctx.Request.Header.RequestURI()); r != nil {
+		if r := strict.Refused(ctx.Conn(), ctx.Request.Header.RequestURI()); r != nil {
 			if r.Status == http.StatusRequestEntityTooLarge {
 				// --max-body's own 413, logged once, of the request as sent.
 				ctx.Request.Header.SetMethod(r.Method)
@@ -56,7 +57,7 @@ func strictFast(h fasthttp.RequestHandler, obs observe.Refuser, lim Limits, refu
 		} else {
 			ctx.Response.Header.SetContentLength(0) // asteriskOptions
 		}
-		if s := wire.StrictOf(ctx.Conn()); s != nil && !ctx.Hijacked() {
+		if s := strict.StrictOf(ctx.Conn()); s != nil && !ctx.Hijacked() {
 			s.Served(int(ctx.ConnRequestNum()))
 		}
 	}
@@ -108,7 +109,7 @@ func asteriskOptions(r *http.Request) bool {
 }
 
 // answerFast answers r on ctx and closes the connection after it.
-func answerFast(ctx *fasthttp.RequestCtx, r *wire.Refusal, obs observe.Refuser) {
+func answerFast(ctx *fasthttp.RequestCtx, r *strict.Refusal, obs observe.Refuser) {
 	wire.FastAnswer(ctx, r.Status, r.Body(), true)
 	if obs != nil {
 		o := observe.Outcome{Status: r.Status, Dur: time.Since(ctx.Time()), Bytes: int64(len(r.Body()))}
@@ -123,12 +124,12 @@ func answerFast(ctx *fasthttp.RequestCtx, r *wire.Refusal, obs observe.Refuser) 
 
 // bodyRefusal returns the refusal a body's read error on c is, if it is
 // one (fasthttp hands some read errors on inside errors of its own).
-func bodyRefusal(err error, c net.Conn) *wire.Refusal {
-	var r *wire.Refusal
+func bodyRefusal(err error, c net.Conn) *strict.Refusal {
+	var r *strict.Refusal
 	if errors.As(err, &r) {
 		return r
 	}
-	if s := wire.StrictOf(c); err != nil && s != nil {
+	if s := strict.StrictOf(c); err != nil && s != nil {
 		if r := s.Refusal(); r != nil && r.InBody {
 			return r
 		}
@@ -144,7 +145,7 @@ func strictNet(w http.ResponseWriter, r *http.Request, c net.Conn, obs observe.R
 		w.Header().Set("Content-Length", "0")
 		return true
 	}
-	rf := wire.Refused(c, []byte(r.RequestURI))
+	rf := strict.Refused(c, []byte(r.RequestURI))
 	if rf == nil {
 		return false
 	}
@@ -155,13 +156,13 @@ func strictNet(w http.ResponseWriter, r *http.Request, c net.Conn, obs observe.R
 // servedNet tells c, if it reads strictly, that request number n was
 // served: an upgrade request not switched ends its hold.
 func servedNet(c net.Conn, n int) {
-	if s := wire.StrictOf(c); s != nil {
+	if s := strict.StrictOf(c); s != nil {
 		s.Served(n)
 	}
 }
 
 // answerNet answers rf on w, closing the connection after it.
-func answerNet(w http.ResponseWriter, r *http.Request, rf *wire.Refusal, obs observe.Refuser) {
+func answerNet(w http.ResponseWriter, r *http.Request, rf *strict.Refusal, obs observe.Refuser) {
 	start := time.Now()
 	body := rf.Body()
 	wire.Answer(w, rf.Status, body, true)
@@ -214,5 +215,5 @@ func ServeStrict(srv *http.Server, ln net.Listener) error {
 		}
 		servedNet(sc.c, sc.n)
 	})
-	return srv.Serve(wire.StrictListener(ln, 0))
+	return srv.Serve(strict.StrictListener(ln, 0))
 }

@@ -1,4 +1,4 @@
-package wire
+package strict
 
 import (
 	"crypto/rand"

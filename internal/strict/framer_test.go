@@ -1,72 +1,10 @@
-package wire
+package strict
 
 import (
 	"bytes"
-	"errors"
-	"io"
-	"net"
-	"os"
 	"strings"
 	"testing"
-	"time"
 )
-
-func TestCheckHead(t *testing.T) {
-	for _, tc := range []struct {
-		head   string
-		status int // 0: accepted
-		fr     Framing
-	}{
-		{"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 0, Framing{}},
-		{"GET / HTTP/1.0\r\n\r\n", 0, Framing{}},
-		{"GET / HTTP/1.2\r\nHost: x\r\n\r\n", 0, Framing{}},
-		{"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n\r\n", 0, Framing{Length: 12}},
-		{"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked \r\n\r\n", 0, Framing{Chunked: true}},
-		{"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n\r\n", 0, Framing{Upgrade: true}},
-		{"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\n\r\n", 0, Framing{}},
-		{"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 0, Framing{}},
-		{"GET http://x/a HTTP/1.1\r\nHost: x\r\n\r\n", 0, Framing{}},
-		{"GET / HTTP/9.9\r\nHost: x\r\n\r\n", 505, Framing{}},
-		{"GET / http/1.1\r\nHost: x\r\n\r\n", 400, Framing{}},
-		{"GET * HTTP/1.1\r\nHost: x\r\n\r\n", 400, Framing{}},
-		{"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: x\r\n\r\n", 400, Framing{}},
-		{"GET /a?q=\xff HTTP/1.1\r\nHost: x\r\n\r\n", 400, Framing{}},
-		{"GET /a#\x80 HTTP/1.1\r\nHost: x\r\n\r\n", 400, Framing{}},
-		{"GET /caf%C3%A9?q=%FF HTTP/1.1\r\nHost: x\r\n\r\n", 0, Framing{}},
-		{"GET /a?b=1#frag HTTP/1.1\r\nHost: x\r\n\r\n", 0, Framing{}},
-		{"CONNECT x:443 HTTP/1.1\r\nHost: x\r\n\r\n", 501, Framing{}},
-		{"GET / HTTP/1.1\r\n\r\n", 400, Framing{}},
-		{"GET / HTTP/1.1\r\nHost: x\r\nHost: x\r\n\r\n", 400, Framing{}},
-		{"GET / HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n", 400, Framing{}},
-		{"GET / HTTP/1.1\r\nHost: x\r\nX : a\r\n\r\n", 400, Framing{}},
-		{"GET / HTTP/1.1\r\nHost: x\r\nX: a\x00\r\n\r\n", 400, Framing{}},
-		{"GET / HTTP/1.1\r\nHost: x\r\nX: a\rb\r\n\r\n", 400, Framing{}},
-		{"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400, Framing{}},
-		{"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", 400, Framing{}},
-		{"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1, 1\r\n\r\n", 400, Framing{}},
-		{"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 9999999999999999999\r\n\r\n", 400, Framing{}},
-		{"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, Framing{}},
-		{"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501, Framing{}},
-		{"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 400, Framing{}},
-		{"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 400, Framing{}},
-		{"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400, Framing{}},
-		{"POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\nContent-Length: 1\r\n\r\n", 0, Framing{Length: 1}},
-		{"POST / HTTP/1.1\r\nHost: x\r\nExpect: later\r\n\r\n", 417, Framing{}},
-		{"GET / HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X: y\r\n", MaxHeaderLines) + "\r\n", 431, Framing{}},
-	} {
-		fr, r := CheckHead([]byte(tc.head))
-		switch {
-		case tc.status == 0 && r != nil:
-			t.Errorf("%q: refused %d %s", tc.head, r.Status, r.Reason)
-		case tc.status != 0 && r == nil:
-			t.Errorf("%q: accepted, want %d", tc.head, tc.status)
-		case tc.status != 0 && r.Status != tc.status:
-			t.Errorf("%q: %d %s, want %d", tc.head, r.Status, r.Reason, tc.status)
-		case tc.status == 0 && fr != tc.fr:
-			t.Errorf("%q: framing %+v, want %+v", tc.head, fr, tc.fr)
-		}
-	}
-}
 
 // scanAll feeds stream to a Framer in pieces of the sizes in cuts (cycled),
 // as a connection's reads would, holding back what it does not pass, and
@@ -238,78 +176,6 @@ func TestFramerUpgrade(t *testing.T) {
 	f.Resume(1)
 	if _, m, r := f.Scan(b[n:]); r != nil || m != len(next) || f.Holding() || f.Heads != 2 {
 		t.Fatalf("after an answer without a switch passed %d of %d (%+v)", m, len(next), r)
-	}
-}
-
-// TestStrictConnHold: a read after an upgrade request waits for its answer
-// without reading the socket, and ends at its read deadline.
-func TestStrictConnHold(t *testing.T) {
-	client, server := net.Pipe()
-	sc := &StrictConn{Conn: server}
-	go client.Write([]byte("GET /up HTTP/1.1\r\nHost: x\r\nUpgrade: a\r\nConnection: upgrade\r\n\r\n"))
-	buf := make([]byte, 4096)
-	if n, err := sc.Read(buf); err != nil || !bytes.HasPrefix(buf[:n], []byte("GET /up")) {
-		t.Fatalf("read %q %v", buf[:n], err)
-	}
-	sc.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-	if _, err := sc.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("held read: %v, want the deadline", err)
-	}
-	sc.SetReadDeadline(time.Time{})
-	go func() {
-		sc.Write([]byte("HTTP/1.1 101 Switching Protocols\r\n\r\n"))
-		client.Write([]byte("raw\n"))
-	}()
-	go io.Copy(io.Discard, client)
-	if n, err := sc.Read(buf); err != nil || string(buf[:n]) != "raw\n" {
-		t.Fatalf("after the switch read %q %v", buf[:n], err)
-	}
-}
-
-// TestStrictConn reads a refused pipeline through a StrictConn: the good
-// request, then the one for RefusedTarget, then the end.
-func TestStrictConn(t *testing.T) {
-	client, server := net.Pipe()
-	sc := &StrictConn{Conn: server}
-	go func() {
-		for _, b := range []string{"GET /a HTTP/1.1\r\nHo", "st: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n"} {
-			client.Write([]byte(b))
-		}
-		client.Close()
-	}()
-	got, err := io.ReadAll(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "GET /a HTTP/1.1\r\nHost: x\r\n\r\n" + string(refusedHead)
-	if string(got) != want {
-		t.Fatalf("read %q, want %q", got, want)
-	}
-	if r := Refused(sc, []byte(RefusedTarget)); r == nil || r.Status != 400 || r.Target != "/b" {
-		t.Fatalf("refusal %+v", r)
-	}
-	if Refused(sc, []byte("/a")) != nil {
-		t.Fatal("a request for another target is not the refused one")
-	}
-}
-
-// TestStrictConnDrops: a read whose bytes are all dropped (a chunk's
-// extensions, a trailer field) is not handed on as an empty read; the
-// front end reads the rest.
-func TestStrictConnDrops(t *testing.T) {
-	client, server := net.Pipe()
-	sc := &StrictConn{Conn: server}
-	head := "POST /a#b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-	go func() {
-		for _, b := range []string{head, "5", ";a=b", "\r\nhello\r\n0\r\n", "X-T: 1\r\n", "\r\n"} {
-			client.Write([]byte(b))
-		}
-		client.Close()
-	}()
-	got, err := io.ReadAll(sc)
-	want := "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
-	if err != nil || string(got) != want {
-		t.Fatalf("read %q (%v), want %q", got, err, want)
 	}
 }
 

@@ -1,4 +1,4 @@
-package wire
+package sock
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/m0serve/m0/internal/strict"
 	"golang.org/x/sys/unix"
 )
 
@@ -145,7 +146,7 @@ func (r *AcceptRetry) failure(err error, pause time.Duration) {
 
 // Pending reports whether bytes are waiting to be read on c's socket.
 func Pending(c net.Conn) bool {
-	if s := StrictOf(c); s != nil && s.Held() {
+	if s := strict.StrictOf(c); s != nil && s.Held() {
 		return true // bytes of an unfinished head, read and held back
 	}
 	n := 0

@@ -1,0 +1,260 @@
+package front
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/m0serve/m0/internal/sock"
+	"github.com/m0serve/m0/internal/strict"
+)
+
+// Listener wraps ln so that its connections carry the limits the HTTP
+// parser cannot: a send that makes no progress for IdleTimeout fails and the
+// connection closes, and a connection whose upload was refused is read and
+// discarded for up to Linger before it closes. FastServer's and net/http's
+// servers built by this package must serve on such a listener for those two
+// limits to hold; the rest hold on any listener.
+func (l Limits) Listener(ln net.Listener) net.Listener {
+	if _, ok := ln.(*limitListener); ok {
+		return ln
+	}
+	return &limitListener{Listener: ln, idle: l.IdleTimeout}
+}
+
+// limitListener hands out limitConns. A failure to accept (out of
+// descriptors, say) is retried with sock.AcceptRetry's backoff until the
+// listener closes: fasthttp's Serve returns on such a failure, and the
+// server would stop serving for good.
+type limitListener struct {
+	net.Listener
+	idle   time.Duration
+	mu     sync.Mutex
+	conns  map[*limitConn]struct{} // open connections
+	retry  sock.AcceptRetry
+	made   sync.Once
+	closed chan struct{} // closed by Close
+	shut   sync.Once
+	err    error // Close's
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	c, err := l.retry.Accept(l.Listener, l.done())
+	if err != nil {
+		return nil, err
+	}
+	lc := &limitConn{Conn: c, send: sock.SendWindow{Window: l.idle}, ln: l, accepted: time.Now()}
+	l.mu.Lock()
+	if l.conns == nil {
+		l.conns = map[*limitConn]struct{}{}
+	}
+	l.conns[lc] = struct{}{}
+	l.mu.Unlock()
+	return lc, nil
+}
+
+// done is closed once Close is called.
+func (l *limitListener) done() chan struct{} {
+	l.made.Do(func() { l.closed = make(chan struct{}) })
+	return l.closed
+}
+
+// Close closes the listener once, ending an Accept that waits to retry.
+func (l *limitListener) Close() error {
+	l.shut.Do(func() {
+		close(l.done())
+		l.err = l.Listener.Close()
+	})
+	return l.err
+}
+
+// UnusedGrace is how long a drain leaves a connection that has sent
+// nothing yet: a client that has just connected sends its request within
+// it.
+const UnusedGrace = 250 * time.Millisecond
+
+// closeUnused closes the open connections that have not sent a byte: they
+// carry no request, and a drain need not wait for one (a browser's
+// preconnect, say). A connection accepted less than UnusedGrace ago, or
+// whose first bytes are waiting to be read, is left to be served.
+func (l *limitListener) closeUnused() {
+	l.mu.Lock()
+	var unused []*limitConn
+	for c := range l.conns {
+		if !c.readAny.Load() && time.Since(c.accepted) >= UnusedGrace && !sock.Pending(c.Conn) {
+			unused = append(unused, c)
+		}
+	}
+	l.mu.Unlock()
+	for _, c := range unused {
+		c.Close()
+	}
+}
+
+// limitConn bounds a send that makes no progress, and lingers on a refused
+// upload when it closes.
+type limitConn struct {
+	net.Conn
+	send sock.SendWindow // IdleTimeout wide
+	// explicit: a caller set a write deadline of its own, which Write
+	// keeps rather than renewing its window over it.
+	explicit atomic.Bool
+	readAny  atomic.Bool // a byte has arrived
+	accepted time.Time
+	refused  atomic.Bool
+	// started is when the first bytes of the request being read arrived
+	// (Unix nanoseconds): a Read with data after a Write begins a request.
+	started atomic.Int64
+	wrote   atomic.Bool
+	ln      *limitListener
+	linger  atomic.Int64 // a time.Duration
+	once    sync.Once
+	err     error
+}
+
+func (c *limitConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		if !c.readAny.Load() {
+			c.readAny.Store(true)
+			c.started.Store(time.Now().UnixNano())
+		} else if c.wrote.Load() {
+			c.wrote.Store(false)
+			c.started.Store(time.Now().UnixNano())
+		}
+	}
+	return n, err
+}
+
+// RequestStart returns when the request being served began to arrive, or
+// the zero time before any did.
+func (c *limitConn) RequestStart() time.Time {
+	if ns := c.started.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// Write sends p under a deadline IdleTimeout ahead, renewed while the
+// client takes bytes: it fails only once a whole IdleTimeout passes with
+// none taken, however long p takes to send. Under a write deadline a
+// caller set, it writes under that one.
+func (c *limitConn) Write(p []byte) (int, error) {
+	if !c.wrote.Load() {
+		c.wrote.Store(true)
+	}
+	if c.send.Window <= 0 || c.explicit.Load() {
+		return c.Conn.Write(p)
+	}
+	written := 0
+	for {
+		if err := c.send.Renew(c.Conn); err != nil {
+			return written, err
+		}
+		n, err := c.Conn.Write(p[written:])
+		written += n
+		if err != nil && n > 0 && written < len(p) && isTimeout(err) {
+			continue // progress within the window: a fresh one
+		}
+		return written, err
+	}
+}
+
+// ReadFrom sends what r holds with the connection's own ReadFrom (sendfile
+// for a file on a TCP socket), under the same bound as Write: it fails only
+// once a whole IdleTimeout passes with nothing taken.
+func (c *limitConn) ReadFrom(r io.Reader) (int64, error) {
+	rf, ok := c.Conn.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(writerOnly{c}, r)
+	}
+	c.wrote.Store(true)
+	if c.send.Window <= 0 || c.explicit.Load() {
+		return rf.ReadFrom(r)
+	}
+	var total int64
+	for {
+		c.send.Forget() // a whole window for each sendfile
+		if err := c.send.Renew(c.Conn); err != nil {
+			return total, err
+		}
+		n, err := rf.ReadFrom(r)
+		total += n
+		if err != nil && n > 0 && isTimeout(err) {
+			continue // progress within the window: a fresh one
+		}
+		return total, err
+	}
+}
+
+// writerOnly hides a writer's ReadFrom, so io.Copy does not call it back.
+type writerOnly struct{ io.Writer }
+
+// SetWriteDeadline sets a deadline of the caller's, which writes keep
+// until it is cleared (the zero time) and the window is renewed again.
+func (c *limitConn) SetWriteDeadline(t time.Time) error {
+	c.explicit.Store(!t.IsZero())
+	c.send.Forget()
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *limitConn) SetDeadline(t time.Time) error {
+	c.explicit.Store(!t.IsZero())
+	c.send.Forget()
+	return c.Conn.SetDeadline(t)
+}
+
+// SyscallConn gives the connection's descriptor (sock.WatchClose).
+func (c *limitConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.New("m0: the connection has no descriptor")
+}
+
+// CloseWrite half-closes the connection when the underlying one can.
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// Close closes the connection once. After a refused upload it first sends
+// its FIN and reads and discards what the client still sends, until the
+// client closes or the linger ends.
+func (c *limitConn) Close() error {
+	c.once.Do(func() {
+		if d := time.Duration(c.linger.Load()); c.refused.Load() && d > 0 {
+			// Read from the socket itself: a strict reading reads as
+			// closed after a refusal.
+			raw := c.Conn
+			if s := strict.StrictOf(raw); s != nil {
+				raw = s.NetConn()
+			}
+			if c.CloseWrite() == nil && raw.SetReadDeadline(time.Now().Add(d)) == nil {
+				io.Copy(io.Discard, raw)
+			}
+		}
+		c.err = c.Conn.Close()
+		if c.ln != nil {
+			c.ln.mu.Lock()
+			delete(c.ln.conns, c)
+			c.ln.mu.Unlock()
+		}
+	})
+	return c.err
+}
+
+// lingerOnClose makes c, if it came from a Limits listener, read and discard
+// what the client still sends for up to d when it is closed.
+func lingerOnClose(c net.Conn, d time.Duration) {
+	if lc, ok := c.(*limitConn); ok {
+		lc.linger.Store(int64(d))
+		lc.refused.Store(true)
+	}
+}

@@ -1,0 +1,83 @@
+package strict
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestStrictConnHold: a read after an upgrade request waits for its answer
+// without reading the socket, and ends at its read deadline.
+func TestStrictConnHold(t *testing.T) {
+	client, server := net.Pipe()
+	sc := &StrictConn{Conn: server}
+	go client.Write([]byte("GET /up HTTP/1.1\r\nHost: x\r\nUpgrade: a\r\nConnection: upgrade\r\n\r\n"))
+	buf := make([]byte, 4096)
+	if n, err := sc.Read(buf); err != nil || !bytes.HasPrefix(buf[:n], []byte("GET /up")) {
+		t.Fatalf("read %q %v", buf[:n], err)
+	}
+	sc.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := sc.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("held read: %v, want the deadline", err)
+	}
+	sc.SetReadDeadline(time.Time{})
+	go func() {
+		sc.Write([]byte("HTTP/1.1 101 Switching Protocols\r\n\r\n"))
+		client.Write([]byte("raw\n"))
+	}()
+	go io.Copy(io.Discard, client)
+	if n, err := sc.Read(buf); err != nil || string(buf[:n]) != "raw\n" {
+		t.Fatalf("after the switch read %q %v", buf[:n], err)
+	}
+}
+
+// TestStrictConn reads a refused pipeline through a StrictConn: the good
+// request, then the one for RefusedTarget, then the end.
+func TestStrictConn(t *testing.T) {
+	client, server := net.Pipe()
+	sc := &StrictConn{Conn: server}
+	go func() {
+		for _, b := range []string{"GET /a HTTP/1.1\r\nHo", "st: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n"} {
+			client.Write([]byte(b))
+		}
+		client.Close()
+	}()
+	got, err := io.ReadAll(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "GET /a HTTP/1.1\r\nHost: x\r\n\r\n" + string(refusedHead)
+	if string(got) != want {
+		t.Fatalf("read %q, want %q", got, want)
+	}
+	if r := Refused(sc, []byte(RefusedTarget)); r == nil || r.Status != 400 || r.Target != "/b" {
+		t.Fatalf("refusal %+v", r)
+	}
+	if Refused(sc, []byte("/a")) != nil {
+		t.Fatal("a request for another target is not the refused one")
+	}
+}
+
+// TestStrictConnDrops: a read whose bytes are all dropped (a chunk's
+// extensions, a trailer field) is not handed on as an empty read; the
+// front end reads the rest.
+func TestStrictConnDrops(t *testing.T) {
+	client, server := net.Pipe()
+	sc := &StrictConn{Conn: server}
+	head := "POST /a#b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+	go func() {
+		for _, b := range []string{head, "5", ";a=b", "\r\nhello\r\n0\r\n", "X-T: 1\r\n", "\r\n"} {
+			client.Write([]byte(b))
+		}
+		client.Close()
+	}()
+	got, err := io.ReadAll(sc)
+	want := "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+	if err != nil || string(got) != want {
+		t.Fatalf("read %q (%v), want %q", got, err, want)
+	}
+}
