@@ -7,7 +7,8 @@ import (
 
 // App is a Python application callable imported into the process's
 // interpreter, ready for wsgi.New or asgi.New. LoadApp returns one; the
-// zero App holds no application, and a bridge given one answers 500.
+// zero App holds no application, and a bridge's constructor given one
+// panics, as http.Handle does with a nil handler.
 type App struct {
 	// Spec is what discovery found: MODULE:ATTR.
 	Spec string

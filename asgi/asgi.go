@@ -110,10 +110,7 @@ func New(handle *m0.App, opts *Options) *Handler {
 	if opts == nil {
 		opts = DefaultOptions()
 	}
-	app := cpython.Unwrap(handle)
-	if app == nil || app.Protocol != "asgi" {
-		panic("asgi: New needs an ASGI application (m0.LoadApp found this one to be WSGI; use wsgi.New)")
-	}
+	app := callable(handle, "New")
 	switch opts.Loop {
 	case "", "auto", "uvloop", "asyncio":
 	default:
@@ -141,6 +138,19 @@ func New(handle *m0.App, opts *Options) *Handler {
 		h.startErr = fmt.Errorf("asgi: %w", err)
 	}
 	return h
+}
+
+// callable is the ASGI callable behind handle; what names the constructor
+// that panics without one.
+func callable(handle *m0.App, what string) *cpython.App {
+	app := cpython.Unwrap(handle)
+	switch {
+	case app == nil:
+		panic("asgi: " + what + " needs an application m0.LoadApp loaded, not a nil or zero *m0.App")
+	case app.Protocol != "asgi":
+		panic("asgi: " + what + " needs an ASGI application (m0.LoadApp found this one to be WSGI; use wsgi.New)")
+	}
+	return app
 }
 
 // unavailable is the status a request gets when the handler cannot serve

@@ -70,10 +70,7 @@ func NewBuffered(handle *m0.App, opts *BufferedOptions) *Buffered {
 	if opts == nil {
 		opts = DefaultBufferedOptions()
 	}
-	app := cpython.Unwrap(handle)
-	if app == nil || app.Protocol != "asgi" {
-		panic("asgi: NewBuffered needs an ASGI application (m0.LoadApp found this one to be WSGI; use wsgi.New)")
-	}
+	app := callable(handle, "NewBuffered")
 	if opts.Threads < 0 {
 		panic("asgi: the buffered path needs a pool (BufferedOptions.Threads above 0, or AutoThreads)")
 	}

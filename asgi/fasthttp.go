@@ -53,10 +53,8 @@ type fastExchange struct {
 	x    exchange
 	ctx  *fasthttp.RequestCtx
 	sc   scope
-	rest []byte // the body the application has not asked for yet
-	part []byte // a streamed part not yet taken
-	err  error  // how the stream ended, once it has
-	sent *int64 // where the bytes of a streamed body are counted (m0.SentCounter)
+	rest []byte          // the body the application has not asked for yet
+	body wire.StreamBody // a streamed body fasthttp reads
 }
 
 var fastExchanges = sync.Pool{New: func() any { return &fastExchange{} }}
@@ -64,7 +62,8 @@ var fastExchanges = sync.Pool{New: func() any { return &fastExchange{} }}
 func (fx *fastExchange) release() {
 	fx.x.done()
 	fx.x = exchange{}
-	fx.ctx, fx.rest, fx.part, fx.err, fx.sent = nil, nil, nil, nil, nil
+	fx.ctx, fx.rest = nil, nil
+	fx.body.Reset()
 	if cap(fx.sc.b) > 64<<10 {
 		fx.sc.b = nil
 	}
@@ -132,27 +131,21 @@ func (fx *fastExchange) respond() bool {
 
 // Read gives fasthttp the next part of a streamed body; it runs on the
 // handler's goroutine after the handler returned.
-func (fx *fastExchange) Read(p []byte) (int, error) {
-	for len(fx.part) == 0 {
-		if fx.err != nil {
-			return 0, fx.err
-		}
-		fx.part, fx.err = fx.x.part(context.Background())
-		if fx.err == errGone {
-			fx.err = errFailed // fasthttp ends the connection without the last chunk
-		}
+func (fx *fastExchange) Read(p []byte) (int, error) { return fx.body.Read(p, fx.nextPart) }
+
+// nextPart is the application's next part; a client gone is errFailed, on
+// which fasthttp ends the connection without the last chunk.
+func (fx *fastExchange) nextPart() ([]byte, error) {
+	b, err := fx.x.part(context.Background())
+	if err == errGone {
+		err = errFailed
 	}
-	n := copy(p, fx.part)
-	fx.part = fx.part[n:]
-	if fx.sent != nil {
-		*fx.sent += int64(n)
-	}
-	return n, nil
+	return b, err
 }
 
 // CountInto has the bytes of a streamed body counted into n, for the
 // access log and the metrics.
-func (fx *fastExchange) CountInto(n *int64) { fx.sent = n }
+func (fx *fastExchange) CountInto(n *int64) { fx.body.CountInto(n) }
 
 // Close is fasthttp's word that the body is over, sent or not: a body the
 // client left before its end tells the application it is gone.

@@ -40,13 +40,14 @@ type fastExchange struct {
 	env     cpython.Environ
 	scratch []byte
 	s       *stream // a streamed body fasthttp reads
-	sent    *int64  // where the bytes of a streamed body are counted (m0.SentCounter)
+	body    wire.StreamBody
 }
 
 var fastExchanges = sync.Pool{New: func() any { return &fastExchange{} }}
 
 func (x *fastExchange) release() {
-	x.ctx, x.s, x.sent = nil, nil, nil
+	x.ctx, x.s = nil, nil
+	x.body.Reset()
 	if cap(x.env.B) > keep {
 		x.env.B = nil
 	}
@@ -92,27 +93,13 @@ func (x *fastExchange) stream(t cpython.Thread, status int, s *stream) {
 }
 
 // Read gives fasthttp the next part of a streamed body. It runs on the
-// handler's goroutine after the handler returned, still on its thread.
-func (x *fastExchange) Read(p []byte) (int, error) {
-	s := x.s
-	if len(s.part) == 0 {
-		b, err := s.next()
-		if err != nil {
-			return 0, err // errFailed: fasthttp ends the connection without the last chunk
-		}
-		s.part = b
-	}
-	n := copy(p, s.part)
-	s.part = s.part[n:]
-	if x.sent != nil {
-		*x.sent += int64(n)
-	}
-	return n, nil
-}
+// handler's goroutine after the handler returned, still on its thread; an
+// error (errFailed) has fasthttp end the connection without the last chunk.
+func (x *fastExchange) Read(p []byte) (int, error) { return x.body.Read(p, x.s.next) }
 
 // CountInto has the bytes of a streamed body counted into n, for the
 // access log and the metrics.
-func (x *fastExchange) CountInto(n *int64) { x.sent = n }
+func (x *fastExchange) CountInto(n *int64) { x.body.CountInto(n) }
 
 // Close is fasthttp's word that the body is over, sent or not.
 func (x *fastExchange) Close() error {

@@ -110,7 +110,10 @@ func New(handle *m0.App, opts *Options) *Handler {
 		panic("wsgi: Options.ScriptName is a path that begins with /, not " + strconv.Quote(opts.ScriptName))
 	}
 	app := cpython.Unwrap(handle)
-	if app == nil || app.Protocol != "wsgi" {
+	switch {
+	case app == nil:
+		panic("wsgi: New needs an application m0.LoadApp loaded, not a nil or zero *m0.App")
+	case app.Protocol != "wsgi":
 		panic("wsgi: New needs a WSGI application (m0.LoadApp found this one to be ASGI; use asgi.New)")
 	}
 	rt, err := cpython.Start()

@@ -162,3 +162,38 @@ func StreamDirect(ctx *fasthttp.RequestCtx, status int, each func(fn func(name, 
 		}
 	}
 }
+
+// StreamBody is the body stream a bridge hands fasthttp for a response it
+// streams (Response.SetBodyStream): fasthttp reads it after the handler
+// returned, each Read taking from the part in hand, or from the next part
+// next gives once that is used up, until next returns an error. What each
+// Read gives is counted where CountInto says (the access log's and the
+// metrics' byte count, SentCounter). The zero StreamBody is ready; Reset
+// makes it so again.
+type StreamBody struct {
+	part []byte
+	err  error
+	sent *int64
+}
+
+// Read fills p from the parts next gives, as an io.Reader's Read.
+func (b *StreamBody) Read(p []byte, next func() ([]byte, error)) (int, error) {
+	for len(b.part) == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		b.part, b.err = next()
+	}
+	n := copy(p, b.part)
+	b.part = b.part[n:]
+	if b.sent != nil {
+		*b.sent += int64(n)
+	}
+	return n, nil
+}
+
+// CountInto has every byte Read gives from here on added to *n.
+func (b *StreamBody) CountInto(n *int64) { b.sent = n }
+
+// Reset makes b the zero StreamBody, for a pooled exchange's next request.
+func (b *StreamBody) Reset() { *b = StreamBody{} }
