@@ -237,9 +237,8 @@ func (p *Plan) Err() error {
 // doctor's report, and reports whether it could. One it cannot load is
 // refused (78) with the fix.
 func (p *Plan) CheckPython() bool {
-	rt, err := boot.Python()
-	if err != nil {
-		p.Fail("python", err)
+	rt := p.runtime("python")
+	if rt == nil {
 		return false
 	}
 	in := rt.Interp
@@ -248,16 +247,26 @@ func (p *Plan) CheckPython() bool {
 	return true
 }
 
+// runtime is the interpreter, started once per process, or nil after the
+// check name failed with why it cannot start.
+func (p *Plan) runtime(name string) *cpython.Runtime {
+	rt, err := boot.Python()
+	if err != nil {
+		p.Fail(name, err)
+		return nil
+	}
+	return rt
+}
+
 // CheckLoop resolves the event loop the ASGI executors will run (--loop),
 // and reports whether it can. It runs after CheckPython.
 func (p *Plan) CheckLoop() bool {
-	rt, err := boot.Python()
-	if err != nil {
-		p.Fail("loop", err)
+	rt := p.runtime("loop")
+	if rt == nil {
 		return false
 	}
 	have := false
-	err = rt.Main(func(t cpython.Thread) error {
+	err := rt.Main(func(t cpython.Thread) error {
 		s, err := t.Eval(`__import__("importlib.util").util.find_spec("uvloop") is not None`)
 		have = s == "True"
 		return err
