@@ -33,9 +33,9 @@ const DefaultMaxBody = wire.DefaultMaxBody
 // to.
 const DefaultCloseTimeout = 60 * time.Second
 
-// Options configures an ASGI handler. A nil *Options is valid and means
-// DefaultOptions. A zero field means what m0serve's flag of the same
-// setting means at 0.
+// Options configures an ASGI handler. A nil *Options and a zero Options
+// mean the same: DefaultOptions. Each field's zero is its default, and its
+// "off" a named negative.
 type Options struct {
 	// Loop is "auto" or "" (uvloop when it is installed, else asyncio),
 	// "uvloop" (Startup fails if it is not installed) or "asyncio". Any

@@ -14,9 +14,9 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// BufferedOptions configures the buffered path. A nil *BufferedOptions is
-// valid and means DefaultBufferedOptions. A zero field means what
-// m0serve's flag of the same setting means at 0.
+// BufferedOptions configures the buffered path. A nil *BufferedOptions and
+// a zero one mean the same: DefaultBufferedOptions. Each field's zero is
+// its default.
 type BufferedOptions struct {
 	// Threads is how many requests run at once, each on a pool thread of
 	// its own with its own event loop. Zero (AutoThreads) means

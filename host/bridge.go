@@ -31,9 +31,18 @@ import (
 // whose application called Bridge gets its held streams from it: the host
 // adds none around the loop's handler, so a Go handler beside the bridges
 // that answers M0-Hold wraps itself with realtime.Holds.
+//
+// Bridge belongs to a loop's own handler (Thread 0): a pool thread's
+// handler is a Go one, and Bridge panics there, as it does for a nil or
+// zero app.
 func (c Context) Bridge(app *m0.App, prefix string) http.Handler {
-	if c.loop == nil {
+	switch {
+	case c.loop == nil:
 		panic("host: Context.Bridge outside Make")
+	case c.Thread > 0:
+		panic("host: Context.Bridge on a pool thread's Make (Thread > 0): bridge on the loop's handler, and route to it with Mux.HandleLoop")
+	case app == nil || app.Protocol == "":
+		panic("host: Context.Bridge needs an application m0.LoadApp loaded, not a nil or zero *m0.App")
 	}
 	cfg := c.Config
 	c.loop.holds = true
@@ -137,6 +146,18 @@ func HoldOptions(c *Config, prefix string) *realtime.HoldOptions {
 // grant keys, and how the front end keeps a hijacked connection.
 func MountOptions(keys realtime.GrantKeys) *realtime.MountOptions {
 	return &realtime.MountOptions{Keys: keys, KeepHijackedConns: front.KeepsHijackedConns}
+}
+
+// HoldMount returns the hub's hold mount at prefix with MountOptions(keys)
+// (realtime.Hub.HoldMount: streams whose grants keys verify, without the
+// application). Like Bridge, it tells the host the loop places its held
+// streams itself, so none are added around the loop's handler.
+func (c Context) HoldMount(prefix string, keys realtime.GrantKeys) http.Handler {
+	if c.loop == nil || c.Hub == nil {
+		panic("host: Context.HoldMount outside Make, or without a hub (--realtime)")
+	}
+	c.loop.holds = true
+	return c.Hub.HoldMount(prefix, MountOptions(keys))
 }
 
 // lifespanErr makes a failed lifespan startup a start-up error: exit 1.

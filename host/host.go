@@ -211,8 +211,7 @@ func (a *adapted) Make(ctx Context) (*Loop, error) {
 	}
 	loop := h
 	if ctx.Hub != nil && !l.holds {
-		loop = realtime.Holds(ctx.Hub, &realtime.HoldOptions{MaxMessage: ctx.Config.MaxBody,
-			KeepHijackedConns: front.KeepsHijackedConns})(h)
+		loop = realtime.Holds(ctx.Hub, HoldOptions(ctx.Config, ""))(h)
 	}
 	if n == 0 {
 		l.Handler = loop

@@ -165,7 +165,7 @@ func (rec *Recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 func (rec *Recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
 
 // counter is a fasthttp body stream that counts the bytes fasthttp takes
-// from it (m0.SentCounter).
+// from it (middleware.SentCounter).
 type counter interface{ CountInto(n *int64) }
 
 // fastRecord is one request's observation under fasthttp, shared by every

@@ -273,7 +273,7 @@ func (a *App) Make(ctx host.Context) (http.Handler, error) {
 	for _, m := range a.apps {
 		var h http.Handler
 		if m.app == nil {
-			h = ctx.Hub.HoldMount(m.prefix, host.MountOptions(a.keys))
+			h = ctx.HoldMount(m.prefix, a.keys)
 		} else {
 			h = ctx.Bridge(m.app, m.prefix)
 		}
