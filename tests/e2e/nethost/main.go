@@ -22,12 +22,12 @@ import (
 
 type app struct{}
 
-func (app) MaxThreads() int   { return 1 }
+func (app) MaxThreads() int { return 1 }
 
 // PoolThreads is none: every handler is a Python bridge, which runs on
 // its own Python threads.
 func (app) PoolThreads(*host.Config) int { return 0 }
-func (app) LoadsPython() bool { return true }
+func (app) LoadsPython() bool            { return true }
 
 func (app) Make(ctx host.Context) (http.Handler, error) {
 	cfg := ctx.Config
