@@ -81,31 +81,6 @@ type Loop struct {
 	holds bool       // Bridge put the held streams where they belong
 }
 
-// engine is an application as the engine serves it (an adapted
-// Application).
-type engine interface {
-	// Check appends the application's own checks to the plan, after the
-	// configuration's: an interpreter, an import. It runs for the doctor
-	// too, so it starts nothing that serves.
-	Check(p *Plan)
-	// MaxWorkers and MaxThreads are how many workers and loops the
-	// application can run under; 0 is any number.
-	MaxWorkers() int
-	MaxThreads() int
-	// Why says why MaxWorkers ("workers") or MaxThreads ("threads") is
-	// the bound, or nothing.
-	Why(what string) string
-	// Make builds the handler of one accept loop. An error ends start-up:
-	// a *Refusal, *UsageError or *StartupError with its own exit code, any
-	// other error with 78 and its message.
-	Make(ctx Context) (*Loop, error)
-	// Banner is what the ready line says of the application, for a plan
-	// that passed: its name, its protocol, and the mode it runs in.
-	Banner(p *Plan) (name, protocol, mode string)
-	// Producer is the application's work on a cadence, or nil.
-	Producer() Producer
-}
-
 // Producer is work on a cadence, off the request path. One runs, on a
 // goroutine of worker 0: Make once, then Step until the drain, each Step
 // returning how long to wait before the next.
@@ -144,7 +119,7 @@ func makeErr(what string, err error) error {
 
 // topologyChecks are the checks of what the application declares against
 // the configuration: max_workers and max_threads.
-func topologyChecks(c *Config, app engine) []Check {
+func topologyChecks(c *Config, app *adapted) []Check {
 	var cs []Check
 	for _, d := range []struct {
 		what, setting string

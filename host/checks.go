@@ -15,7 +15,6 @@ import (
 	"github.com/m0serve/m0/internal/boot"
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/observe"
-	"github.com/m0serve/m0/internal/wire"
 	"github.com/m0serve/m0/realtime"
 )
 
@@ -155,16 +154,6 @@ type Plan struct {
 	Protocol string
 }
 
-// goPoolThreads is the pool behind each loop of a Go application: the
-// --blocking-threads given, or none when it is left at its default (a Go
-// handler runs on the goroutines of its loop unless a pool is asked for).
-func goPoolThreads(c *Config) int {
-	if c.Sources["blocking-threads"] == FromDefault {
-		return 0
-	}
-	return wire.PoolSize(c.BlockingThreads)
-}
-
 // MountReport is what the doctor says of one mount.
 type MountReport struct {
 	Prefix   string `json:"prefix"`
@@ -173,14 +162,11 @@ type MountReport struct {
 	Mode     string `json:"mode,omitempty"`     // "pool", "executor", "buffered", "loop" or "hold"
 }
 
-// NewPlan runs the checks serving applies, in order: the configuration,
-// what the application declares against it, and the application's own
-// (for m0serve: the interpreter, then the import).
-func NewPlan(c *Config, app engine) *Plan { return newPlan(c, app, true) }
-
-// newPlan is NewPlan, with the application's own checks only when withApp
-// (a supervisor leaves them to its workers).
-func newPlan(c *Config, app engine, withApp bool) *Plan {
+// newPlan runs the checks serving applies, in order: the configuration,
+// what the application declares against it, and, when withApp (a
+// supervisor leaves them to its workers), the application's own (for
+// m0serve: the interpreter, then the import).
+func newPlan(c *Config, app *adapted, withApp bool) *Plan {
 	p := &Plan{Config: c}
 	for _, ch := range ConfigChecks(c) {
 		p.Checks = append(p.Checks, ch)

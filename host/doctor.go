@@ -108,7 +108,7 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 	if protocol == "go" {
 		// A Go program's handler chooses: fasthttp when it has
 		// ServeFastHTTP, net/http otherwise; only Make knows.
-		threads, auto, frontEndOf = goPoolThreads(c), false, nil
+		threads, auto, frontEndOf = PoolThreads(c), false, nil
 	}
 	r.Topology = map[string]any{
 		"mode":                  "single",

@@ -19,6 +19,7 @@ package host
 
 import (
 	"fmt"
+	"github.com/m0serve/m0/internal/wire"
 	"net"
 	"net/http"
 	"os"
@@ -96,7 +97,12 @@ func ServeStrict(srv *http.Server, ln net.Listener) error { return front.ServeSt
 // no PoolThreads method of its own: the --blocking-threads given, or none
 // when it is left at its default (a Go handler runs on the goroutines of
 // its loop unless a pool is asked for).
-func PoolThreads(c *Config) int { return goPoolThreads(c) }
+func PoolThreads(c *Config) int {
+	if c.Sources["blocking-threads"] == FromDefault {
+		return 0
+	}
+	return wire.PoolSize(c.BlockingThreads)
+}
 
 // adapted is an Application as the engine serves it: each optional
 // method asked for once, with its default where it has none.

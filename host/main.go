@@ -13,17 +13,6 @@ import (
 	"github.com/m0serve/m0/prefork"
 )
 
-// mainArgs runs the command line args with the environment getenv for app:
-// --help, the doctor, or the checks and then the application served until
-// a drain. It returns the process's exit code.
-func mainArgs(args []string, getenv func(string) string, app engine) int {
-	cfg, code, done := parseArgs(args, getenv)
-	if done {
-		return code
-	}
-	return serve(cfg, getenv, app)
-}
-
 // parseArgs reads args and the M0_* variables. When done, the process ends
 // with code: after --help, or a command line it could not read (reported
 // on stderr, or as the doctor's JSON under --doctor).
@@ -47,7 +36,7 @@ func parseArgs(args []string, getenv func(string) string) (cfg *Config, code int
 // --workers N or --reload, the supervisor of worker processes that each
 // do that. Log lines go to stderr in m0serve's format. It returns the
 // process's exit code.
-func serve(cfg *Config, getenv func(string) string, app engine) int {
+func serve(cfg *Config, getenv func(string) string, app *adapted) int {
 	slog.SetDefault(slog.New(NewLogHandler(os.Stderr, nil)))
 	w, err := prefork.Inherited()
 	if err != nil {
@@ -87,7 +76,7 @@ func serve(cfg *Config, getenv func(string) string, app engine) int {
 		w.Failed(code, b.String())
 		return code
 	}
-	plan := NewPlan(cfg, app)
+	plan := newPlan(cfg, app, true)
 	if cfg.Doctor {
 		if plan.PG != nil {
 			plan.PG.Close()
@@ -113,7 +102,7 @@ func Supervised(c *Config) bool { return c.Workers > 1 || c.Reload }
 // (this binary again, with the same arguments), and keeps them serving
 // until SIGTERM or SIGINT. It never loads Python: the configuration's
 // checks are its own, the application's each worker's.
-func supervise(cfg *Config, app engine) int {
+func supervise(cfg *Config, app *adapted) int {
 	plan := newPlan(cfg, app, false)
 	if plan.PG != nil {
 		plan.PG.Close() // checked: each worker opens its own

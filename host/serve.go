@@ -79,7 +79,7 @@ func NewHub(c *Config, want bool, w *prefork.Worker, pg *pgbus.Bus) *realtime.Hu
 // what was still running on stderr. plan is the one that passed. w is what
 // the process inherited as a worker of a supervisor, or its own page and
 // bus (prefork.Local), or nil.
-func run(plan *Plan, app engine, w *prefork.Worker, stdout, stderr io.Writer) error {
+func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) error {
 	cfg := plan.Config
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
@@ -312,7 +312,7 @@ func stopped(stop chan os.Signal) bool {
 }
 
 // banner is the ready line.
-func banner(p *Plan, app engine, addr net.Addr) string {
+func banner(p *Plan, app *adapted, addr net.Addr) string {
 	c := p.Config
 	host := c.Host
 	if strings.Contains(host, ":") {
