@@ -84,9 +84,10 @@ func Example() {
 	// exit 0
 }
 
-// get returns the body at url once the server answers.
+// get returns the body at url once the server answers (within 20 s: a
+// loaded machine starts it late).
 func get(url string) string {
-	for range 100 {
+	for range 1000 {
 		resp, err := http.Get(url)
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)

@@ -81,8 +81,9 @@ func Example() {
 	}
 	stop := make(chan os.Signal, 1)
 	go func() {
-		// Ask until a worker answers, then stop the server.
-		for range 200 {
+		// Ask until a worker answers (within 20 s: the workers are exec'd
+		// binaries, slow to start on a loaded machine), then stop the server.
+		for range 800 {
 			if resp, err := http.Get("http://" + addr); err == nil {
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
