@@ -12,14 +12,14 @@
 //
 // The bridges are ordinary http.Handlers: package wsgi (PEP 3333) and
 // package asgi (ASGI 3.0: HTTP, WebSocket, lifespan). Package static serves
-// a directory's files in front of any handler. This package adds the
-// middleware m0serve puts around an application, each usable around any
-// handler: [Health] answers a liveness path in Go, and [AccessLog] writes
-// one JSON line per response; package metrics exposes Prometheus metrics.
+// a directory's files in front of any handler; package middleware has the
+// health path and the access log m0serve puts around an application, and
+// package metrics the Prometheus metrics, each usable around any handler.
 //
 // Each handler also serves requests that fasthttp parsed
 // (ServeFastHTTP), which is how the m0serve command listens; a middleware
-// of this package wrapping such a handler is one too ([FastHandler]).
+// wrapping such a handler is one too (middleware.FastHandler). Package host
+// is the engine m0serve runs, for a Go program that wants its command line.
 //
 // One interpreter serves the process: the first LoadApp starts it, with
 // the libpython of the python3 on PATH (an activated virtualenv's), or the
