@@ -60,36 +60,34 @@ func (x *fastExchange) describe() (string, string) {
 
 func (x *fastExchange) fail() { wire.FastError(x.ctx, fasthttp.StatusInternalServerError, false) }
 
-func (x *fastExchange) respond(t cpython.Thread, status int, body []byte) {
-	resp := &x.ctx.Response
-	resp.Header.SetNoDefaultContentType(true)
-	resp.SetStatusCode(status)
-	length, send := wire.Length(x.ctx.IsHead(), status, eachHeader(t, resp.Header.AddBytesKV), int64(len(body)))
-	if send {
-		resp.SetBody(body)
-		return
-	}
-	resp.SkipBody = true
-	if length >= 0 {
-		resp.Header.SetContentLength(int(length))
-	}
-}
+func (x *fastExchange) head() bool { return x.ctx.IsHead() }
 
-// stream on HTTP/1.1 gives fasthttp a reader it pulls the parts from, which
-// it frames as chunks and flushes one by one; on HTTP/1.0 the parts are
+// send renders rep. A stream on HTTP/1.1 gives fasthttp a reader it pulls
+// the parts from, which it frames as chunks and flushes one by one (for a
+// HEAD, a 1xx, 204 or 304 it reads none); on HTTP/1.0 the parts are
 // written to the connection as they come, and it closes after the last.
-func (x *fastExchange) stream(t cpython.Thread, status int, s *stream) {
-	if !x.ctx.Request.Header.IsHTTP11() {
-		x.stream10(t, status, s)
+func (x *fastExchange) send(t cpython.Thread, rep reply) {
+	if rep.s != nil && !x.ctx.Request.Header.IsHTTP11() {
+		x.stream10(t, rep)
 		return
 	}
 	resp := &x.ctx.Response
 	resp.Header.SetNoDefaultContentType(true)
-	resp.SetStatusCode(status)
+	resp.SetStatusCode(rep.status)
 	eachHeader(t, resp.Header.AddBytesKV)
-	x.s = s
-	s.watch(func(gone func()) func() { return sock.WatchClose(x.ctx.Conn(), gone) })
-	resp.SetBodyStream(x, -1)
+	switch {
+	case rep.s != nil:
+		x.s = rep.s
+		rep.s.watch(func(gone func()) func() { return sock.WatchClose(x.ctx.Conn(), gone) })
+		resp.SetBodyStream(x, -1)
+	case rep.noBody:
+		resp.SkipBody = true
+		if rep.length >= 0 {
+			resp.Header.SetContentLength(int(rep.length))
+		}
+	default:
+		resp.SetBody(rep.body)
+	}
 }
 
 // Read gives fasthttp the next part of a streamed body. It runs on the
@@ -108,14 +106,15 @@ func (x *fastExchange) Close() error {
 	return nil
 }
 
-func (x *fastExchange) stream10(t cpython.Thread, status int, s *stream) {
+func (x *fastExchange) stream10(t cpython.Thread, rep reply) {
+	s := rep.s
 	defer s.close()
 	s.watch(func(gone func()) func() { return sock.WatchClose(x.ctx.Conn(), gone) })
 	next := s.next
-	if x.ctx.IsHead() || !bodyAllowed(status) {
+	if rep.noBody {
 		next = nil
 	}
-	wire.StreamDirect(x.ctx, status, func(fn func(name, value []byte)) { eachHeader(t, fn) }, -1, true, next)
+	wire.StreamDirect(x.ctx, rep.status, func(fn func(name, value []byte)) { eachHeader(t, fn) }, -1, true, next)
 }
 
 var _ io.ReadCloser = (*fastExchange)(nil)

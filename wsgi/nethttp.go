@@ -116,28 +116,29 @@ func (x *netExchange) fail() { wire.Error(x.w, http.StatusInternalServerError, f
 // copied and written after the thread is free.
 const smallBody = 2048
 
-func (x *netExchange) respond(t cpython.Thread, status int, body []byte) {
-	head := t.Head()
-	length, send := wire.Length(x.r.Method == http.MethodHead, status, wire.AppLength(head), int64(len(body)))
-	wire.NetHeader(x.w.Header(), head, length)
-	x.w.WriteHeader(status)
-	if !send {
-		return
+func (x *netExchange) head() bool { return x.r.Method == http.MethodHead }
+
+// send renders rep. A stream's parts are each written and flushed as they
+// come.
+func (x *netExchange) send(t cpython.Thread, rep reply) {
+	if rep.s != nil {
+		defer rep.s.close()
 	}
-	if len(body) <= smallBody {
-		x.w.Write(body)
-		return
+	wire.NetHeader(x.w.Header(), t.Head(), rep.length)
+	x.w.WriteHeader(rep.status)
+	switch {
+	case rep.noBody:
+		// Nothing goes out, so no part is produced.
+	case rep.s != nil:
+		x.stream(rep.s)
+	case len(rep.body) <= smallBody:
+		x.w.Write(rep.body)
+	default:
+		x.out = append(x.out[:0], rep.body...)
 	}
-	x.out = append(x.out[:0], body...)
 }
 
-func (x *netExchange) stream(t cpython.Thread, status int, s *stream) {
-	defer s.close()
-	wire.NetHeader(x.w.Header(), t.Head(), -1)
-	x.w.WriteHeader(status)
-	if x.r.Method == http.MethodHead || !bodyAllowed(status) {
-		return // no body goes out, so none is produced
-	}
+func (x *netExchange) stream(s *stream) {
 	s.watch(func(gone func()) func() {
 		stop := context.AfterFunc(x.r.Context(), gone)
 		return func() { stop() }

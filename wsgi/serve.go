@@ -12,18 +12,45 @@ import (
 )
 
 // exchange is the server side of one request: how the response is handed
-// over, whichever server parsed the request.
+// over, whichever server parsed the request. The handler decides the
+// response (decide); the exchange renders it.
 type exchange interface {
 	// describe names the request in log lines.
 	describe() (method, path string)
+	// head tells a HEAD request.
+	head() bool
 	// fail answers 500.
 	fail()
-	// respond sends a whole response: the application's headers (read from
-	// t), and body with its measured length.
-	respond(t cpython.Thread, status int, body []byte)
-	// stream sends a response whose body s produces in parts. It owns s and
-	// must see s.close called when the body ends, however it ends.
-	stream(t cpython.Thread, status int, s *stream)
+	// send renders rep, with the application's headers read from t. With a
+	// stream (rep.s), it owns the stream and must see s.close called when
+	// the body ends, however it ends.
+	send(t cpython.Thread, rep reply)
+}
+
+// reply is a response as the handler decided it, the same for both front
+// ends.
+type reply struct {
+	status int
+	length int64   // the Content-Length to send; -1 none (a stream is framed by the server)
+	body   []byte  // a whole body, when one is sent
+	s      *stream // a body the application produces in parts, or nil
+	noBody bool    // nothing follows the head: a HEAD, a 1xx, 204 or 304
+}
+
+// decide makes the reply to a response whose status the application gave:
+// a whole body (s nil) or a stream. The one HEAD and Content-Length rule
+// is wire.Length's; a stream's parts are produced only where a body goes
+// out.
+func decide(head bool, t cpython.Thread, status int, s *stream) reply {
+	if s != nil {
+		return reply{status: status, length: -1, s: s, noBody: head || !bodyAllowed(status)}
+	}
+	body := t.Body()
+	length, send := wire.Length(head, status, wire.AppLength(t.Head()), int64(len(body)))
+	if !send {
+		body = nil
+	}
+	return reply{status: status, length: length, body: body, noBody: !send}
 }
 
 var (
@@ -50,7 +77,7 @@ func (h *Handler) serve(ctx context.Context, x exchange, env *cpython.Environ, b
 	}
 	t, res, err := h.app.Call(env, body, h.pool.stream)
 	if err == nil && res.Stream {
-		x.stream(t, res.Status, &stream{h: h, x: x, t: t, slot: slot, part: t.Body()})
+		x.send(t, decide(x.head(), t, res.Status, &stream{h: h, x: x, t: t, slot: slot, part: t.Body()}))
 		return nil
 	}
 	defer h.pool.slots.release(slot)
@@ -66,7 +93,7 @@ func (h *Handler) finish(x exchange, t cpython.Thread, res cpython.Result, err e
 		x.fail()
 		return
 	}
-	x.respond(t, res.Status, t.Body())
+	x.send(t, decide(x.head(), t, res.Status, nil))
 	if res.Late != nil {
 		h.logError(x, "wsgi: close() failed", res.Late)
 	}
@@ -225,12 +252,9 @@ func (h *Handler) logError(x exchange, msg string, err error) {
 }
 
 // eachHeader calls fn for each header of the application's response that
-// the server forwards, and returns the Content-Length it named (-1 for
-// none). The server frames the body itself: Content-Length is measured,
-// Transfer-Encoding chosen, and trailers are not sent.
-func eachHeader(t cpython.Thread, fn func(name, value []byte)) (appLength int64) {
-	return wire.Forward(t.Head(), fn)
-}
+// the server forwards. The server frames the body itself: Content-Length is
+// decided, Transfer-Encoding chosen, and trailers are not sent.
+func eachHeader(t cpython.Thread, fn func(name, value []byte)) { wire.Forward(t.Head(), fn) }
 
 var (
 	equalFold   = wire.EqualFold

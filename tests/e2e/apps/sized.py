@@ -1,6 +1,6 @@
 """Answers of a chosen length, for HEAD: ?body=N bytes of "x", with
-Content-Length: ?named when given, in two body messages with ?stream=1
-(ASGI). A HEAD gets the same answer as a GET: what the server sends of it
+Content-Length: ?named when given, in two parts with ?stream=1 (two body
+messages, or a generator's two items). A HEAD gets the same answer as a GET: what the server sends of it
 is the server's choice. `application` is the WSGI form, `app` the ASGI
 one."""
 
@@ -20,9 +20,16 @@ def _query(qs: str) -> tuple[list[tuple[str, str]], bytes, bool]:
 
 
 def application(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
-    headers, body, _ = _query(environ.get("QUERY_STRING", ""))
+    headers, body, stream = _query(environ.get("QUERY_STRING", ""))
     start_response("200 OK", headers)
+    if stream:
+        return _parts(body)
     return [body]
+
+
+def _parts(body: bytes) -> Iterable[bytes]:
+    yield body[:1]
+    yield body[1:]
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
