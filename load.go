@@ -44,12 +44,13 @@ type LoadOptions struct {
 }
 
 // Refusal is a configuration that cannot run: no usable libpython, say.
-// Its Error is one line: what was found, then the fix in parentheses. A
-// program that serves exits 78 for it, as the m0serve command does.
+// Its fields are Found (what was found) and Fix (what to do), both
+// strings; its Error is one line, Found then Fix in parentheses. A program
+// that serves exits 78 for it, as the m0serve command does.
 type Refusal = boot.Refusal
 
-// StartupError is an application that failed to start; Detail is its
-// traceback when it raised while importing.
+// StartupError is an application that failed to start: Msg says how, and
+// Detail is its traceback when it raised while importing ("" otherwise).
 type StartupError = boot.StartupError
 
 // LoadApp starts the interpreter (once per process) and imports the

@@ -107,13 +107,13 @@ type Publisher interface {
 // makeErr makes an error a make returned an exit: its own code when it
 // has one, 78 and its message otherwise. what names the maker.
 func makeErr(what string, err error) error {
-	var r *Refusal
+	var r *refusal
 	var u *UsageError
-	var s *StartupError
+	var s *startupError
 	if errors.As(err, &r) || errors.As(err, &u) || errors.As(err, &s) {
 		return err
 	}
-	return &Refusal{Found: fmt.Sprintf("%s failed: %v", what, err),
+	return &refusal{Found: fmt.Sprintf("%s failed: %v", what, err),
 		Fix: "fix what it reports; a failing make is not retried"}
 }
 

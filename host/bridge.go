@@ -164,7 +164,7 @@ func (c Context) HoldMount(prefix string, keys realtime.GrantKeys) http.Handler 
 func lifespanErr(err error) error {
 	var le *asgi.LifespanError
 	if errors.As(err, &le) {
-		return &StartupError{Msg: err.Error()}
+		return &startupError{Msg: err.Error()}
 	}
 	return err
 }

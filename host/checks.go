@@ -37,12 +37,12 @@ type Check struct {
 // its default.
 var pending = map[string]string{}
 
-// MaxReplayFrames is the most frames a worker journals.
-const MaxReplayFrames = realtime.MaxReplayFrames
+// maxReplayFrames is the most frames a worker journals.
+const maxReplayFrames = realtime.MaxReplayFrames
 
-// ConfigChecks returns the checks of the configuration alone, in the
+// configChecks returns the checks of the configuration alone, in the
 // order serving applies them.
-func ConfigChecks(c *Config) []Check {
+func configChecks(c *Config) []Check {
 	var cs []Check
 	add := func(name string, ok bool, detail, fix string) {
 		ch := Check{Name: name, OK: ok}
@@ -54,9 +54,9 @@ func ConfigChecks(c *Config) []Check {
 	add("port", c.Port >= 1 && c.Port <= 65535,
 		fmt.Sprintf("port %d is outside 1-65535", c.Port),
 		"pass --port or set M0_PORT to a port from 1 to 65535")
-	add("replay-frames", c.ReplayFrames <= MaxReplayFrames,
-		fmt.Sprintf("--replay-frames %d is more than %d", c.ReplayFrames, MaxReplayFrames),
-		fmt.Sprintf("pass --replay-frames or set M0_REPLAY_FRAMES to at most %d", MaxReplayFrames))
+	add("replay-frames", c.ReplayFrames <= maxReplayFrames,
+		fmt.Sprintf("--replay-frames %d is more than %d", c.ReplayFrames, maxReplayFrames),
+		fmt.Sprintf("pass --replay-frames or set M0_REPLAY_FRAMES to at most %d", maxReplayFrames))
 	add("workers", c.Workers >= 1,
 		fmt.Sprintf("%d workers", c.Workers), "pass --workers or set M0_WORKERS to 1 or more")
 	add("threads", c.Threads >= 1,
@@ -67,7 +67,7 @@ func ConfigChecks(c *Config) []Check {
 	for _, s := range settings {
 		what, ok := pending[s.name]
 		if !ok || c.Sources[s.name] == FromDefault || s.isDefault(c) ||
-			s.name == "replay-frames" && c.ReplayFrames > MaxReplayFrames { // refused above already
+			s.name == "replay-frames" && c.ReplayFrames > maxReplayFrames { // refused above already
 			continue
 		}
 		how := "--" + s.name
@@ -76,7 +76,7 @@ func ConfigChecks(c *Config) []Check {
 		}
 		add(s.name, false,
 			fmt.Sprintf("%s=%s asks for %s, which this m0serve does not support yet", how, c.Values[s.name], what),
-			LeaveUnset(s.name))
+			leaveUnset(s.name))
 	}
 	for _, e := range flaglessEnv {
 		if v, ok := c.Env[e.name]; ok && v != e.def && e.set == nil {
@@ -89,7 +89,7 @@ func ConfigChecks(c *Config) []Check {
 		// The key signs in the application too (m0serve.grant), with or
 		// without a hold mount here: one too short is refused either way.
 		_, err := GrantKeys(c)
-		var r *Refusal
+		var r *refusal
 		errors.As(err, &r)
 		ch := Check{Name: "grant-key", OK: err == nil}
 		if r != nil {
@@ -118,9 +118,9 @@ func ConfigChecks(c *Config) []Check {
 	return cs
 }
 
-// LeaveUnset is the fix of a setting refused when it is set: "leave
+// leaveUnset is the fix of a setting refused when it is set: "leave
 // --NAME and M0_NAME unset", or without the variable when it has none.
-func LeaveUnset(name string) string {
+func leaveUnset(name string) string {
 	for _, s := range settings {
 		if s.name == name && s.env != "" {
 			return "leave --" + name + " and " + s.env + " unset"
@@ -168,7 +168,7 @@ type MountReport struct {
 // m0serve: the interpreter, then the import).
 func newPlan(c *Config, app *adapted, withApp bool) *Plan {
 	p := &Plan{Config: c}
-	for _, ch := range ConfigChecks(c) {
+	for _, ch := range configChecks(c) {
 		p.Checks = append(p.Checks, ch)
 		if ch.Name == "threads-and-workers" {
 			p.Checks = append(p.Checks, topologyChecks(c, app)...)
@@ -186,11 +186,11 @@ func newPlan(c *Config, app *adapted, withApp bool) *Plan {
 }
 
 // Fail appends a failed check for err: its exit code, and the found and
-// fix of a *Refusal.
+// fix of a *m0.Refusal.
 func (p *Plan) Fail(name string, err error) {
-	ch := Check{Name: name, Exit: ExitCode(err), Detail: err.Error(), err: err}
-	var r *Refusal
-	var s *StartupError
+	ch := Check{Name: name, Exit: codeOf(err), Detail: err.Error(), err: err}
+	var r *refusal
+	var s *startupError
 	switch {
 	case errors.As(err, &r):
 		ch.Detail, ch.Fix = r.Found, r.Fix
@@ -202,7 +202,7 @@ func (p *Plan) Fail(name string, err error) {
 }
 
 // Err returns the first failed check as the error serving reports: a
-// *Refusal for exit 78, a *StartupError for exit 1.
+// *m0.Refusal for exit 78, a *m0.StartupError for exit 1.
 func (p *Plan) Err() error {
 	for _, ch := range p.Checks {
 		switch {
@@ -210,9 +210,9 @@ func (p *Plan) Err() error {
 		case ch.err != nil:
 			return ch.err
 		case ch.Exit == ExitConfig:
-			return &Refusal{Found: ch.Detail, Fix: ch.Fix}
+			return &refusal{Found: ch.Detail, Fix: ch.Fix}
 		default:
-			return &StartupError{Msg: ch.Detail}
+			return &startupError{Msg: ch.Detail}
 		}
 	}
 	return nil
@@ -259,7 +259,7 @@ func (p *Plan) CheckLoop() bool {
 	})
 	switch want := p.Config.Loop; {
 	case err != nil:
-		p.Fail("loop", &StartupError{Msg: "cannot look for uvloop: " + err.Error()})
+		p.Fail("loop", &startupError{Msg: "cannot look for uvloop: " + err.Error()})
 		return false
 	case want == "uvloop" && !have:
 		p.Checks = append(p.Checks, Check{
@@ -277,14 +277,14 @@ func (p *Plan) CheckLoop() bool {
 	return true
 }
 
-// PGTimeout bounds the check that PostgreSQL answers.
-const PGTimeout = 5 * time.Second
+// pgTimeout bounds the check that PostgreSQL answers.
+const pgTimeout = 5 * time.Second
 
 // openPG opens --pg-listen's database: the schema made, the epoch read.
 // One that cannot be reached is refused (78) with the fix.
 func (p *Plan) openPG() {
 	c := p.Config
-	ctx, cancel := context.WithTimeout(context.Background(), PGTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), pgTimeout)
 	defer cancel()
 	b, err := pgbus.Open(ctx, c.PGListen)
 	if err != nil {

@@ -88,16 +88,16 @@ func GrantKeys(c *Config) (realtime.GrantKeys, error) {
 	}
 	switch {
 	case c.GrantKey == "" && c.GrantKeyPrev != "":
-		return k, &Refusal{Found: "M0_GRANT_KEY_PREV is set, and M0_GRANT_KEY is not",
+		return k, &refusal{Found: "M0_GRANT_KEY_PREV is set, and M0_GRANT_KEY is not",
 			Fix: "set M0_GRANT_KEY to the key grants are signed with now, or unset M0_GRANT_KEY_PREV"}
 	case c.GrantKey == "":
-		return k, &Refusal{Found: "a hold mount verifies grants, and M0_GRANT_KEY is not set",
+		return k, &refusal{Found: "a hold mount verifies grants, and M0_GRANT_KEY is not set",
 			Fix: fmt.Sprintf("set M0_GRANT_KEY to a secret of %d bytes or more, the one the application signs with", realtime.MinGrantKey)}
 	case len(k.Key) < realtime.MinGrantKey:
-		return k, &Refusal{Found: fmt.Sprintf("M0_GRANT_KEY is %d bytes", len(k.Key)),
+		return k, &refusal{Found: fmt.Sprintf("M0_GRANT_KEY is %d bytes", len(k.Key)),
 			Fix: fmt.Sprintf("set M0_GRANT_KEY to a secret of %d bytes or more", realtime.MinGrantKey)}
 	case k.Prev != nil && len(k.Prev) < realtime.MinGrantKey:
-		return k, &Refusal{Found: fmt.Sprintf("M0_GRANT_KEY_PREV is %d bytes", len(k.Prev)),
+		return k, &refusal{Found: fmt.Sprintf("M0_GRANT_KEY_PREV is %d bytes", len(k.Prev)),
 			Fix: fmt.Sprintf("set M0_GRANT_KEY_PREV to the previous key, of %d bytes or more, or unset it", realtime.MinGrantKey)}
 	}
 	return k, nil

@@ -21,8 +21,8 @@ var secretEnv = []string{"M0_GRANT_KEY", "M0_GRANT_KEY_PREV"}
 var plainEnv = []string{"M0_PYTHON_LIBRARY", "MOJO_PYTHON_LIBRARY", "M0_SSE_HEARTBEAT_MS", "M0_APP_TICK_MS",
 	"M0_STREAM_KEEPALIVE_S", "M0_GRANT_COOKIE", "M0_INVERTED", "M0_HANDOFF"}
 
-// DoctorReport is what the doctor prints, as one JSON object.
-type DoctorReport struct {
+// doctorReport is what the doctor prints, as one JSON object.
+type doctorReport struct {
 	Platform map[string]any            `json:"platform"`
 	Python   any                       `json:"python"`
 	App      any                       `json:"app"`
@@ -40,16 +40,16 @@ type DoctorReport struct {
 	Exit   int           `json:"exit"`
 }
 
-// NewReport describes a plan. getenv is usually os.Getenv.
-func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
+// newReport describes a plan. getenv is usually os.Getenv.
+func newReport(p *Plan, getenv func(string) string) *doctorReport {
 	c := p.Config
-	r := &DoctorReport{
+	r := &doctorReport{
 		Platform: platform(),
 		Config:   map[string]map[string]any{},
 		Env:      map[string]string{},
 		Checks:   p.Checks,
 		Notes:    append([]string{}, c.Notes...),
-		Exit:     ExitCode(p.Err()),
+		Exit:     codeOf(p.Err()),
 		Declares: map[string]int{"max_workers": p.MaxWorkers, "max_threads": p.MaxThreads},
 		Mounts:   append([]MountReport{}, p.Mounts...),
 	}
@@ -129,17 +129,17 @@ func NewReport(p *Plan, getenv func(string) string) *DoctorReport {
 	if c.Realtime {
 		ids, bus = "shared memory page", "none (one process)"
 	}
-	if Supervised(c) {
+	if supervised(c) {
 		r.Topology["mode"] = "prefork"
 		ids, bus = "shared memory page", "unix datagram mesh"
 		if c.Workers == 1 {
 			bus = "none (one worker)"
 		}
 	}
-	r.Topology["supervisor"] = Supervised(c)
+	r.Topology["supervisor"] = supervised(c)
 	r.Topology["spawn_workers"] = c.SpawnWorkers
 	r.Topology["reload"] = c.Reload
-	r.Topology["handoff"] = Supervised(c) && c.Workers > 1 && !c.NoHandoff
+	r.Topology["handoff"] = supervised(c) && c.Workers > 1 && !c.NoHandoff
 	if c.PGListen != "" {
 		ids, bus = "postgresql sequence m0.frame_seq", "postgresql NOTIFY "+pgbus.Channel
 	}
@@ -194,7 +194,7 @@ func listenAddr(host string, port int) string {
 }
 
 // Print writes the report as the last line of w: one JSON object.
-func (r *DoctorReport) Print(w io.Writer) error {
+func (r *doctorReport) Print(w io.Writer) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -203,9 +203,9 @@ func (r *DoctorReport) Print(w io.Writer) error {
 	return err
 }
 
-// WantsDoctor reports whether a command line that could not be parsed
+// wantsDoctor reports whether a command line that could not be parsed
 // asked for the doctor, so that its answer is still the JSON.
-func WantsDoctor(args []string) bool {
+func wantsDoctor(args []string) bool {
 	for _, a := range args {
 		name, value, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if strings.HasPrefix(a, "-") && name == "doctor" && value != "false" && value != "0" {
@@ -215,10 +215,10 @@ func WantsDoctor(args []string) bool {
 	return false
 }
 
-// UsageReport is the doctor's report for a command line that could not be
+// usageReport is the doctor's report for a command line that could not be
 // read: one failed check, exit 2.
-func UsageReport(err error) *DoctorReport {
-	return &DoctorReport{
+func usageReport(err error) *doctorReport {
+	return &doctorReport{
 		Platform: platform(),
 		Config:   map[string]map[string]any{},
 		Env:      map[string]string{},

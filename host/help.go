@@ -5,8 +5,8 @@ import (
 	"io"
 )
 
-// PrintHelp writes the usage text, naming each flag's variable.
-func PrintHelp(w io.Writer) {
+// printHelp writes the usage text, naming each flag's variable.
+func printHelp(w io.Writer) {
 	fmt.Fprint(w, `usage: m0serve [flags] MODULE[:ATTR]
        m0serve --doctor [flags] [MODULE[:ATTR]]
 

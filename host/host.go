@@ -31,8 +31,8 @@ import (
 )
 
 // Application is what a program hands the host: a factory of handlers.
-// Make returning an error ends the process: a *Refusal, *UsageError or
-// *StartupError with its own exit code, any other error with 78 and its
+// Make returning an error ends the process: a *m0.Refusal, *UsageError or
+// *m0.StartupError with its own exit code, any other error with 78 and its
 // message. It is not retried. Make registers what its handlers need at
 // start-up and at the drain with ctx.Ready and ctx.Drain.
 //
@@ -142,7 +142,7 @@ func (a *adapted) Check(p *Plan) {
 		if c.Sources[s] != FromDefault {
 			p.Checks = append(p.Checks, Check{Name: s, Exit: ExitConfig,
 				Detail: fmt.Sprintf("--%s is for a Python application, and %s serves a Go one", s, name()),
-				Fix:    LeaveUnset(s)})
+				Fix:    leaveUnset(s)})
 			return
 		}
 	}

@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// TracebackKey is the attribute of a log record that holds a Python
+// tracebackKey is the attribute of a log record that holds a Python
 // traceback: the server's log prints it after the record, as it reads.
-const TracebackKey = "traceback"
+const tracebackKey = "traceback"
 
-// NewLogHandler returns the handler of the server's own log (stderr): one
+// newLogHandler returns the handler of the server's own log (stderr): one
 // line per record, as Go's log package writes it
 //
 //	2026/11/30 12:00:00 ERROR wsgi: application error method=GET path=/boom error="RuntimeError: boom"
@@ -21,7 +21,7 @@ const TracebackKey = "traceback"
 // followed, when the record carries a traceback, by the traceback's lines
 // as Python prints them (real newlines, as gunicorn and uvicorn print
 // them). Each record is one Write, so records written at once never mix.
-func NewLogHandler(w io.Writer, level slog.Leveler) slog.Handler {
+func newLogHandler(w io.Writer, level slog.Leveler) slog.Handler {
 	return &logHandler{out: &lockedWriter{w: w}, level: level}
 }
 
@@ -63,7 +63,7 @@ func (h *logHandler) Handle(ctx context.Context, r slog.Record) error {
 	var tb string
 	rest := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == TracebackKey && h.group == 0 {
+		if a.Key == tracebackKey && h.group == 0 {
 			tb = a.Value.String()
 		} else {
 			rest.AddAttrs(a)

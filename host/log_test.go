@@ -10,9 +10,9 @@ import (
 
 func TestLogHandler(t *testing.T) {
 	var out bytes.Buffer
-	log := slog.New(NewLogHandler(&out, nil))
+	log := slog.New(newLogHandler(&out, nil))
 	tb := "Traceback (most recent call last):\n  File \"app.py\", line 3, in boom\n    raise RuntimeError(\"boom\")\nRuntimeError: boom\n"
-	log.Error("wsgi: application error", "method", "GET", "path", "/boom", "error", "RuntimeError: boom", TracebackKey, tb)
+	log.Error("wsgi: application error", "method", "GET", "path", "/boom", "error", "RuntimeError: boom", tracebackKey, tb)
 	log.Info("asgi: the application does not support lifespan; serving it without", "detail", "ValueError: no")
 	log.Debug("not shown")
 	log.With("worker", 0).WithGroup("g").Info("grouped", "traceback", "a\nb")

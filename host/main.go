@@ -19,14 +19,14 @@ import (
 func parseArgs(args []string, getenv func(string) string) (cfg *Config, code int, done bool) {
 	cfg, err := Parse(args, getenv)
 	switch {
-	case IsHelp(err):
-		PrintHelp(os.Stdout)
+	case isHelp(err):
+		printHelp(os.Stdout)
 		return nil, ExitOK, true
-	case err != nil && WantsDoctor(args):
-		UsageReport(err).Print(os.Stdout)
+	case err != nil && wantsDoctor(args):
+		usageReport(err).Print(os.Stdout)
 		return nil, ExitUsage, true
 	case err != nil:
-		return nil, Report(os.Stderr, err), true
+		return nil, report(os.Stderr, err), true
 	}
 	return cfg, 0, false
 }
@@ -37,24 +37,24 @@ func parseArgs(args []string, getenv func(string) string) (cfg *Config, code int
 // do that. Log lines go to stderr in m0serve's format. It returns the
 // process's exit code.
 func serve(cfg *Config, getenv func(string) string, app *adapted) int {
-	slog.SetDefault(slog.New(NewLogHandler(os.Stderr, nil)))
+	slog.SetDefault(slog.New(newLogHandler(os.Stderr, nil)))
 	w, err := prefork.Inherited()
 	if err != nil {
-		return Report(os.Stderr, &StartupError{Msg: err.Error()})
+		return report(os.Stderr, &startupError{Msg: err.Error()})
 	}
 	if w == nil { // the supervisor says them, not each worker again
 		for _, note := range cfg.Notes {
 			fmt.Fprintln(os.Stderr, note)
 		}
 	}
-	if w == nil && !cfg.Doctor && Supervised(cfg) {
+	if w == nil && !cfg.Doctor && supervised(cfg) {
 		return supervise(cfg, app)
 	}
 	if w == nil && cfg.Realtime && !cfg.Doctor {
 		// A child process the application starts publishes to this one
 		// as to a worker of a supervisor.
 		if w, err = prefork.Local(); err != nil {
-			return Report(os.Stderr, &StartupError{Msg: err.Error()})
+			return report(os.Stderr, &startupError{Msg: err.Error()})
 		}
 	}
 	if !cfg.Realtime {
@@ -63,16 +63,16 @@ func serve(cfg *Config, getenv func(string) string, app *adapted) int {
 	if w != nil && cfg.Realtime {
 		// Before Python starts, so that os.environ has it.
 		if err := w.SetChildEnv(); err != nil {
-			return Report(os.Stderr, &StartupError{Msg: "cannot name the bus to child processes: " + err.Error()})
+			return report(os.Stderr, &startupError{Msg: "cannot name the bus to child processes: " + err.Error()})
 		}
 	}
 	fail := func(err error) int {
 		if err == nil || w == nil || !w.Supervised() {
-			return Report(os.Stderr, err)
+			return report(os.Stderr, err)
 		}
 		// The supervisor prints it, once for all the workers.
 		var b bytes.Buffer
-		code := Report(&b, err)
+		code := report(&b, err)
 		w.Failed(code, b.String())
 		return code
 	}
@@ -81,22 +81,22 @@ func serve(cfg *Config, getenv func(string) string, app *adapted) int {
 		if plan.PG != nil {
 			plan.PG.Close()
 		}
-		report := NewReport(plan, getenv)
+		report := newReport(plan, getenv)
 		report.Print(os.Stdout)
 		return report.Exit
 	}
 	if err := plan.Err(); err != nil {
 		return fail(err)
 	}
-	if err := ApplyQoS(cfg); err != nil {
+	if err := applyQoS(cfg); err != nil {
 		return fail(err)
 	}
 	return fail(run(plan, app, w, os.Stdout, os.Stderr))
 }
 
-// Supervised reports whether a configuration runs worker processes under a
+// supervised reports whether a configuration runs worker processes under a
 // supervisor: --workers above 1, or --reload.
-func Supervised(c *Config) bool { return c.Workers > 1 || c.Reload }
+func supervised(c *Config) bool { return c.Workers > 1 || c.Reload }
 
 // supervise runs the supervisor: it binds the listener, starts the workers
 // (this binary again, with the same arguments), and keeps them serving
@@ -108,23 +108,23 @@ func supervise(cfg *Config, app *adapted) int {
 		plan.PG.Close() // checked: each worker opens its own
 	}
 	if err := plan.Err(); err != nil {
-		return Report(os.Stderr, err)
+		return report(os.Stderr, err)
 	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(stop)
-	ln, err := Listen(cfg.Host, cfg.Port)
+	ln, err := listen(cfg.Host, cfg.Port)
 	if err != nil {
-		return Report(os.Stderr, err)
+		return report(os.Stderr, err)
 	}
 	lf, err := ln.(*net.TCPListener).File()
 	ln.Close()
 	if err != nil {
-		return Report(os.Stderr, &StartupError{Msg: "cannot pass the listener on: " + err.Error()})
+		return report(os.Stderr, &startupError{Msg: "cannot pass the listener on: " + err.Error()})
 	}
 	mesh, err := prefork.NewMesh(lf, cfg.Workers)
 	if err != nil {
-		return Report(os.Stderr, &StartupError{Msg: err.Error()})
+		return report(os.Stderr, &startupError{Msg: err.Error()})
 	}
 	defer mesh.Close()
 	sup := &prefork.Supervisor{
@@ -141,7 +141,7 @@ func supervise(cfg *Config, app *adapted) int {
 		}
 		watch, err := prefork.Watch(dirs, prefork.ReloadDebounce)
 		if err != nil {
-			return Report(os.Stderr, &Refusal{Found: "--reload cannot watch " + strings.Join(dirs, ", ") + ": " + err.Error(),
+			return report(os.Stderr, &refusal{Found: "--reload cannot watch " + strings.Join(dirs, ", ") + ": " + err.Error(),
 				Fix: "name directories that exist with --reload-dir"})
 		}
 		defer watch.Close()

@@ -11,9 +11,9 @@ import (
 	"github.com/m0serve/m0/realtime/pgbus"
 )
 
-// ParseSize reads a size in bytes: a whole number, optionally followed by
+// parseSize reads a size in bytes: a whole number, optionally followed by
 // k, m or g (powers of 1024).
-func ParseSize(s string) (int64, error) {
+func parseSize(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	shift := 0
 	switch {
@@ -34,9 +34,9 @@ func ParseSize(s string) (int64, error) {
 	return n << shift, nil
 }
 
-// ParseDuration reads a duration: a number of seconds ("30", "0.5"), or
+// parseDuration reads a duration: a number of seconds ("30", "0.5"), or
 // a Go duration with its unit ("500ms", "2m").
-func ParseDuration(s string) (time.Duration, error) {
+func parseDuration(s string) (time.Duration, error) {
 	t := strings.TrimSpace(s)
 	if f, err := strconv.ParseFloat(t, 64); err == nil && t != "" && t[0] != '+' {
 		if f < 0 || f > 1e9 || f != f {
@@ -168,5 +168,5 @@ func orNone(s string) string {
 
 var errHelp = &UsageError{Msg: "help requested"}
 
-// IsHelp reports whether Parse stopped for --help.
-func IsHelp(err error) bool { return err == errHelp }
+// isHelp reports whether Parse stopped for --help.
+func isHelp(err error) bool { return err == errHelp }

@@ -82,14 +82,14 @@ func TestParse(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, err := Parse(c.args, c.env)
 			if err == nil {
-				for _, ch := range ConfigChecks(cfg) {
+				for _, ch := range configChecks(cfg) {
 					if !ch.OK {
-						err = &Refusal{Found: ch.Detail, Fix: ch.Fix}
+						err = &refusal{Found: ch.Detail, Fix: ch.Fix}
 						break
 					}
 				}
 			}
-			if code := ExitCode(err); code != c.code {
+			if code := codeOf(err); code != c.code {
 				t.Fatalf("exit %d (%v), want %d", code, err, c.code)
 			}
 			if c.code != 0 {
@@ -121,7 +121,7 @@ func FuzzParsePort(f *testing.F) {
 		if err != nil {
 			t.Fatalf("M0_PORT=%q gave an error: %v", s, err)
 		}
-		portOK := ConfigChecks(cfg)[0].OK
+		portOK := configChecks(cfg)[0].OK
 		if portOK != (cfg.Port >= 1 && cfg.Port <= 65535) {
 			t.Fatalf("M0_PORT=%q: port %d, check ok %v", s, cfg.Port, portOK)
 		}
@@ -130,12 +130,12 @@ func FuzzParsePort(f *testing.F) {
 
 func TestParseSize(t *testing.T) {
 	for in, want := range map[string]int64{"0": 0, "512": 512, "512k": 512 << 10, "4m": 4 << 20, "64M": 64 << 20, "1g": 1 << 30} {
-		if got, err := ParseSize(in); err != nil || got != want {
+		if got, err := parseSize(in); err != nil || got != want {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "k", "-1", "4mb", "1.5m", "+4", "4 m", "99999999999g"} {
-		if _, err := ParseSize(in); err == nil {
+		if _, err := parseSize(in); err == nil {
 			t.Errorf("ParseSize(%q) accepted", in)
 		}
 	}
@@ -143,12 +143,12 @@ func TestParseSize(t *testing.T) {
 
 func TestParseDuration(t *testing.T) {
 	for in, want := range map[string]time.Duration{"0": 0, "30": 30 * time.Second, "0.5": 500 * time.Millisecond, "500ms": 500 * time.Millisecond, "2m": 2 * time.Minute} {
-		if got, err := ParseDuration(in); err != nil || got != want {
+		if got, err := parseDuration(in); err != nil || got != want {
 			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "-1", "soon", "NaN", "-5s", "+3", "1e99"} {
-		if _, err := ParseDuration(in); err == nil {
+		if _, err := parseDuration(in); err == nil {
 			t.Errorf("ParseDuration(%q) accepted", in)
 		}
 	}
@@ -162,7 +162,7 @@ func FuzzParseSize(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n, err := ParseSize(s)
+		n, err := parseSize(s)
 		if err != nil {
 			if n != 0 {
 				t.Fatalf("ParseSize(%q) refused with %d", s, n)
@@ -184,7 +184,7 @@ func FuzzParseSize(f *testing.F) {
 		if !ok || digits[0] == '+' || want.Mul(want, unit).Cmp(big.NewInt(n)) != 0 {
 			t.Fatalf("ParseSize(%q) = %d, want %v", s, n, want)
 		}
-		if again, err := ParseSize(wire.FormatSize(n)); err != nil || again != n {
+		if again, err := parseSize(wire.FormatSize(n)); err != nil || again != n {
 			t.Fatalf("ParseSize(%q) = %d, written %q, which parses to %d, %v", s, n, wire.FormatSize(n), again, err)
 		}
 	})
@@ -197,7 +197,7 @@ func FuzzParseDuration(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, err := ParseDuration(s)
+		d, err := parseDuration(s)
 		if err != nil {
 			if d != 0 {
 				t.Fatalf("ParseDuration(%q) refused with %v", s, d)
@@ -210,7 +210,7 @@ func FuzzParseDuration(f *testing.F) {
 		if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil && (f > 1e9 || d > 1e9*time.Second) {
 			t.Fatalf("ParseDuration(%q) = %v: more than 1e9 seconds", s, d)
 		}
-		if again, err := ParseDuration(d.String()); err != nil || again != d {
+		if again, err := parseDuration(d.String()); err != nil || again != d {
 			t.Fatalf("ParseDuration(%q) = %v, which parses back as %v, %v", s, d, again, err)
 		}
 	})
@@ -225,7 +225,7 @@ func TestPGListenPasswordIsRedacted(t *testing.T) {
 		if strings.Contains(cfg.Values["pg-listen"], "hunter2") {
 			t.Errorf("%q kept as %q", dsn, cfg.Values["pg-listen"])
 		}
-		for _, ch := range ConfigChecks(cfg) {
+		for _, ch := range configChecks(cfg) {
 			if strings.Contains(ch.Detail, "hunter2") {
 				t.Errorf("check %s prints the password: %s", ch.Name, ch.Detail)
 			}

@@ -42,9 +42,9 @@ func qosPermitted(class string) bool {
 	return <-ok
 }
 
-// ApplyQoS gives the Python threads the scheduling class of c.QoS; the
+// applyQoS gives the Python threads the scheduling class of c.QoS; the
 // default class changes nothing.
-func ApplyQoS(c *Config) error {
+func applyQoS(c *Config) error {
 	if c.QoS == "" || c.QoS == "default" {
 		return nil
 	}
@@ -54,7 +54,7 @@ func ApplyQoS(c *Config) error {
 		return err
 	}
 	if err := rt.SetQoS(q.nice, q.batch); err != nil {
-		return &Refusal{Found: fmt.Sprintf("--qos %s: %v", c.QoS, err), Fix: "run with CAP_SYS_NICE, or pass --qos default"}
+		return &refusal{Found: fmt.Sprintf("--qos %s: %v", c.QoS, err), Fix: "run with CAP_SYS_NICE, or pass --qos default"}
 	}
 	return nil
 }

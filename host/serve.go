@@ -33,9 +33,9 @@ type Shutdowner interface {
 	Shutdown(ctx context.Context) error
 }
 
-// Listen opens the listener for host and port: an IPv4 address listens on
+// listen opens the listener for host and port: an IPv4 address listens on
 // IPv4 alone, :: on IPv6 and IPv4 at once, any other IPv6 address on IPv6.
-func Listen(host string, port int) (net.Listener, error) {
+func listen(host string, port int) (net.Listener, error) {
 	network := "tcp4"
 	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
 		network = "tcp6"
@@ -47,17 +47,17 @@ func Listen(host string, port int) (net.Listener, error) {
 	}
 	ln, err := net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return nil, &StartupError{Msg: fmt.Sprintf("cannot listen on %s: %v", net.JoinHostPort(host, strconv.Itoa(port)), errors.Unwrap(err))}
+		return nil, &startupError{Msg: fmt.Sprintf("cannot listen on %s: %v", net.JoinHostPort(host, strconv.Itoa(port)), errors.Unwrap(err))}
 	}
 	return ln, nil
 }
 
-// NewHub returns the process's hub for a configuration, or nil when
+// newHub returns the process's hub for a configuration, or nil when
 // nothing needs one: under --realtime, or when want (the application has a
 // producer). A worker's hub takes its ids from the shared page and shares
 // its frames on the bus.
 // Under --pg-listen (pg), PostgreSQL is both, across every instance.
-func NewHub(c *Config, want bool, w *prefork.Worker, pg *pgbus.Bus) *realtime.Hub {
+func newHub(c *Config, want bool, w *prefork.Worker, pg *pgbus.Bus) *realtime.Hub {
 	if !c.Realtime && !want {
 		return nil
 	}
@@ -96,7 +96,7 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 		}
 	}
 	producer := app.Producer()
-	hub := NewHub(cfg, producer != nil, w, plan.PG)
+	hub := newHub(cfg, producer != nil, w, plan.PG)
 	if plan.PG != nil {
 		if hub != nil {
 			plan.PG.Start(hub)
@@ -156,7 +156,7 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 		ln = w.Balance(w.Listener, cfg.NoHandoff)
 	} else {
 		var err error
-		if ln, err = Listen(cfg.Host, cfg.Port); err != nil {
+		if ln, err = listen(cfg.Host, cfg.Port); err != nil {
 			return abort(err)
 		}
 	}
@@ -192,7 +192,7 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 	case <-gone: // the supervisor was killed: drain, as it would have asked
 	case err := <-served:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			failed = &StartupError{Msg: "serving stopped: " + err.Error()}
+			failed = &startupError{Msg: "serving stopped: " + err.Error()}
 		}
 	}
 	if q, ok := ln.(interface{ Quiesce() }); ok {

@@ -152,7 +152,7 @@ var settings = []setting{
 		return fmt.Errorf("want one of %s, not %q", strings.Join(qosClasses, ", "), v)
 	}},
 	{name: "max-body", env: "M0_MAX_BODY", def: wire.FormatSize(wire.DefaultMaxBody), arg: "SIZE", usage: "request body cap (512k, 4m, 64m, 1g; 0: none); over it 413", set: func(c *Config, v string) error {
-		n, err := ParseSize(v)
+		n, err := parseSize(v)
 		c.MaxBody = n
 		return err
 	}},
@@ -237,7 +237,7 @@ func setBool(field func(*Config) *bool) func(*Config, string) error {
 
 func setDuration(field func(*Config) *time.Duration) func(*Config, string) error {
 	return func(c *Config, v string) error {
-		d, err := ParseDuration(v)
+		d, err := parseDuration(v)
 		*field(c) = d
 		return err
 	}

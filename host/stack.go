@@ -30,7 +30,7 @@ func wrapLoop(l *Loop, c *Config, hub *realtime.Hub, siblings *prefork.Bus) (*Lo
 		s, err := static.New(dirs[i].Dir, &static.Options{Prefix: dirs[i].Prefix, CacheControl: c.StaticCacheControl,
 			Headers: headers, Next: h})
 		if err != nil {
-			return nil, &Refusal{Found: err.Error(), Fix: "name a directory this process can open"}
+			return nil, &refusal{Found: err.Error(), Fix: "name a directory this process can open"}
 		}
 		h = s
 	}

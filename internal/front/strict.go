@@ -109,7 +109,7 @@ func asteriskOptions(r *http.Request) bool {
 }
 
 // answerFast answers r on ctx and closes the connection after it.
-func answerFast(ctx *fasthttp.RequestCtx, r *strict.Refusal, obs observe.Refuser) {
+func answerFast(ctx *fasthttp.RequestCtx, r *strict.Rejection, obs observe.Refuser) {
 	wire.FastAnswer(ctx, r.Status, r.Body(), true)
 	if obs != nil {
 		o := observe.Outcome{Status: r.Status, Dur: time.Since(ctx.Time()), Bytes: int64(len(r.Body()))}
@@ -124,13 +124,13 @@ func answerFast(ctx *fasthttp.RequestCtx, r *strict.Refusal, obs observe.Refuser
 
 // bodyRefusal returns the refusal a body's read error on c is, if it is
 // one (fasthttp hands some read errors on inside errors of its own).
-func bodyRefusal(err error, c net.Conn) *strict.Refusal {
-	var r *strict.Refusal
+func bodyRefusal(err error, c net.Conn) *strict.Rejection {
+	var r *strict.Rejection
 	if errors.As(err, &r) {
 		return r
 	}
 	if s := strict.StrictOf(c); err != nil && s != nil {
-		if r := s.Refusal(); r != nil && r.InBody {
+		if r := s.Rejection(); r != nil && r.InBody {
 			return r
 		}
 	}
@@ -162,7 +162,7 @@ func servedNet(c net.Conn, n int) {
 }
 
 // answerNet answers rf on w, closing the connection after it.
-func answerNet(w http.ResponseWriter, r *http.Request, rf *strict.Refusal, obs observe.Refuser) {
+func answerNet(w http.ResponseWriter, r *http.Request, rf *strict.Rejection, obs observe.Refuser) {
 	start := time.Now()
 	body := rf.Body()
 	wire.Answer(w, rf.Status, body, true)

@@ -56,7 +56,7 @@ type Framer struct {
 	// whose body ends in inHold rather than at the next head.
 	upgrade int
 	// Err is the refusal that ended the connection's requests, if any.
-	Err *Refusal
+	Err *Rejection
 }
 
 // Holding reports whether the Framer waits for the answer to an upgrade
@@ -105,7 +105,7 @@ func (f *Framer) bodyDone() {
 // them, on the next Scan. A refused head also stops it at its start, with
 // the refusal; a refusal in a body stops it where the body went wrong.
 // After a refusal Scan passes nothing.
-func (f *Framer) Scan(b []byte) (n, m int, r *Refusal) {
+func (f *Framer) Scan(b []byte) (n, m int, r *Rejection) {
 	i, w := 0, 0
 	// pass hands on the k bytes at i.
 	pass := func(k int) {
@@ -192,15 +192,15 @@ func fragment(head []byte) (from, to int) {
 }
 
 // bodyErr is a refusal of a chunked body.
-func bodyErr(reason string) *Refusal {
-	return &Refusal{Status: http.StatusBadRequest, Reason: reason, InBody: true}
+func bodyErr(reason string) *Rejection {
+	return &Rejection{Status: http.StatusBadRequest, Reason: reason, InBody: true}
 }
 
 // chunked takes one byte of a chunked body's framing (RFC 9112 7.1), and
 // says whether it is dropped: a byte of a chunk's extensions or of a
 // trailer field line. The front ends see each chunk as chunk-size CRLF
 // chunk-data CRLF, and the last as "0" CRLF CRLF.
-func (f *Framer) chunked(c byte) (drop bool, r *Refusal) {
+func (f *Framer) chunked(c byte) (drop bool, r *Rejection) {
 	switch f.state {
 	case inSize:
 		if d := unhex(c); d >= 0 {
@@ -290,7 +290,7 @@ const (
 // above, bounded, and dropped. The grammar puts BWS before a ";" or "="
 // only, so a chunk-size line does not end in whitespace ("1 " CRLF), and a
 // ";" is followed by a name ("1;" CRLF is refused).
-func (f *Framer) ext(c byte) *Refusal {
+func (f *Framer) ext(c byte) *Rejection {
 	f.line++
 	if f.line > maxChunkLine {
 		return bodyErr("chunk extensions too long")
@@ -365,7 +365,7 @@ const (
 // reaches a parser or an application cannot frame, route or authorise
 // anything (a Content-Length, Transfer-Encoding or Host there included).
 // The empty line that ends the section is passed.
-func (f *Framer) trailer(c byte) (drop bool, r *Refusal) {
+func (f *Framer) trailer(c byte) (drop bool, r *Rejection) {
 	f.trail++
 	if f.trail > maxTrailer {
 		return false, bodyErr("trailer section too large")
@@ -407,7 +407,7 @@ func unhex(c byte) int {
 // head takes a request head from the start of b: it returns its length once
 // the head is whole and valid (and sets the framing of its body), 0 while
 // it is unfinished, or the refusal.
-func (f *Framer) head(b []byte) (int, *Refusal) {
+func (f *Framer) head(b []byte) (int, *Rejection) {
 	// Empty lines before a request line are skipped (and passed on).
 	skip := 0
 	for e := 0; e < maxEmptyLines && len(b) >= skip+2 && b[skip] == '\r' && b[skip+1] == '\n'; e++ {

@@ -9,7 +9,7 @@ import (
 // scanAll feeds stream to a Framer in pieces of the sizes in cuts (cycled),
 // as a connection's reads would, holding back what it does not pass, and
 // returns the bytes it passed and its refusal.
-func scanAll(stream []byte, cuts []int) ([]byte, *Refusal) {
+func scanAll(stream []byte, cuts []int) ([]byte, *Rejection) {
 	var f Framer
 	var out, pending []byte
 	i, k := 0, 0

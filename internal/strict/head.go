@@ -29,9 +29,9 @@ type Framing struct {
 // CheckHead checks one whole request head, from its request line to the
 // empty line that ends it (CRLF line ends; Framer.Scan has checked that
 // no LF stands alone), and returns the framing of its body.
-func CheckHead(head []byte) (Framing, *Refusal) {
+func CheckHead(head []byte) (Framing, *Rejection) {
 	var fr Framing
-	bad := func(status int, reason string) (Framing, *Refusal) { return Framing{}, refuse(head, status, reason) }
+	bad := func(status int, reason string) (Framing, *Rejection) { return Framing{}, refuse(head, status, reason) }
 	if !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
 		return bad(400, "unfinished request head")
 	}

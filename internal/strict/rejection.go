@@ -5,10 +5,10 @@ import (
 	"net/http"
 )
 
-// Refusal is a request the Framer refuses: the status to answer and why.
+// Rejection is a request the Framer refuses: the status to answer and why.
 // A refusal in a head comes before its request reaches any handler; one in
 // a body (InBody) is a read error of that body.
-type Refusal struct {
+type Rejection struct {
 	Status int
 	Reason string
 	// Method and Target are the refused request's, as far as they were
@@ -17,14 +17,14 @@ type Refusal struct {
 	InBody         bool
 }
 
-func (r *Refusal) Error() string { return "m0: refused request: " + r.Reason }
+func (r *Rejection) Error() string { return "m0: refused request: " + r.Reason }
 
 // Body is the text sent with a refusal.
-func (r *Refusal) Body() string { return http.StatusText(r.Status) + ": " + r.Reason + "\n" }
+func (r *Rejection) Body() string { return http.StatusText(r.Status) + ": " + r.Reason + "\n" }
 
 // refuse makes a refusal of the head that begins b.
-func refuse(b []byte, status int, reason string) *Refusal {
-	r := &Refusal{Status: status, Reason: reason}
+func refuse(b []byte, status int, reason string) *Rejection {
+	r := &Rejection{Status: status, Reason: reason}
 	line := b
 	if i := bytes.IndexByte(line, '\n'); i >= 0 {
 		line = line[:i]

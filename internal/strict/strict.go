@@ -48,7 +48,7 @@ func (l strictListener) Accept() (net.Conn, error) {
 // StrictConn is a connection whose reads reach its front end only as its
 // Framer passes them. A refused head is replaced by a request for
 // RefusedTarget, after which the connection reads as closed; a refused
-// body reads as an error, the *Refusal. After an upgrade request nothing
+// body reads as an error, the *Rejection. After an upgrade request nothing
 // is read until it is answered: a response that begins "HTTP/1.x 101"
 // written on the connection switches it (everything after passes as it
 // comes), and Served with the request's number, once it was answered
@@ -64,15 +64,15 @@ type StrictConn struct {
 	rdl     time.Time
 	wake    chan struct{} // a hold released, or a read deadline set
 	holding atomic.Bool
-	refused atomic.Pointer[Refusal]
+	refused atomic.Pointer[Rejection]
 }
 
 // NetConn returns the connection StrictConn reads.
 func (c *StrictConn) NetConn() net.Conn { return c.Conn }
 
-// Refusal returns the refusal that ended the connection's requests, if
+// Rejection returns the refusal that ended the connection's requests, if
 // any. Safe from any goroutine.
-func (c *StrictConn) Refusal() *Refusal { return c.refused.Load() }
+func (c *StrictConn) Rejection() *Rejection { return c.refused.Load() }
 
 // Held reports whether bytes have arrived that were not passed on yet (an
 // unfinished head): the connection is not unused.
@@ -303,12 +303,12 @@ func StrictOf(c net.Conn) *StrictConn {
 // Refused returns the refusal a request for target on c stands for: the
 // request a StrictConn handed out in place of a refused head. Nil for any
 // other request.
-func Refused(c net.Conn, target []byte) *Refusal {
+func Refused(c net.Conn, target []byte) *Rejection {
 	if string(target) != RefusedTarget {
 		return nil
 	}
 	if s := StrictOf(c); s != nil {
-		return s.Refusal()
+		return s.Rejection()
 	}
 	return nil
 }

@@ -169,13 +169,13 @@ func (a *App) checkMounts(p *host.Plan) bool {
 
 // mountErr names the mount in an application's refusal or start-up error.
 func mountErr(v string, err error) error {
-	var r *host.Refusal
-	var s *host.StartupError
+	var r *m0.Refusal
+	var s *m0.StartupError
 	switch {
 	case errors.As(err, &r):
-		return &host.Refusal{Found: "--mount " + v + ": " + r.Found, Fix: r.Fix}
+		return &m0.Refusal{Found: "--mount " + v + ": " + r.Found, Fix: r.Fix}
 	case errors.As(err, &s):
-		return &host.StartupError{Msg: "--mount " + v + ": " + s.Msg, Detail: s.Detail}
+		return &m0.StartupError{Msg: "--mount " + v + ": " + s.Msg, Detail: s.Detail}
 	}
 	return err
 }
