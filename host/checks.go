@@ -152,6 +152,9 @@ type Plan struct {
 	// "wsgi", "asgi", the mounts' joined by "+", or "go"; "" is the
 	// loaded application's.
 	Protocol string
+	// goPool is the pool behind each loop a Go application asks for
+	// (its PoolThreads), for the doctor's topology.
+	goPool int
 }
 
 // MountReport is what the doctor says of one mount.
@@ -179,6 +182,7 @@ func newPlan(c *Config, app *adapted, withApp bool) *Plan {
 	}
 	p.AppDir, _ = filepath.Abs(c.AppDir)
 	p.MaxWorkers, p.MaxThreads = app.MaxWorkers(), app.MaxThreads()
+	p.goPool = app.poolThreads(c)
 	if withApp {
 		app.Check(p)
 	}

@@ -108,7 +108,7 @@ func newReport(p *Plan, getenv func(string) string) *doctorReport {
 	if protocol == "go" {
 		// A Go program's handler chooses: fasthttp when it has
 		// ServeFastHTTP, net/http otherwise; only Make knows.
-		threads, auto, frontEndOf = PoolThreads(c), false, nil
+		threads, auto, frontEndOf = p.goPool, false, nil
 	}
 	r.Topology = map[string]any{
 		"mode":                  "single",

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import requests
 
-from conftest import EXAMPLES, HTTP_TIMEOUT, READY_RE, ROOT, free_port, wait_until
+from conftest import EXAMPLES, HTTP_TIMEOUT, NETHOST, READY_RE, ROOT, free_port, wait_until
 from test_mounts import read_events
 from test_realtime_browser import BROWSER_TIMEOUT, browser_factory  # noqa: F401 (a fixture)
 
@@ -67,6 +67,13 @@ def test_go_host_doctor_and_refusals():
     assert report["python"] is None and report["mounts"] == []
     topo = report["topology"]
     assert topo["protocol"] == "go" and topo["blocking_threads"] == 0 and topo["front_end"] is None, topo
+    # A Go application without PoolThreads has the pool given; one whose
+    # PoolThreads says 0 (the net/http host, all bridges) has none, and
+    # the doctor says what serving would do.
+    for binary, want in ((GO_HOST, 3), (NETHOST, 0)):
+        proc = run(binary, "--doctor", "--blocking-threads", "3", env={"M0_NETHOST_APP": "app:application"})
+        topo = json.loads(proc.stdout.strip().splitlines()[-1])["topology"]
+        assert proc.returncode == 0 and topo["blocking_threads"] == want, (binary, topo, proc.stderr)
     proc = run(GO_HOST, "app:application")
     assert proc.returncode == 2 and "takes no MODULE[:ATTR]" in proc.stderr, proc.stderr
     proc = run(GO_HOST, env={"M0_THREADS": "2", "M0_WORKERS": "2"})
