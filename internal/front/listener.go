@@ -233,7 +233,7 @@ func (c *limitConn) Close() error {
 			// Read from the socket itself: a strict reading reads as
 			// closed after a refusal.
 			raw := c.Conn
-			if s := strict.StrictOf(raw); s != nil {
+			if s := strict.Of(raw); s != nil {
 				raw = s.NetConn()
 			}
 			if c.CloseWrite() == nil && raw.SetReadDeadline(time.Now().Add(d)) == nil {

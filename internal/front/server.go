@@ -89,7 +89,7 @@ type limitedServer struct {
 }
 
 func (s *limitedServer) Serve(ln net.Listener) error {
-	l := s.lim.Listener(strict.StrictListener(ln, s.lim.maxBody()))
+	l := s.lim.Listener(strict.Listen(ln, s.lim.maxBody()))
 	s.ln.Store(l)
 	return s.serve(l)
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// Both front ends read their connections through strict.StrictListener
+// Both front ends read their connections through strict.Listen
 // (limitedServer.Serve), so a request the strict reading refuses never
 // reaches a handler: its connection hands the front end a request for
 // strict.RefusedTarget instead, which the outermost handler answers here
@@ -24,7 +24,7 @@ import (
 // reads nothing until the request is answered: the outermost handler tells
 // it (StrictConn.Served) when it was answered without a switch.
 
-// NetConn returns the connection a limitConn wraps (strict.StrictOf).
+// NetConn returns the connection a limitConn wraps (strict.Of).
 func (c *limitConn) NetConn() net.Conn { return c.Conn }
 
 // strictFast is the outermost fasthttp handler: it answers a refused
@@ -57,7 +57,7 @@ func strictFast(h fasthttp.RequestHandler, obs observe.Refuser, lim Limits, refu
 		} else {
 			ctx.Response.Header.SetContentLength(0) // asteriskOptions
 		}
-		if s := strict.StrictOf(ctx.Conn()); s != nil && !ctx.Hijacked() {
+		if s := strict.Of(ctx.Conn()); s != nil && !ctx.Hijacked() {
 			s.Served(int(ctx.ConnRequestNum()))
 		}
 	}
@@ -129,7 +129,7 @@ func bodyRefusal(err error, c net.Conn) *strict.Rejection {
 	if errors.As(err, &r) {
 		return r
 	}
-	if s := strict.StrictOf(c); err != nil && s != nil {
+	if s := strict.Of(c); err != nil && s != nil {
 		if r := s.Rejection(); r != nil && r.InBody {
 			return r
 		}
@@ -156,7 +156,7 @@ func strictNet(w http.ResponseWriter, r *http.Request, c net.Conn, obs observe.R
 // servedNet tells c, if it reads strictly, that request number n was
 // served: an upgrade request not switched ends its hold.
 func servedNet(c net.Conn, n int) {
-	if s := strict.StrictOf(c); s != nil {
+	if s := strict.Of(c); s != nil {
 		s.Served(n)
 	}
 }
@@ -215,5 +215,5 @@ func ServeStrict(srv *http.Server, ln net.Listener) error {
 		}
 		servedNet(sc.c, sc.n)
 	})
-	return srv.Serve(strict.StrictListener(ln, 0))
+	return srv.Serve(strict.Listen(ln, 0))
 }

@@ -187,7 +187,7 @@ func TestStrictPipelinedUpgrade(t *testing.T) {
 // unfinished head the strict reading holds back: it is not unused.
 func TestStrictUnfinishedHeadNotUnused(t *testing.T) {
 	l0, _ := net.Listen("tcp4", "127.0.0.1:0")
-	ll := Limits{}.Listener(strict.StrictListener(l0, 0)).(*limitListener)
+	ll := Limits{}.Listener(strict.Listen(l0, 0)).(*limitListener)
 	defer ll.Close()
 	go func() {
 		c, _ := net.Dial("tcp", l0.Addr().String())

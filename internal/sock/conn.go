@@ -146,7 +146,7 @@ func (r *AcceptRetry) failure(err error, pause time.Duration) {
 
 // Pending reports whether bytes are waiting to be read on c's socket.
 func Pending(c net.Conn) bool {
-	if s := strict.StrictOf(c); s != nil && s.Held() {
+	if s := strict.Of(c); s != nil && s.Held() {
 		return true // bytes of an unfinished head, read and held back
 	}
 	n := 0

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// RefusedTarget is the target of the request a StrictConn hands its front
+// RefusedTarget is the target of the request a Conn hands its front
 // end in place of a refused head: the front end parses it, and the server's
 // outermost handler answers it with the refusal (Refused) without calling
 // anything. It holds 128 random bits: no client can name it.
@@ -25,10 +25,10 @@ var RefusedTarget = func() string {
 
 var refusedHead = []byte("GET " + RefusedTarget + " HTTP/1.1\r\nHost: m0\r\nConnection: close\r\n\r\n")
 
-// StrictListener returns ln with each connection it accepts read through a
+// Listen returns ln with each connection it accepts read through a
 // Framer: the front end serving it sees only requests the Framer passed.
 // capBytes is the Framer's Cap (zero or less: none).
-func StrictListener(ln net.Listener, capBytes int64) net.Listener {
+func Listen(ln net.Listener, capBytes int64) net.Listener {
 	return strictListener{ln, max(capBytes, 0)}
 }
 
@@ -42,10 +42,10 @@ func (l strictListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &StrictConn{Conn: c, f: Framer{Cap: l.cap}}, nil
+	return &Conn{Conn: c, f: Framer{Cap: l.cap}}, nil
 }
 
-// StrictConn is a connection whose reads reach its front end only as its
+// Conn is a connection whose reads reach its front end only as its
 // Framer passes them. A refused head is replaced by a request for
 // RefusedTarget, after which the connection reads as closed; a refused
 // body reads as an error, the *Rejection. After an upgrade request nothing
@@ -53,7 +53,7 @@ func (l strictListener) Accept() (net.Conn, error) {
 // written on the connection switches it (everything after passes as it
 // comes), and Served with the request's number, once it was answered
 // otherwise, reads on as HTTP.
-type StrictConn struct {
+type Conn struct {
 	net.Conn
 	mu      sync.Mutex
 	f       Framer
@@ -67,16 +67,16 @@ type StrictConn struct {
 	refused atomic.Pointer[Rejection]
 }
 
-// NetConn returns the connection StrictConn reads.
-func (c *StrictConn) NetConn() net.Conn { return c.Conn }
+// NetConn returns the connection Conn reads.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
 
 // Rejection returns the refusal that ended the connection's requests, if
 // any. Safe from any goroutine.
-func (c *StrictConn) Rejection() *Rejection { return c.refused.Load() }
+func (c *Conn) Rejection() *Rejection { return c.refused.Load() }
 
 // Held reports whether bytes have arrived that were not passed on yet (an
 // unfinished head): the connection is not unused.
-func (c *StrictConn) Held() bool {
+func (c *Conn) Held() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.held) > 0
@@ -85,7 +85,7 @@ func (c *StrictConn) Held() bool {
 // Served says request number n (from 1) on the connection was answered,
 // and did not switch protocols (a handler returned without taking the
 // connection over): an upgrade request the reading holds for is over.
-func (c *StrictConn) Served(n int) {
+func (c *Conn) Served(n int) {
 	if !c.holding.Load() {
 		return
 	}
@@ -97,7 +97,7 @@ func (c *StrictConn) Served(n int) {
 
 // settle, under mu, keeps holding in step with the Framer and wakes a
 // Read waiting for the hold to end.
-func (c *StrictConn) settle() {
+func (c *Conn) settle() {
 	h := c.f.Holding()
 	if c.holding.Load() && !h {
 		c.rescan = true
@@ -106,7 +106,7 @@ func (c *StrictConn) settle() {
 	c.holding.Store(h)
 }
 
-func (c *StrictConn) poke() {
+func (c *Conn) poke() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -114,7 +114,7 @@ func (c *StrictConn) poke() {
 }
 
 // Write switches a held connection when p is a 101 response.
-func (c *StrictConn) Write(p []byte) (int, error) {
+func (c *Conn) Write(p []byte) (int, error) {
 	if c.holding.Load() && len(p) >= 13 && string(p[:5]) == "HTTP/" && string(p[8:13]) == " 101 " {
 		c.mu.Lock()
 		c.f.Switch()
@@ -124,17 +124,17 @@ func (c *StrictConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-func (c *StrictConn) SetReadDeadline(t time.Time) error {
+func (c *Conn) SetReadDeadline(t time.Time) error {
 	c.setRDL(t)
 	return c.Conn.SetReadDeadline(t)
 }
 
-func (c *StrictConn) SetDeadline(t time.Time) error {
+func (c *Conn) SetDeadline(t time.Time) error {
 	c.setRDL(t)
 	return c.Conn.SetDeadline(t)
 }
 
-func (c *StrictConn) setRDL(t time.Time) {
+func (c *Conn) setRDL(t time.Time) {
 	c.mu.Lock()
 	c.rdl = t
 	if c.wake != nil {
@@ -143,7 +143,7 @@ func (c *StrictConn) setRDL(t time.Time) {
 	c.mu.Unlock()
 }
 
-func (c *StrictConn) Read(p []byte) (int, error) {
+func (c *Conn) Read(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
@@ -224,7 +224,7 @@ func (c *StrictConn) Read(p []byte) (int, error) {
 
 // await, under mu, waits for a hold to end or the read deadline to pass;
 // the socket is not read meanwhile.
-func (c *StrictConn) await() error {
+func (c *Conn) await() error {
 	if c.wake == nil {
 		c.wake = make(chan struct{}, 1)
 	}
@@ -250,7 +250,7 @@ func (c *StrictConn) await() error {
 
 // scan, under mu, passes b through the Framer: it read b[:n], and passes
 // b[:m].
-func (c *StrictConn) scan(b []byte) (n, m int) {
+func (c *Conn) scan(b []byte) (n, m int) {
 	n, m, r := c.f.Scan(b)
 	if r != nil {
 		c.refused.Store(r)
@@ -261,7 +261,7 @@ func (c *StrictConn) scan(b []byte) (n, m int) {
 
 // ReadFrom sends what r holds with the connection's own ReadFrom (sendfile
 // for a file on a TCP socket).
-func (c *StrictConn) ReadFrom(r io.Reader) (int64, error) {
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 	if rf, ok := c.Conn.(io.ReaderFrom); ok {
 		return rf.ReadFrom(r)
 	}
@@ -269,7 +269,7 @@ func (c *StrictConn) ReadFrom(r io.Reader) (int64, error) {
 }
 
 // SyscallConn gives the connection's descriptor.
-func (c *StrictConn) SyscallConn() (syscall.RawConn, error) {
+func (c *Conn) SyscallConn() (syscall.RawConn, error) {
 	if sc, ok := c.Conn.(syscall.Conn); ok {
 		return sc.SyscallConn()
 	}
@@ -277,18 +277,18 @@ func (c *StrictConn) SyscallConn() (syscall.RawConn, error) {
 }
 
 // CloseWrite shuts the sending half, where the connection has one.
-func (c *StrictConn) CloseWrite() error {
+func (c *Conn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
 	return errors.ErrUnsupported
 }
 
-// StrictOf returns the StrictConn under c (through wrappers that give
+// Of returns the Conn under c (through wrappers that give
 // theirs with NetConn), or nil.
-func StrictOf(c net.Conn) *StrictConn {
+func Of(c net.Conn) *Conn {
 	for c != nil {
-		if s, ok := c.(*StrictConn); ok {
+		if s, ok := c.(*Conn); ok {
 			return s
 		}
 		u, ok := c.(interface{ NetConn() net.Conn })
@@ -301,13 +301,13 @@ func StrictOf(c net.Conn) *StrictConn {
 }
 
 // Refused returns the refusal a request for target on c stands for: the
-// request a StrictConn handed out in place of a refused head. Nil for any
+// request a Conn handed out in place of a refused head. Nil for any
 // other request.
 func Refused(c net.Conn, target []byte) *Rejection {
 	if string(target) != RefusedTarget {
 		return nil
 	}
-	if s := StrictOf(c); s != nil {
+	if s := Of(c); s != nil {
 		return s.Rejection()
 	}
 	return nil

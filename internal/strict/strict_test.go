@@ -10,11 +10,11 @@ import (
 	"time"
 )
 
-// TestStrictConnHold: a read after an upgrade request waits for its answer
+// TestConnHold: a read after an upgrade request waits for its answer
 // without reading the socket, and ends at its read deadline.
-func TestStrictConnHold(t *testing.T) {
+func TestConnHold(t *testing.T) {
 	client, server := net.Pipe()
-	sc := &StrictConn{Conn: server}
+	sc := &Conn{Conn: server}
 	go client.Write([]byte("GET /up HTTP/1.1\r\nHost: x\r\nUpgrade: a\r\nConnection: upgrade\r\n\r\n"))
 	buf := make([]byte, 4096)
 	if n, err := sc.Read(buf); err != nil || !bytes.HasPrefix(buf[:n], []byte("GET /up")) {
@@ -35,11 +35,11 @@ func TestStrictConnHold(t *testing.T) {
 	}
 }
 
-// TestStrictConn reads a refused pipeline through a StrictConn: the good
+// TestConn reads a refused pipeline through a Conn: the good
 // request, then the one for RefusedTarget, then the end.
-func TestStrictConn(t *testing.T) {
+func TestConn(t *testing.T) {
 	client, server := net.Pipe()
-	sc := &StrictConn{Conn: server}
+	sc := &Conn{Conn: server}
 	go func() {
 		for _, b := range []string{"GET /a HTTP/1.1\r\nHo", "st: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n"} {
 			client.Write([]byte(b))
@@ -62,12 +62,12 @@ func TestStrictConn(t *testing.T) {
 	}
 }
 
-// TestStrictConnDrops: a read whose bytes are all dropped (a chunk's
+// TestConnDrops: a read whose bytes are all dropped (a chunk's
 // extensions, a trailer field) is not handed on as an empty read; the
 // front end reads the rest.
-func TestStrictConnDrops(t *testing.T) {
+func TestConnDrops(t *testing.T) {
 	client, server := net.Pipe()
-	sc := &StrictConn{Conn: server}
+	sc := &Conn{Conn: server}
 	head := "POST /a#b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
 	go func() {
 		for _, b := range []string{head, "5", ";a=b", "\r\nhello\r\n0\r\n", "X-T: 1\r\n", "\r\n"} {
