@@ -13,13 +13,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/m0serve/m0"
 	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/wire"
 )

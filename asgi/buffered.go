@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/m0serve/m0"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
 
+	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/wsgi"
 	"github.com/valyala/fasthttp"

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/m0serve/m0"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/realtime/pgbus"
 
 	"github.com/m0serve/m0/internal/boot"

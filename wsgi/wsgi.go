@@ -9,11 +9,11 @@ package wsgi
 
 import (
 	"context"
-	"github.com/m0serve/m0"
 	"log/slog"
 	"strconv"
 	"strings"
 
+	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/wire"
 )

@@ -29,23 +29,17 @@ type Runtime struct {
 	work chan func() // work for the main thread
 }
 
-var (
-	startOnce sync.Once
-	started   *Runtime
-	startErr  error
-)
-
 // Start loads libpython and starts the interpreter, once per process; later
 // calls return the same runtime (or the same error).
-func Start() (*Runtime, error) {
-	startOnce.Do(func() {
-		started, startErr = start()
-		if startErr == nil {
-			running.Store(started)
-		}
-	})
-	return started, startErr
-}
+func Start() (*Runtime, error) { return startOnce() }
+
+var startOnce = sync.OnceValues(func() (*Runtime, error) {
+	rt, err := start()
+	if err == nil {
+		running.Store(rt)
+	}
+	return rt, err
+})
 
 // running is the runtime once Start has started it.
 var running atomic.Pointer[Runtime]

@@ -1,7 +1,6 @@
 package front
 
 import (
-	"errors"
 	"io"
 	"net"
 	"sync"
@@ -209,20 +208,10 @@ func (c *limitConn) SetDeadline(t time.Time) error {
 }
 
 // SyscallConn gives the connection's descriptor (sock.WatchClose).
-func (c *limitConn) SyscallConn() (syscall.RawConn, error) {
-	if sc, ok := c.Conn.(syscall.Conn); ok {
-		return sc.SyscallConn()
-	}
-	return nil, errors.New("m0: the connection has no descriptor")
-}
+func (c *limitConn) SyscallConn() (syscall.RawConn, error) { return sock.RawConn(c.Conn) }
 
 // CloseWrite half-closes the connection when the underlying one can.
-func (c *limitConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
-}
+func (c *limitConn) CloseWrite() error { return sock.CloseWrite(c.Conn) }
 
 // Close closes the connection once. After a refused upload it first sends
 // its FIN and reads and discards what the client still sends, until the

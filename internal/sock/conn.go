@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/m0serve/m0/internal/strict"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,28 +39,13 @@ func (c *CountedConn) Uncount() { c.once.Do(func() { c.open.Add(-1) }) }
 
 // SyscallConn gives the connection's descriptor (WatchClose, the
 // keepalive of held sockets).
-func (c *CountedConn) SyscallConn() (syscall.RawConn, error) {
-	if sc, ok := c.Conn.(syscall.Conn); ok {
-		return sc.SyscallConn()
-	}
-	return nil, errors.ErrUnsupported
-}
+func (c *CountedConn) SyscallConn() (syscall.RawConn, error) { return RawConn(c.Conn) }
 
 // CloseWrite half-closes the connection when the underlying one can.
-func (c *CountedConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return errors.ErrUnsupported
-}
+func (c *CountedConn) CloseWrite() error { return CloseWrite(c.Conn) }
 
 // ReadFrom sends with sendfile when the underlying connection can.
-func (c *CountedConn) ReadFrom(r io.Reader) (int64, error) {
-	if rf, ok := c.Conn.(io.ReaderFrom); ok {
-		return rf.ReadFrom(r)
-	}
-	return io.Copy(struct{ io.Writer }{c}, r)
-}
+func (c *CountedConn) ReadFrom(r io.Reader) (int64, error) { return ReadFrom(c.Conn, r) }
 
 // AcceptLoop accepts from ln and hands each connection to place until ln
 // is closed or closed is, retrying a failure to accept as AcceptRetry does.
@@ -144,9 +128,16 @@ func (r *AcceptRetry) failure(err error, pause time.Duration) {
 		"failures", failed)
 }
 
+// heldConn is the strict reading's connection, which may hold bytes it
+// read back.
+type heldConn interface {
+	net.Conn
+	Held() bool
+}
+
 // Pending reports whether bytes are waiting to be read on c's socket.
 func Pending(c net.Conn) bool {
-	if s := strict.Of(c); s != nil && s.Held() {
+	if s, ok := Find[heldConn](c); ok && s.Held() {
 		return true // bytes of an unfinished head, read and held back
 	}
 	n := 0

@@ -43,24 +43,16 @@ type watcher struct {
 	subs map[uint64]func()
 }
 
-var (
-	watchOnce sync.Once
-	watchOne  *watcher
-	watchErr  error
-)
-
-func theWatcher() (*watcher, error) {
-	watchOnce.Do(func() {
-		ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-		if err != nil {
-			watchErr = err
-			return
-		}
-		watchOne = &watcher{ep: ep, subs: map[uint64]func(){}}
-		go watchOne.run()
-	})
-	return watchOne, watchErr
-}
+// theWatcher is the process's one watcher, started on first use.
+var theWatcher = sync.OnceValues(func() (*watcher, error) {
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	w := &watcher{ep: ep, subs: map[uint64]func(){}}
+	go w.run()
+	return w, nil
+})
 
 func (w *watcher) add(raw syscall.RawConn, gone func()) func() {
 	w.mu.Lock()

@@ -3,7 +3,6 @@ package strict
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"io"
 	"net"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/m0serve/m0/internal/sock"
 )
 
 // RefusedTarget is the target of the request a Conn hands its front
@@ -261,43 +262,19 @@ func (c *Conn) scan(b []byte) (n, m int) {
 
 // ReadFrom sends what r holds with the connection's own ReadFrom (sendfile
 // for a file on a TCP socket).
-func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
-	if rf, ok := c.Conn.(io.ReaderFrom); ok {
-		return rf.ReadFrom(r)
-	}
-	return io.Copy(struct{ io.Writer }{c.Conn}, r)
-}
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) { return sock.ReadFrom(c.Conn, r) }
 
 // SyscallConn gives the connection's descriptor.
-func (c *Conn) SyscallConn() (syscall.RawConn, error) {
-	if sc, ok := c.Conn.(syscall.Conn); ok {
-		return sc.SyscallConn()
-	}
-	return nil, errors.ErrUnsupported
-}
+func (c *Conn) SyscallConn() (syscall.RawConn, error) { return sock.RawConn(c.Conn) }
 
 // CloseWrite shuts the sending half, where the connection has one.
-func (c *Conn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return errors.ErrUnsupported
-}
+func (c *Conn) CloseWrite() error { return sock.CloseWrite(c.Conn) }
 
 // Of returns the Conn under c (through wrappers that give
 // theirs with NetConn), or nil.
 func Of(c net.Conn) *Conn {
-	for c != nil {
-		if s, ok := c.(*Conn); ok {
-			return s
-		}
-		u, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return nil
-		}
-		c = u.NetConn()
-	}
-	return nil
+	s, _ := sock.Find[*Conn](c)
+	return s
 }
 
 // Refused returns the refusal a request for target on c stands for: the

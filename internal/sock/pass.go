@@ -1,0 +1,55 @@
+package sock
+
+import (
+	"errors"
+	"io"
+	"net"
+	"syscall"
+)
+
+// The connection wrappers of the front ends (the strict reading's, the
+// limits', the count's) pass on what the connection below can do, with
+// these: each wrapper's method is one call.
+
+// RawConn gives c's descriptor (syscall.Conn), or errors.ErrUnsupported.
+func RawConn(c net.Conn) (syscall.RawConn, error) {
+	if sc, ok := c.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
+}
+
+// CloseWrite shuts c's sending half, or returns errors.ErrUnsupported
+// where c has none to shut alone.
+func CloseWrite(c net.Conn) error {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// ReadFrom sends what r holds on c with c's own ReadFrom (sendfile for a
+// file on a TCP socket), or copies it.
+func ReadFrom(c net.Conn, r io.Reader) (int64, error) {
+	if rf, ok := c.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c}, r)
+}
+
+// Find returns the connection of type T under c, through the wrappers that
+// give theirs with NetConn (c itself first).
+func Find[T net.Conn](c net.Conn) (T, bool) {
+	for c != nil {
+		if t, ok := c.(T); ok {
+			return t, true
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = u.NetConn()
+	}
+	var zero T
+	return zero, false
+}
