@@ -43,8 +43,10 @@ static void wake(int fd)
 
 /* enqueue appends a message (taking its data). It returns 1 when the
  * message is the first since the reader last took the queue, and the
- * reader must be woken; 0 when it needs no waking; -1 when out of memory. */
-static int enqueue(msgq *q, m0_amsg m)
+ * reader must be woken; 0 when it needs no waking; -1 when out of memory.
+ * A quiet message claims no wake-up (0): it waits for the next message
+ * that does, or for a take that other messages woke. */
+static int enqueue(msgq *q, m0_amsg m, int quiet)
 {
 	pthread_mutex_lock(&q->mu);
 	if (q->fd < 0) { /* the executor has ended */
@@ -64,8 +66,11 @@ static int enqueue(msgq *q, m0_amsg m)
 		q->cap = cap;
 	}
 	q->v[q->n++] = m;
-	int first = !q->signaled;
-	q->signaled = 1;
+	int first = 0;
+	if (!quiet) {
+		first = !q->signaled;
+		q->signaled = 1;
+	}
 	pthread_mutex_unlock(&q->mu);
 	return first;
 }
@@ -174,7 +179,7 @@ int m0_asgi_post(int id, int kind, uint32_t slot, uint32_t gen, int flags, const
 		memcpy(m.data, data, len);
 		m.len = len;
 	}
-	return enqueue(&ex->in, m);
+	return enqueue(&ex->in, m, 0);
 }
 
 void m0_asgi_wake(int id)
@@ -223,10 +228,14 @@ size_t m0_asgi_take(int id, m0_amsg **out)
 
 /* to_go appends a message for Go and wakes Go's collector when it is the
  * first since the collector last took the queue; inside asgi_drain the
- * wake-up waits for the end of the batch, so that one carries all of it. */
+ * wake-up waits for the end of the batch, so that one carries all of it.
+ * A response's start wakes no one: Go acts on it only with the message
+ * after it (the first body part, a pathsend, the task's end), which an
+ * application sends next, in the same step of its task as a rule; a
+ * separate wake-up would cost two thread switches more per request. */
 static int to_go(aexec *ex, m0_amsg m)
 {
-	int first = enqueue(&ex->out, m);
+	int first = enqueue(&ex->out, m, m.kind == M0_C_START);
 	if (first > 0) {
 		if (ex->draining_in)
 			ex->owe_wake = 1;
