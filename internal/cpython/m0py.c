@@ -860,7 +860,12 @@ static void close_result(m0_thread *t)
 	if (!r)
 		return;
 	t->result = NULL;
-	if (py.PyObject_HasAttrString(r, "close")) {
+	/* A list or tuple has no close(): asking would raise and clear an
+	 * AttributeError, formatted, on every request that returns one. */
+	PyObject *tp = py.PyObject_Type(r);
+	int plain = tp == py.PyList_Type || tp == py.PyTuple_Type;
+	py.Py_DecRef(tp);
+	if (!plain && py.PyObject_HasAttrString(r, "close")) {
 		PyObject *c = py.PyObject_GetAttrString(r, "close");
 		PyObject *x = c ? py.PyObject_CallFunctionObjArgs(c, NULL) : NULL;
 		if (x)
