@@ -299,7 +299,7 @@ func suites() []Suite {
 		},
 		{
 			Name: "workers", Title: "Workers", Tool: "wrk", Unpinned: true, Threads: 2,
-			About: "The WSGI hello with one and two worker processes, on both CPUs, nothing pinned, wrk -t2 beside the servers: what a second worker buys on this machine, and requests per second of the server's CPU time (every process of its session).",
+			About: "The WSGI hello with one and two worker processes, on both CPUs, nothing pinned, wrk -t2 beside the servers: what a second worker buys on this machine, and the server's CPU time per request (every process of its session).",
 			Apps: []App{
 				{Name: "hello", About: "examples/hello (WSGI)", Dir: "{examples}/hello", Module: "hello", Callable: "application", Body: helloWSGI},
 			},
