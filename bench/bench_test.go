@@ -487,6 +487,20 @@ func TestResultsRoundTrip(t *testing.T) {
 		}
 	}
 	b, _ := json.Marshal(again)
+	// The per-round ratios of runs not repeated are kept, those of a run
+	// repeated are not: it was measured in other rounds.
+	first := fixtureReports()[0]
+	first.Ratios = []Ratio{{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "granian", Median: 1.2},
+		{App: "hello", Concurrency: 1024, Server: "m0serve", Versus: "granian", Median: 0.9}}
+	if _, err := writeReport(day, first); err != nil {
+		t.Fatal(err)
+	}
+	again2 := fixtureReports()[0]
+	again2.Runs = []Run{{App: "hello", Server: "granian", Concurrency: 64, RPS: 1, Requests: 10}}
+	mergeInto(filepath.Join(day, "wsgi.json"), again2)
+	if len(again2.Ratios) != 1 || again2.Ratios[0].Concurrency != 1024 {
+		t.Fatalf("merged ratios: %+v", again2.Ratios)
+	}
 	if !strings.Contains(string(b), `"per_conn_kib":1.25`) {
 		t.Fatalf("json: %s", b)
 	}

@@ -270,6 +270,15 @@ func mergeInto(path string, rep *Report) {
 			}
 		}
 		rep.Runs = append(runs, rep.Runs...)
+		// A per-round ratio stands while neither of its runs was repeated:
+		// a new run is in other rounds.
+		var ratios []Ratio
+		for _, x := range o.Ratios {
+			if !have[key{x.App, x.Server, x.Concurrency}] && !have[key{x.App, x.Versus, x.Concurrency}] {
+				ratios = append(ratios, x)
+			}
+		}
+		rep.Ratios = append(ratios, rep.Ratios...)
 		seen := map[string]bool{}
 		for _, s := range rep.Servers {
 			seen[s.Key] = true
