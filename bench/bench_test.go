@@ -387,15 +387,17 @@ func TestRender(t *testing.T) {
 		"[bench/results](../bench/results/)",
 		// m0 against the best peer: 60,000 / 50,000 (not gunicorn's 90,000,
 		// 5% of its requests timed out), and at 1,024 40,000 / 45,000.
-		// Sequential runs: no per-round ratio, the ratio of rates; server
-		// CPU per request from each run's CPU seconds over its requests.
-		"| WSGI | hello | 64 | m0serve | 60,000 | granian | 50,000 |  | **1.20x** | 3.00 | 2.00 | 16.7 | 20.0 |",
-		"| WSGI | hello | 1024 | m0serve | 40,000 | granian | 45,000 |  | **0.89x** | 300 | 250 | 25.0 | 22.2 |",
+		// Sequential runs: no column for a per-round ratio, the ratio of
+		// rates; server CPU per request from each run's CPU seconds over
+		// its requests.
+		"| suite | application | concurrency | m0 | rate | reference | its rate | ratio | m0 p99 ms |",
+		"| WSGI | hello | 64 | m0serve | 60,000 | granian | 50,000 | **1.20x** | 3.00 | 2.00 | 16.7 | 20.0 |",
+		"| WSGI | hello | 1024 | m0serve | 40,000 | granian | 45,000 | **0.89x** | 300 | 250 | 25.0 | 22.2 |",
 		// Workers: each against the peer with as many workers.
-		"| Workers | hello | 64 | m0serve, 1 worker | 80 | granian, 1 worker | 90 |  | **0.89x** | 1.00 | 1.00 |  |  |",
-		"| Workers | hello | 64 | m0serve, 2 workers | 100 | granian, 2 workers | 120 |  | **0.83x** | 1.00 | 1.00 |  |  |",
+		"| Workers | hello | 64 | m0serve, 1 worker | 80 | granian, 1 worker | 90 | **0.89x** | 1.00 | 1.00 |  |  |",
+		"| Workers | hello | 64 | m0serve, 2 workers | 100 | granian, 2 workers | 120 | **0.83x** | 1.00 | 1.00 |  |  |",
 		// Mounts: no peer, its baseline.
-		"| Mounts | wsgi | 64 | m0serve (mounted) | 95 | m0serve (at /) (baseline) | 100 |  | **0.95x** | 2.00 | 2.00 |  |  |",
+		"| Mounts | wsgi | 64 | m0serve (mounted) | 95 | m0serve (at /) (baseline) | 100 | **0.95x** | 2.00 | 2.00 |  |  |",
 		"| connections | server | req/s | vs baseline |",
 		"Mounts, wsgi at 64 connections, m0serve (mounted): 95 req/s, 0.95x its baseline, m0serve (at /) (100).",
 		// Losses, stated: the rate at 1,024, the p99 at both, the errors.
