@@ -121,7 +121,7 @@ func TestParseHoldsRecorded(t *testing.T) {
 // The suites are data the harness trusts: every template expands to a
 // command line, every application has an answer a wrong server fails.
 func TestSuitesData(t *testing.T) {
-	known := regexp.MustCompile(`^\{(m0serve|bin|venv|port|dir|module|callable|static|apps|examples|conf|confdir|nginx)\}$`)
+	known := regexp.MustCompile(`^\{(m0serve|bin|venv|mojo|port|dir|module|callable|static|apps|examples|conf|confdir|nginx)\}$`)
 	placeholder := regexp.MustCompile(`\{[a-z]+\}`)
 	seen := map[string]bool{}
 	for _, s := range suites() {
@@ -387,13 +387,17 @@ func TestRender(t *testing.T) {
 		"[bench/results](../bench/results/)",
 		// m0 against the best peer: 60,000 / 50,000 (not gunicorn's 90,000,
 		// 5% of its requests timed out), and at 1,024 40,000 / 45,000.
-		"| WSGI | hello | 64 | m0serve | 60,000 | granian | 50,000 | **1.20x** | 3.00 | 2.00 |",
-		"| WSGI | hello | 1024 | m0serve | 40,000 | granian | 45,000 | **0.89x** | 300 | 250 |",
+		// Sequential runs: no column for a per-round ratio, the ratio of
+		// rates; server CPU per request from each run's CPU seconds over
+		// its requests.
+		"| suite | application | concurrency | m0 | rate | reference | its rate | ratio | m0 p99 ms |",
+		"| WSGI | hello | 64 | m0serve | 60,000 | granian | 50,000 | **1.20x** | 3.00 | 2.00 | 16.7 | 20.0 |",
+		"| WSGI | hello | 1024 | m0serve | 40,000 | granian | 45,000 | **0.89x** | 300 | 250 | 25.0 | 22.2 |",
 		// Workers: each against the peer with as many workers.
-		"| Workers | hello | 64 | m0serve, 1 worker | 80 | granian, 1 worker | 90 | **0.89x** | 1.00 | 1.00 |",
-		"| Workers | hello | 64 | m0serve, 2 workers | 100 | granian, 2 workers | 120 | **0.83x** | 1.00 | 1.00 |",
+		"| Workers | hello | 64 | m0serve, 1 worker | 80 | granian, 1 worker | 90 | **0.89x** | 1.00 | 1.00 |  |  |",
+		"| Workers | hello | 64 | m0serve, 2 workers | 100 | granian, 2 workers | 120 | **0.83x** | 1.00 | 1.00 |  |  |",
 		// Mounts: no peer, its baseline.
-		"| Mounts | wsgi | 64 | m0serve (mounted) | 95 | m0serve (at /) (baseline) | 100 | **0.95x** | 2.00 | 2.00 |",
+		"| Mounts | wsgi | 64 | m0serve (mounted) | 95 | m0serve (at /) (baseline) | 100 | **0.95x** | 2.00 | 2.00 |  |  |",
 		"| connections | server | req/s | vs baseline |",
 		"Mounts, wsgi at 64 connections, m0serve (mounted): 95 req/s, 0.95x its baseline, m0serve (at /) (100).",
 		// Losses, stated: the rate at 1,024, the p99 at both, the errors.
@@ -402,8 +406,8 @@ func TestRender(t *testing.T) {
 		"WSGI, hello at 1024 connections, m0serve: errors: timeout 7.",
 		// A failed peer is shown as failed, with why.
 		"| 64 | uWSGI | failed: exited during startup (exit status 1) |",
-		// Per CPU-second, RSS.
-		"| 64 | **m0serve** | 60,000 | 1.20x | 1.00 | 1.50 | 3.00 | 9.00 |  | 60,000 | 30.0 |",
+		// Server CPU per request (10 s over 600,000), RSS.
+		"| 64 | **m0serve** | 60,000 | 1.20x | 1.00 | 1.50 | 3.00 | 9.00 |  | 16.7 | 30.0 |",
 		// Memory per idle connection.
 		"| WSGI | hello | m0serve | 1024 | 1024 | 19.5 | 20.8 | 1.25 |",
 		"| WSGI | hello | uWSGI | 1024 | 0 | 0.0 | 0.0 | holds no idle connection: it closed them before the settled reading, after its answer or at its keep-alive timeout |",
@@ -485,6 +489,20 @@ func TestResultsRoundTrip(t *testing.T) {
 		}
 	}
 	b, _ := json.Marshal(again)
+	// The per-round ratios of runs not repeated are kept, those of a run
+	// repeated are not: it was measured in other rounds.
+	first := fixtureReports()[0]
+	first.Ratios = []Ratio{{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "granian", Median: 1.2},
+		{App: "hello", Concurrency: 1024, Server: "m0serve", Versus: "granian", Median: 0.9}}
+	if _, err := writeReport(day, first); err != nil {
+		t.Fatal(err)
+	}
+	again2 := fixtureReports()[0]
+	again2.Runs = []Run{{App: "hello", Server: "granian", Concurrency: 64, RPS: 1, Requests: 10}}
+	mergeInto(filepath.Join(day, "wsgi.json"), again2)
+	if len(again2.Ratios) != 1 || again2.Ratios[0].Concurrency != 1024 {
+		t.Fatalf("merged ratios: %+v", again2.Ratios)
+	}
 	if !strings.Contains(string(b), `"per_conn_kib":1.25`) {
 		t.Fatalf("json: %s", b)
 	}

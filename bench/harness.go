@@ -44,7 +44,9 @@ type options struct {
 	results  string // the results root: bench/results
 	venv     string
 	docs     string // the page rendered; "" for none
-	runs     int    // loads per server and concurrency; the median is reported
+	rounds   int    // loads per server and concurrency: interleaved rounds, or loads in a row; the median is reported
+	concs    []int  // the concurrencies measured, in place of each suite's (none: the suite's)
+	mojoVenv string // the Mojo m0serve's virtualenv (bench/.venv-mojo)
 }
 
 type harness struct {
@@ -65,6 +67,7 @@ type harness struct {
 	nginxPath string
 	serverCPU string // taskset CPU lists: "0" and "1", or "" on a machine of one CPU
 	clientCPU string
+	ports     map[int]bool // the ports given to servers so far
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -81,6 +84,7 @@ func (h *harness) expand(args []string, port int, app App, conf string) []string
 		"{m0serve}", filepath.Join(h.bin, "m0serve"),
 		"{bin}", h.bin,
 		"{venv}", h.opt.venv,
+		"{mojo}", h.opt.mojoVenv,
 		"{port}", strconv.Itoa(port),
 		"{dir}", h.expandDir(app.Dir),
 		"{module}", app.Module,
@@ -136,6 +140,11 @@ func (h *harness) setup(ss []Suite) error {
 	}
 	if err := h.ensureVenv(); err != nil {
 		return err
+	}
+	if h.usesMojo(ss) {
+		if err := h.ensureMojoVenv(); err != nil {
+			return err
+		}
 	}
 	os.Setenv("PATH", filepath.Join(h.opt.venv, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
 	if err := h.build(ss); err != nil {
@@ -238,7 +247,8 @@ func nginxBinary() string {
 }
 
 // ensureVenv makes bench/.venv from bench/requirements.txt with the python3
-// on PATH (again when either changes). A --venv given is used as it is.
+// on PATH (again when either changes), and installs m0's Python package
+// into it. A --venv given is used as it is.
 func (h *harness) ensureVenv() error {
 	if h.opt.venv != filepath.Join(h.bench, ".venv") {
 		if _, err := os.Stat(filepath.Join(h.opt.venv, "bin", "python")); err != nil {
@@ -246,6 +256,38 @@ func (h *harness) ensureVenv() error {
 		}
 		return nil
 	}
+	return h.makeVenv(h.opt.venv, "requirements.txt",
+		[]string{"install", "-q", "--disable-pip-version-check", "--no-deps", filepath.Join(h.repo, "python")})
+}
+
+// usesMojo is whether a suite selected has the Mojo m0serve selected.
+func (h *harness) usesMojo(ss []Suite) bool {
+	for _, s := range ss {
+		for _, sv := range s.Servers {
+			if strings.HasPrefix(sv.Key, "m0serve-mojo") && h.selected(sv.Key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ensureMojoVenv makes bench/.venv-mojo from bench/requirements-mojo.txt
+// (the Mojo m0serve and what its applications import), apart from
+// bench/.venv: both would have a package named m0serve. With --venv or
+// --mojo-venv given, it is used as it is: its servers are left out when it
+// has none.
+func (h *harness) ensureMojoVenv() error {
+	if h.opt.venv != filepath.Join(h.bench, ".venv") || h.opt.mojoVenv != filepath.Join(h.bench, ".venv-mojo") {
+		return nil
+	}
+	return h.makeVenv(h.opt.mojoVenv, "requirements-mojo.txt", nil)
+}
+
+// makeVenv makes the virtualenv dir from bench/REQ with the python3 on
+// PATH, then runs pip with extra; again whenever the requirements or the
+// python3 change.
+func (h *harness) makeVenv(dir, req string, extra []string) error {
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		return errors.New("python3 not found on PATH")
@@ -254,24 +296,27 @@ func (h *harness) ensureVenv() error {
 	if err != nil {
 		return err
 	}
-	req, err := os.ReadFile(filepath.Join(h.bench, "requirements.txt"))
+	reqPath := filepath.Join(h.bench, req)
+	b, err := os.ReadFile(reqPath)
 	if err != nil {
 		return err
 	}
-	sum := sha256.Sum256(req)
+	sum := sha256.Sum256(b)
 	stamp := ver + " " + hex.EncodeToString(sum[:])
-	stampPath := filepath.Join(h.opt.venv, ".bench-stamp")
+	stampPath := filepath.Join(dir, ".bench-stamp")
 	if b, err := os.ReadFile(stampPath); err == nil && strings.TrimSpace(string(b)) == stamp {
 		return nil
 	}
-	have, _ := output(filepath.Join(h.opt.venv, "bin", "python"), "-c", "import sys; print(sys.version.split()[0])")
+	pip := filepath.Join(dir, "bin", "pip")
+	have, _ := output(filepath.Join(dir, "bin", "python"), "-c", "import sys; print(sys.version.split()[0])")
 	steps := [][]string{}
 	if have != ver {
-		steps = append(steps, []string{py, "-m", "venv", "--clear", h.opt.venv})
+		steps = append(steps, []string{py, "-m", "venv", "--clear", dir})
 	}
-	steps = append(steps,
-		[]string{filepath.Join(h.opt.venv, "bin", "pip"), "install", "-q", "--disable-pip-version-check", "-r", filepath.Join(h.bench, "requirements.txt")},
-		[]string{filepath.Join(h.opt.venv, "bin", "pip"), "install", "-q", "--disable-pip-version-check", "--no-deps", filepath.Join(h.repo, "python")})
+	steps = append(steps, []string{pip, "install", "-q", "--disable-pip-version-check", "-r", reqPath})
+	if extra != nil {
+		steps = append(steps, append([]string{pip}, extra...))
+	}
 	for _, argv := range steps {
 		h.logf("%s", strings.Join(argv, " "))
 		cmd := exec.Command(argv[0], argv[1:]...)
@@ -420,6 +465,9 @@ print(json.dumps(out))`
 			}
 		}
 	}
+	if out, err := output(filepath.Join(h.opt.mojoVenv, "bin", "python"), "-c", "import importlib.metadata as m; print(m.version('m0serve'))"); err == nil {
+		v["m0serve-mojo"] = out
+	}
 	if out, err := exec.Command("wrk", "-v").CombinedOutput(); len(out) > 0 {
 		_ = err // wrk -v exits 1
 		if f := strings.Fields(string(out)); len(f) >= 2 {
@@ -480,10 +528,17 @@ func (h *harness) runSuite(s Suite) *Report {
 		if !h.selected(app.Name) {
 			continue
 		}
+		var servers []Server
 		for _, sv := range s.Servers {
-			if !h.selected(sv.Key) || !sv.serves(app.Name) {
-				continue
+			if h.selected(sv.Key) && sv.serves(app.Name) {
+				servers = append(servers, sv)
 			}
+		}
+		if interleaves(s) {
+			rep.Runs = append(rep.Runs, h.measureTogether(s, servers, app, rep)...)
+			continue
+		}
+		for _, sv := range servers {
 			rep.Runs = append(rep.Runs, h.measure(s, sv, app, rep)...)
 		}
 	}
@@ -505,8 +560,13 @@ func versionKeys(pkg string) []string {
 }
 
 func (h *harness) method(s Suite) Method {
-	m := Method{Tool: s.Tool, DurationS: h.opt.duration.Seconds(), WarmupS: h.opt.warmup.Seconds(), Threads: s.Threads, Runs: max(h.opt.runs, 1),
+	m := Method{Tool: s.Tool, DurationS: h.opt.duration.Seconds(), WarmupS: h.opt.warmup.Seconds(), Threads: s.Threads,
 		TimeoutS: h.opt.timeout.Seconds(), Rate: s.Rate}
+	if interleaves(s) {
+		m.Rounds = max(h.opt.rounds, 1)
+	} else if s.Tool != "holds" {
+		m.Runs = max(h.opt.rounds, 1)
+	}
 	if m.Threads == 0 {
 		m.Threads = 1
 	}
@@ -522,6 +582,11 @@ func (h *harness) method(s Suite) Method {
 			secondsArg(m.DurationS), secondsArg(m.WarmupS))
 	case "holds":
 		m.Description = "bench/holds: the streams opened and held, the server's RSS read before and after; then frames published at the rate for a 3 s warm-up and the measured window."
+	}
+	if m.Rounds > 0 {
+		m.Description += " " + describeRounds(m.Rounds)
+	} else if m.Runs > 0 {
+		m.Description += fmt.Sprintf(" One server at a time, %d loads in a row at each concurrency; the load of median rate reported.", m.Runs)
 	}
 	return m
 }
@@ -567,6 +632,9 @@ func (h *harness) holdCount(s Suite) int {
 }
 
 func (h *harness) concurrencies(s Suite) []int {
+	if len(h.opt.concs) > 0 && s.Tool != "holds" {
+		return h.opt.concs
+	}
 	if !h.opt.quick {
 		return s.Concurrency
 	}
@@ -579,37 +647,41 @@ func (h *harness) concurrencies(s Suite) []int {
 	return s.Concurrency[:1]
 }
 
-// measure starts one server on one application, checks its answer, warms
-// it up, and runs the load at each concurrency.
-func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
-	conc := h.concurrencies(s)
-	fail := func(format string, args ...any) []Run {
-		msg := fmt.Sprintf(format, args...)
-		h.warnf("%s / %s: %s", app.Name, sv.Label, msg)
-		var runs []Run
-		for _, c := range conc {
-			runs = append(runs, Run{App: app.Name, Server: sv.Key, Concurrency: c, Failed: msg})
-		}
-		if h.opt.quick || !sv.Peer {
-			h.failures = append(h.failures, fmt.Sprintf("%s: %s on %s: %s", s.Name, sv.Label, app.Name, msg))
-		}
-		return runs
-	}
-	port, err := procfs.FreePort()
+// A contender is one server started on one application: checked, and
+// idle until loaded.
+type contender struct {
+	sv      Server
+	p       *proc
+	url     string
+	command string // as the page prints it
+	logPath string
+}
+
+// errLeftOut is launch's answer for a server that is not installed: it is
+// left out, with a note, not failed.
+var errLeftOut = errors.New("bench: not installed")
+
+// launch starts sv on app, pinned to the server CPU, in a session of its
+// own, and polls it until it answers correctly.
+func (h *harness) launch(s Suite, sv Server, app App, rep *Report) (*contender, error) {
+	port, err := h.freePort()
 	if err != nil {
-		return fail("%v", err)
+		return nil, err
 	}
 	conf := ""
 	if sv.Config != nil {
 		if conf, err = sv.Config(h, port, app); err != nil {
-			return fail("%v", err)
+			return nil, err
 		}
 	}
 	argv := h.expand(sv.args(app.Name), port, app, conf)
 	if _, err := exec.LookPath(argv[0]); err != nil || argv[0] == "" {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%s left out: %s is not installed.", sv.Label, argv[0]))
+		note := fmt.Sprintf("%s left out: %s is not installed.", sv.Label, h.rel(argv[0]))
+		if !slices.Contains(rep.Notes, note) {
+			rep.Notes = append(rep.Notes, note)
+		}
 		h.logf("%s / %s: not installed (%s), left out", app.Name, sv.Label, argv[0])
-		return nil
+		return nil, errLeftOut
 	}
 	path := app.Path
 	if p, ok := sv.Paths[app.Name]; ok {
@@ -622,65 +694,153 @@ func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
 	if s.Unpinned {
 		cpus = ""
 	}
-	command := h.shown(argv, port)
+	c := &contender{sv: sv, url: "http://127.0.0.1:" + strconv.Itoa(port) + path,
+		command: h.shown(argv, port), logPath: filepath.Join(h.raw, fmt.Sprintf("%s-%s-%s.log", s.Name, app.Name, sv.Key))}
 	if cpus != "" {
-		command = "taskset -c " + cpus + " " + command
+		c.command = "taskset -c " + cpus + " " + c.command
 	}
-	logPath := filepath.Join(h.raw, fmt.Sprintf("%s-%s-%s.log", s.Name, app.Name, sv.Key))
-	h.logf("%s / %s: %s", app.Name, sv.Label, command)
-	p, err := startServer(argv, sv.Env, cpus, logPath)
-	if err != nil {
-		return fail("start: %v", err)
+	h.logf("%s / %s: %s", app.Name, sv.Label, c.command)
+	if c.p, err = startServer(argv, sv.Env, cpus, c.logPath); err != nil {
+		return nil, fmt.Errorf("start: %v", err)
 	}
-	running.Store(p)
-	defer running.Store(nil)
-	defer func() {
-		if err := p.stop(); err != nil {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s: %v", sv.Label, app.Name, err))
+	track(c.p)
+	if err := h.ready(c.p, s, app, c.url); err != nil {
+		c.stop(rep, app)
+		return nil, fmt.Errorf("%v (log: %s)", err, h.rel(c.logPath))
+	}
+	return c, nil
+}
+
+// freePort is a free port not given to another server of this run that
+// may not have bound it yet.
+func (h *harness) freePort() (int, error) {
+	for range 100 {
+		port, err := procfs.FreePort()
+		if err != nil {
+			return 0, err
 		}
-	}()
-	url := "http://127.0.0.1:" + strconv.Itoa(port) + path
-	if err := h.ready(p, s, app, url); err != nil {
-		return fail("%v (log: %s)", err, h.rel(logPath))
-	}
-	if h.opt.warmup > 0 {
-		if _, err := h.load(s, url, 64, h.opt.warmup); err != nil {
-			return fail("warm-up: %v", err)
+		if !h.ports[port] {
+			if h.ports == nil {
+				h.ports = map[int]bool{}
+			}
+			h.ports[port] = true
+			return port, nil
 		}
 	}
-	if n := h.holdCount(s); n > 0 {
-		m := h.holdIdle(p, s, app, url, n)
-		m.Server = sv.Key
-		if m.PerConnKiB != nil {
-			h.logf("%s / %s: %d idle connections, RSS %d -> %d KiB, %.2f KiB each", app.Name, sv.Label, m.Open, m.RSSIdleKiB, m.RSSHeldKiB, *m.PerConnKiB)
-		} else {
-			h.logf("%s / %s: memory per connection: %s", app.Name, sv.Label, m.Note)
-		}
-		if h.opt.quick && m.PerConnKiB == nil && !sv.Peer {
-			h.failures = append(h.failures, fmt.Sprintf("%s: %s on %s: memory per connection: %s", s.Name, sv.Label, app.Name, m.Note))
-		}
-		rep.Memory = append(rep.Memory, m)
+	return 0, errors.New("no free port")
+}
+
+// stop stops the server and notes one that did not stop as asked.
+func (c *contender) stop(rep *Report, app App) {
+	if c.p == nil {
+		return
 	}
+	if err := c.p.stop(); err != nil {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s: %v", c.sv.Label, app.Name, err))
+	}
+	untrack(c.p)
+	c.p = nil
+}
+
+// warm loads the server at 64 connections for the warm-up.
+func (h *harness) warm(s Suite, c *contender) error {
+	if h.opt.warmup <= 0 {
+		return nil
+	}
+	if _, err := h.load(s, c.url, 64, h.opt.warmup); err != nil {
+		return fmt.Errorf("warm-up: %v", err)
+	}
+	return nil
+}
+
+// memory measures the server's memory per idle connection, in the suites
+// that measure it.
+func (h *harness) memory(s Suite, c *contender, app App, rep *Report) {
+	n := h.holdCount(s)
+	if n == 0 {
+		return
+	}
+	m := h.holdIdle(c.p, s, app, c.url, n)
+	m.Server = c.sv.Key
+	if m.PerConnKiB != nil {
+		h.logf("%s / %s: %d idle connections, RSS %d -> %d KiB, %.2f KiB each", app.Name, c.sv.Label, m.Open, m.RSSIdleKiB, m.RSSHeldKiB, *m.PerConnKiB)
+	} else {
+		h.logf("%s / %s: memory per connection: %s", app.Name, c.sv.Label, m.Note)
+	}
+	if h.opt.quick && m.PerConnKiB == nil && !c.sv.Peer {
+		h.failures = append(h.failures, fmt.Sprintf("%s: %s on %s: memory per connection: %s", s.Name, c.sv.Label, app.Name, m.Note))
+	}
+	rep.Memory = append(rep.Memory, m)
+}
+
+// failAll is the failed runs of a server that has no figures at any
+// concurrency.
+func (h *harness) failAll(s Suite, sv Server, app App, conc []int, msg string) []Run {
+	h.warnf("%s / %s: %s", app.Name, sv.Label, msg)
 	var runs []Run
 	for _, c := range conc {
+		runs = append(runs, Run{App: app.Name, Server: sv.Key, Concurrency: c, Failed: msg})
+	}
+	if h.opt.quick || !sv.Peer {
+		h.failures = append(h.failures, fmt.Sprintf("%s: %s on %s: %s", s.Name, sv.Label, app.Name, msg))
+	}
+	return runs
+}
+
+// loadOnce is one measured load of the server at concurrency c, after the
+// CPUs are quiet, with what the report notes of it.
+func (h *harness) loadOnce(s Suite, c *contender, app App, conc int, rep *Report) Run {
+	if busy := h.quiet(s); busy != "" {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s at %d: %s just before the run (other work, or a server still answering the previous load); treat it as noisy.", c.sv.Label, app.Name, conc, busy))
+	}
+	r := h.once(c.p, s, c.url, conc)
+	r.App, r.Server, r.Command = app.Name, c.sv.Key, c.command
+	if r.Failed == "" && !c.p.alive() {
+		r.Failed = "the server exited during the run (log: " + h.rel(c.logPath) + ")"
+	}
+	if r.Failed != "" {
+		h.warnf("%s / %s at %d: %s", app.Name, c.sv.Label, conc, r.Failed)
+	}
+	if r.Failed == "" && !s.Unpinned && r.ClientCPUS >= 0.9*h.opt.duration.Seconds()*float64(max(s.Threads, 1)) && !h.opt.quick {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s at %d: the load tool used %.0f%% of its core: the rate may be the client's ceiling, not the server's.",
+			c.sv.Label, app.Name, conc, 100*r.ClientCPUS/h.opt.duration.Seconds()))
+	}
+	return r
+}
+
+// judge adds a figure that is wrong to the run's failures: in a smoke run
+// any error or no request; in any run, a failure of m0's.
+func (h *harness) judge(s Suite, sv Server, app App, c int, r Run) {
+	if (h.opt.quick && (r.Errors.Total() > 0 || r.Requests == 0)) || (r.Failed != "" && (h.opt.quick || !sv.Peer)) {
+		h.failures = append(h.failures, fmt.Sprintf("%s: %s on %s at %d: failed %q, errors %q, %d requests", s.Name, sv.Label, app.Name, c, r.Failed, r.Errors.String(), r.Requests))
+	}
+}
+
+// measure starts one server on one application, checks its answer, warms
+// it up, and loads it at each concurrency in turn, --rounds times in a row:
+// the sequential method, for the suites that do not interleave.
+func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
+	conc := h.concurrencies(s)
+	c, err := h.launch(s, sv, app, rep)
+	if err == errLeftOut {
+		return nil
+	}
+	if err != nil {
+		return h.failAll(s, sv, app, conc, err.Error())
+	}
+	defer c.stop(rep, app)
+	if err := h.warm(s, c); err != nil {
+		return h.failAll(s, sv, app, conc, err.Error())
+	}
+	h.memory(s, c, app, rep)
+	var runs []Run
+	for _, n := range conc {
 		var tries []Run
-		for range max(h.opt.runs, 1) {
-			if busy := h.quiet(s); busy != "" {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s at %d: %s just before the run (other work, or the server still answering the previous load); treat it as noisy.", sv.Label, app.Name, c, busy))
-			}
-			r := h.once(p, s, url, c)
-			r.App, r.Server, r.Command = app.Name, sv.Key, command
-			if r.Failed == "" && !p.alive() {
-				r.Failed = "the server exited during the run (log: " + h.rel(logPath) + ")"
-			}
-			if r.Failed != "" {
-				h.warnf("%s / %s at %d: %s", app.Name, sv.Label, c, r.Failed)
-			} else {
-				h.logf("%s / %s at %d: %.0f/s, p50 %.2f ms, p99 %.2f ms, server CPU %.1f s%s", app.Name, sv.Label, c, r.RPS, r.P50ms, r.P99ms, r.CPUSeconds, errNote(r.Errors))
-			}
-			if r.Failed == "" && !s.Unpinned && r.ClientCPUS >= 0.9*h.opt.duration.Seconds()*float64(max(s.Threads, 1)) && !h.opt.quick {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s at %d: the load tool used %.0f%% of its core: the rate may be the client's ceiling, not the server's.",
-					sv.Label, app.Name, c, 100*r.ClientCPUS/h.opt.duration.Seconds()))
+		for range max(h.opt.rounds, 1) {
+			r := h.loadOnce(s, c, app, n, rep)
+			if r.Failed == "" {
+				h.logf("%s / %s at %d: %.0f/s, p50 %.2f ms, p99 %.2f ms, server CPU %.1f µs/request%s", app.Name, sv.Label, n, r.RPS, r.P50ms, r.P99ms,
+					cpuPerRequest(r.CPUSeconds, r.Requests), errNote(r.Errors))
 			}
 			tries = append(tries, r)
 			if r.Failed != "" {
@@ -688,9 +848,7 @@ func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
 			}
 		}
 		r := median(tries)
-		if (h.opt.quick && (r.Errors.Total() > 0 || r.Requests == 0)) || (r.Failed != "" && (h.opt.quick || !sv.Peer)) {
-			h.failures = append(h.failures, fmt.Sprintf("%s: %s on %s at %d: failed %q, errors %q, %d requests", s.Name, sv.Label, app.Name, c, r.Failed, r.Errors.String(), r.Requests))
-		}
+		h.judge(s, sv, app, n, r)
 		runs = append(runs, r)
 	}
 	return runs
@@ -713,7 +871,8 @@ func (h *harness) once(p *proc, s Suite, url string, c int) Run {
 }
 
 // median is the run of median rate among tries (the first failure, if
-// one failed), with every try's rate kept beside it.
+// one failed), with every try's rate kept beside it, and the median of the
+// tries' server CPU per request (and each try's).
 func median(tries []Run) Run {
 	for _, t := range tries {
 		if t.Failed != "" {
@@ -723,11 +882,19 @@ func median(tries []Run) Run {
 	sorted := append([]Run{}, tries...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].RPS < sorted[j].RPS })
 	m := sorted[(len(sorted)-1)/2]
-	if len(tries) > 1 {
-		m.Rates = nil
-		for _, t := range tries {
+	m.Rates, m.CPUPerReq = nil, nil
+	var cpu []float64
+	for _, t := range tries {
+		if len(tries) > 1 {
 			m.Rates = append(m.Rates, t.RPS)
 		}
+		if v := cpuPerRequest(t.CPUSeconds, t.Requests); v > 0 {
+			cpu = append(cpu, v)
+		}
+	}
+	m.CPUusPerReq = medianOf(cpu)
+	if len(tries) > 1 && len(cpu) == len(tries) {
+		m.CPUPerReq = cpu
 	}
 	return m
 }

@@ -1,9 +1,10 @@
-// Command bench is m0's benchmark harness: it starts m0serve and its peers
-// one at a time, checks that each answers correctly, loads it with wrk (or
-// with its own WebSocket load, or bench/holds for held SSE streams), stops
-// it by its own PIDs, and writes what it measured as JSON, one file per
-// suite, in bench/results/DATE/. From those files it renders
-// docs/benchmarks.md and its SVG charts.
+// Command bench is m0's benchmark harness: for each application it starts
+// m0serve and its peers together, checks that each answers correctly, loads
+// them in turn, round after round, with wrk (or with its own WebSocket load,
+// or bench/holds for held SSE streams), stops them by their own PIDs, and
+// writes what it measured as JSON, one file per suite, in
+// bench/results/DATE/. From those files it renders docs/benchmarks.md and
+// its SVG charts.
 //
 //	bench/run all                      # every suite; then the page
 //	bench/run wsgi asgi --only granian # some suites, some servers or apps
@@ -71,7 +72,10 @@ func run(args []string) error {
 	fs.BoolVar(&opt.quick, "quick", false, "one second per server at 64 connections (100 streams for fan-out): a smoke test of every answer, not a measurement; exits 1 when one is wrong")
 	fs.DurationVar(&opt.duration, "duration", 5*time.Second, "measured load per server, concurrency and run")
 	fs.DurationVar(&opt.warmup, "warmup", 2*time.Second, "load before the first measurement of each server (the fan-out suite publishes for 3 s before measuring, bench/holds's own warm-up)")
-	fs.IntVar(&opt.runs, "runs", 3, "loads per server and concurrency; the run of median rate is reported, with every rate (the fan-out suite runs bench/holds once per figure)")
+	fs.IntVar(&opt.rounds, "rounds", 5, "rounds per application and concurrency: each loads every server once, in turn; the median over them is reported (the workers suite loads one server at a time this many times in a row; the fan-out suite runs bench/holds once per figure)")
+	var concs string
+	fs.StringVar(&concs, "concurrency", "", "comma-separated concurrencies, in place of each suite's (not the fan-out suite's streams)")
+	fs.StringVar(&opt.mojoVenv, "mojo-venv", filepath.Join(repo, "bench", ".venv-mojo"), "virtualenv of the Mojo m0serve (the default is made from bench/requirements-mojo.txt)")
 	fs.DurationVar(&opt.timeout, "timeout", 5*time.Second, "a response later than this counts as a timeout")
 	fs.StringVar(&only, "only", "", "comma-separated server keys and/or application names (bench/run list)")
 	fs.StringVar(&opt.results, "results", filepath.Join(repo, "bench", "results"), "results root: the JSON goes to ROOT/DATE/SUITE.json")
@@ -96,6 +100,16 @@ func run(args []string) error {
 		if err := checkOnly(opt.only); err != nil {
 			return err
 		}
+	}
+	for _, f := range strings.Split(concs, ",") {
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return fmt.Errorf("--concurrency: %q is not a count of connections", f)
+		}
+		opt.concs = append(opt.concs, n)
 	}
 	if len(pos) > 0 && pos[0] == "list" {
 		return list()
@@ -122,7 +136,7 @@ func run(args []string) error {
 		}
 	}
 	if opt.quick {
-		opt.duration, opt.warmup, opt.runs = time.Second, 0, 1
+		opt.duration, opt.warmup, opt.rounds = time.Second, 0, 1
 		if !flagSet(fs, "results") {
 			tmp, err := os.MkdirTemp("", "m0bench-quick-")
 			if err != nil {
@@ -256,6 +270,15 @@ func mergeInto(path string, rep *Report) {
 			}
 		}
 		rep.Runs = append(runs, rep.Runs...)
+		// A per-round ratio stands while neither of its runs was repeated:
+		// a new run is in other rounds.
+		var ratios []Ratio
+		for _, x := range o.Ratios {
+			if !have[key{x.App, x.Server, x.Concurrency}] && !have[key{x.App, x.Versus, x.Concurrency}] {
+				ratios = append(ratios, x)
+			}
+		}
+		rep.Ratios = append(ratios, rep.Ratios...)
 		seen := map[string]bool{}
 		for _, s := range rep.Servers {
 			seen[s.Key] = true
@@ -315,9 +338,7 @@ func stopOnSignal(h *harness) {
 	go func() {
 		sig := <-ch
 		h.warnf("%v: stopping", sig)
-		if p := running.Load(); p != nil {
-			p.stop()
-		}
+		stopRunning()
 		self, group := strconv.Itoa(os.Getpid()), strconv.Itoa(syscall.Getpgrp())
 		for _, pid := range procfs.Matching(func(f []string) bool { return f[2] == group }) { // field 5: pgrp
 			if strconv.Itoa(pid) != self {

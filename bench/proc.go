@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"syscall"
 	"time"
 
@@ -101,9 +101,40 @@ func waitSessionGone(sid int, exited <-chan struct{}, d time.Duration) bool {
 // reaped) and the RSS in KiB of every process of session sid.
 func sessionUsage(sid int) (cpu float64, rssKiB int64) { return procfs.Usage(procfs.Session(sid)) }
 
-// running is the server being measured, stopped by the harness's signal
-// handler if it is interrupted.
-var running atomic.Pointer[proc]
+// running are the servers up, stopped by the harness's signal handler if
+// it is interrupted.
+var running struct {
+	sync.Mutex
+	procs map[*proc]bool
+}
+
+func track(p *proc) {
+	running.Lock()
+	defer running.Unlock()
+	if running.procs == nil {
+		running.procs = map[*proc]bool{}
+	}
+	running.procs[p] = true
+}
+
+func untrack(p *proc) {
+	running.Lock()
+	defer running.Unlock()
+	delete(running.procs, p)
+}
+
+// stopRunning stops every server up.
+func stopRunning() {
+	running.Lock()
+	procs := make([]*proc, 0, len(running.procs))
+	for p := range running.procs {
+		procs = append(procs, p)
+	}
+	running.Unlock()
+	for _, p := range procs {
+		p.stop()
+	}
+}
 
 // rssSampler records the highest RSS of a set of processes until stopped.
 type rssSampler struct {

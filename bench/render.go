@@ -165,6 +165,39 @@ func (t *table) reference(app string, c int, group string) (Run, ServerInfo, boo
 	return Run{}, ServerInfo{}, false
 }
 
+// ratio is r's rate against ref's: the median of their per-round ratios
+// when both were measured in the same interleaved rounds (perRound), else
+// the ratio of their rates.
+func ratio(r, ref Run) (v float64, perRound bool) {
+	if m, _, ok := roundRatio(r, ref); ok {
+		return m, true
+	}
+	return r.RPS / ref.RPS, false
+}
+
+// ratioText is a ratio as a suite's table prints it: in an interleaved
+// suite, one that is not per round (a run merged from another day's) says
+// so.
+func (t *table) ratioText(r, ref Run) string {
+	v, perRound := ratio(r, ref)
+	if t.rep.Method.Rounds > 0 && !perRound {
+		return fmt.Sprintf("%.2fx (of rates)", v)
+	}
+	return fmt.Sprintf("%.2fx", v)
+}
+
+// cpuText is a run's server CPU per request, in µs.
+func cpuText(r Run) string {
+	v := r.CPUPerRequest()
+	switch {
+	case v <= 0:
+		return ""
+	case v >= 100:
+		return strconv.FormatFloat(math.Round(v), 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
 // lowestP99 is the peer (or, with none, the baseline) of the lowest p99 at
 // (app, c) in group, among runs without errors.
 func (t *table) lowestP99(app string, c int, group string) (Run, bool) {
@@ -194,6 +227,17 @@ func (t *table) unit() string {
 		return "deliveries/s"
 	}
 	return "req/s"
+}
+
+// unitOne is what one of the unit is: request, message, delivery.
+func (t *table) unitOne() string {
+	switch t.rep.Method.Tool {
+	case "wsload":
+		return "message"
+	case "holds":
+		return "delivery"
+	}
+	return "request"
 }
 
 // count is c connections (or streams), singular for one.
@@ -254,14 +298,30 @@ func render(reps []*Report, resultsDir string) (string, map[string]string) {
 	b.WriteString("- **Correctness first**: each server is started in a session of its own and polled until it answers the application's exact body (or a part of it that only a correct page has) and Content-Type (a static file: its exact bytes and length; a WebSocket: an echo); one that does not is reported as failed, never measured. It is stopped by its own PIDs (SIGINT, then SIGTERM and SIGKILL to its session). Rates count only the answers wrk did not count as non-2xx.\n")
 	fmt.Fprintf(&b, "- **Load**: HTTP with wrk %s (`-t%d -cN --latency --timeout %s`; the workers suite `-t2`), after a %s warm-up at 64 connections, then %s at each concurrency in turn against the same process; WebSocket with the harness's own load (`bench/.bin/bench wsload`: each connection sends a 32-byte message and waits for its echo); held SSE streams with bench/holds. Concurrency 1 is the latency of one client, 64 a busy server, 1,024 the tail under many connections.\n",
 		orUnknown(first.Versions["wrk"]), max(mt.Threads, 1), secondsArg(mt.TimeoutS), secondsArg(mt.WarmupS), secondsArg(mt.DurationS))
-	if mt.Runs > 1 {
+	rounds := 0
+	var sequential []string
+	for _, r := range reps {
+		if r.Method.Rounds > 0 {
+			rounds = max(rounds, r.Method.Rounds)
+		} else {
+			sequential = append(sequential, r.Title)
+		}
+	}
+	switch {
+	case rounds > 0:
+		fmt.Fprintf(&b, "- **Interleaved rounds**: the speed of this machine drifts from minute to minute by more than many of the differences measured, so servers are not measured one after another. For each application, every server of the suite is started at once, each checked and warmed, then left idle until loaded; in each of %d rounds (per concurrency) the load tool loads every server in turn, the order rotating by one each round. A figure is the load of median rate over the rounds (its latencies are that load's; the tables give the lowest and highest rate beside it), and a ratio between two servers is the median of the ratios of their rates within each round (\"per round\"). Server CPU per request is the server's processes' user and system time over each load divided by the requests it answered, the median over the rounds. ", rounds)
+		if len(sequential) > 0 {
+			fmt.Fprintf(&b, "Measured one server at a time instead: %s (each section says how); a ratio of theirs is of the rates and says so.", strings.Join(sequential, ", "))
+		}
+		b.WriteString(" No run is discarded; a run whose CPUs were busy with other work just before it is named in its suite's notes.\n")
+	case mt.Runs > 1:
 		fmt.Fprintf(&b, "- **Runs**: each HTTP and WebSocket figure is the load of median rate among %d in a row against the same process (its latencies are that load's); the tables give the lowest and highest rate beside it. The SSE fan-out figures are one run each. No run is discarded; a run whose CPUs were busy with other work just before it is named in its suite's notes.\n", mt.Runs)
-	} else {
+	default:
 		b.WriteString("- **One run per figure**: no repetition, no averaging, no run discarded. A run whose CPUs were busy with other work just before it is named in its suite's notes.\n")
 	}
-	b.WriteString("- **Ratios**: \"vs best peer\" divides a row's rate by the highest rate of any peer on the same application at the same concurrency (in the workers suite, with the same number of workers), leaving out runs with errors on more than 1% of their requests. Where no peer serves the application (the Go handler, the mounts and the Go host suites), the reference is m0's own baseline instead: bare net/http, m0serve unmounted, bare fasthttp; the column then says \"vs baseline\".\n")
+	b.WriteString("- **Ratios**: \"vs best peer\" compares a row's rate with the highest rate of any peer on the same application at the same concurrency (in the workers suite, with the same number of workers), leaving out runs with errors on more than 1% of their requests. Where no peer serves the application (the Go handler, the mounts and the Go host suites), the reference is m0's own baseline instead: bare net/http, m0serve unmounted, bare fasthttp; the column then says \"vs baseline\".\n")
 	fmt.Fprintf(&b, "- **Memory per connection**: after the warm-up, %d connections are opened to the settled server, each with one request answered (a WebSocket: one echo), and held idle; the server's RSS (every process of its session) settled before and after, divided by the connections still open. A server that closes each connection after its answer, or when it has been idle for less than the settling time (2 s), holds none. For SSE, bench/holds does the same with the held streams.\n", holdConns)
-	b.WriteString("- **Reproduce**: `bench/run all` (about an hour; it installs wrk and nginx with apt-get, the peers into bench/.venv from bench/requirements.txt, builds m0serve and Centrifugo), or one suite, `bench/run wsgi --only granian,m0serve`. See [bench/README.md](../bench/README.md).\n\n")
+	b.WriteString("- **Reproduce**: `bench/run all` (about 90 minutes at 5 rounds; it installs wrk and nginx with apt-get, the peers into bench/.venv from bench/requirements.txt and the Mojo m0serve into bench/.venv-mojo from bench/requirements-mojo.txt, builds m0serve and Centrifugo), or one suite, `bench/run wsgi --only granian,m0serve`. See [bench/README.md](../bench/README.md).\n\n")
 	versions := map[string]string{}
 	for _, r := range reps {
 		for k, v := range r.Versions {
@@ -285,7 +345,13 @@ func render(reps []*Report, resultsDir string) (string, map[string]string) {
 
 	b.WriteString("## Summary\n\n")
 	b.WriteString("Each of m0's rows against its reference (the best peer; where no peer serves the application, m0's own baseline), on each application at each concurrency.\n\n")
-	b.WriteString("| suite | application | concurrency | m0 | rate | reference | its rate | ratio | m0 p99 ms | its p99 ms |\n|---|---|---:|---|---:|---|---:|---:|---:|---:|\n")
+	// The ratio per round has a column only where some suite was measured
+	// in rounds; results of earlier harnesses have none.
+	if rounds > 0 {
+		b.WriteString("| suite | application | concurrency | m0 | rate | reference | its rate | ratio per round | ratio of rates | m0 p99 ms | its p99 ms | m0 CPU µs/req | its CPU µs/req |\n|---|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	} else {
+		b.WriteString("| suite | application | concurrency | m0 | rate | reference | its rate | ratio | m0 p99 ms | its p99 ms | m0 CPU µs/req | its CPU µs/req |\n|---|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	}
 	var losses, targets []string
 	for _, rep := range reps {
 		t := newTable(rep)
@@ -296,22 +362,31 @@ func render(reps []*Report, resultsDir string) (string, map[string]string) {
 					if !s.m0() || !have {
 						continue
 					}
-					rate, ratio, p99 := "failed", "", ""
+					rate, perRound, ofRates, p99, cpu := "failed", "", "", "", ""
 					if ok(r, true) {
-						rate, p99 = num(r.RPS), ms2(r.P99ms)
+						rate, p99, cpu = num(r.RPS), ms2(r.P99ms), cpuText(r)
 					}
 					ref, refS, found := t.reference(a.Name, c, s.Group)
-					peer, prate, pp99 := "", "", ""
+					peer, prate, pp99, pcpu := "", "", "", ""
 					if found {
-						peer, prate, pp99 = refS.Label, num(ref.RPS), ms2(ref.P99ms)
+						peer, prate, pp99, pcpu = refS.Label, num(ref.RPS), ms2(ref.P99ms), cpuText(ref)
 						if refS.Base {
 							peer += " (baseline)"
 						}
 						if ok(r, true) {
-							ratio = fmt.Sprintf("**%.2fx**", r.RPS/ref.RPS)
+							ofRates = fmt.Sprintf("%.2fx", r.RPS/ref.RPS)
+							if v, isRound := ratio(r, ref); isRound {
+								perRound = fmt.Sprintf("**%.2fx**", v)
+							} else {
+								ofRates = "**" + ofRates + "**"
+							}
 						}
 					}
-					fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", rep.Title, a.Name, c, s.Label, rate, peer, prate, ratio, p99, pp99)
+					ratios := perRound + " | " + ofRates
+					if rounds == 0 {
+						ratios = ofRates
+					}
+					fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", rep.Title, a.Name, c, s.Label, rate, peer, prate, ratios, p99, pp99, cpu, pcpu)
 				}
 			}
 		}
@@ -478,8 +553,12 @@ func (t *table) losses() []string {
 				if refS.Base {
 					what = "its baseline"
 				}
-				if found && r.RPS < ref.RPS {
-					out = append(out, fmt.Sprintf("%s: %s %s, %.2fx %s, %s (%s).", where, num(r.RPS), t.unit(), r.RPS/ref.RPS, what, refS.Label, num(ref.RPS)))
+				if v, perRound := ratio(r, ref); found && v < 1 {
+					how := ""
+					if perRound {
+						how = " per round"
+					}
+					out = append(out, fmt.Sprintf("%s: %s %s, %.2fx %s%s, %s (%s).", where, num(r.RPS), t.unit(), v, what, how, refS.Label, num(ref.RPS)))
 				}
 				if lr, lok := t.lowestP99(a.Name, c, s.Group); lok && r.P99ms > lr.P99ms {
 					out = append(out, fmt.Sprintf("%s: p99 %s ms, %s's %s ms.", where, ms2(r.P99ms), t.label(lr.Server), ms2(lr.P99ms)))
@@ -509,8 +588,11 @@ func (t *table) writeTable(b *strings.Builder, a AppInfo) {
 			}
 		}
 	}
-	fmt.Fprintf(b, "| %s | server | %s | %s | p50 ms | p90 ms | p99 ms | max ms | errors | %s per server CPU-s | RSS peak MiB |\n",
-		t.concName(), t.unit(), vs, t.unit()[:strings.Index(t.unit(), "/")])
+	if t.rep.Method.Rounds > 0 {
+		vs += " (per round)"
+	}
+	fmt.Fprintf(b, "| %s | server | %s | %s | p50 ms | p90 ms | p99 ms | max ms | errors | server CPU µs per %s | RSS peak MiB |\n",
+		t.concName(), t.unit(), vs, t.unitOne())
 	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
 	for _, c := range t.concs {
 		for _, s := range t.servers {
@@ -526,9 +608,9 @@ func (t *table) writeTable(b *strings.Builder, a AppInfo) {
 				fmt.Fprintf(b, "| %d | %s | failed: %s | | | | | | | | |\n", c, label, mdEscape(orUnknown(r.Failed)))
 				continue
 			}
-			ratio := ""
+			vsRef := ""
 			if ref, _, found := t.reference(a.Name, c, s.Group); found {
-				ratio = fmt.Sprintf("%.2fx", r.RPS/ref.RPS)
+				vsRef = t.ratioText(r, ref)
 			}
 			errs := r.Errors.String()
 			if holds {
@@ -540,10 +622,6 @@ func (t *table) writeTable(b *strings.Builder, a AppInfo) {
 					errs += fmt.Sprintf(", streams ended %d", r.Errors.Read)
 				}
 			}
-			perCPU := ""
-			if v := r.ReqPerCPU(); v > 0 {
-				perCPU = num(v)
-			}
 			p90 := ms2(r.P90ms)
 			if r.P90ms == 0 {
 				p90 = ""
@@ -552,8 +630,8 @@ func (t *table) writeTable(b *strings.Builder, a AppInfo) {
 			if len(r.Rates) > 1 {
 				rate += fmt.Sprintf(" (%s-%s)", num(slices.Min(r.Rates)), num(slices.Max(r.Rates)))
 			}
-			fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f |\n", c, label, rate, ratio,
-				ms2(r.P50ms), p90, ms2(r.P99ms), ms2(r.Maxms), errs, perCPU, float64(r.RSSPeakKB)/1024)
+			fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f |\n", c, label, rate, vsRef,
+				ms2(r.P50ms), p90, ms2(r.P99ms), ms2(r.Maxms), errs, cpuText(r), float64(r.RSSPeakKB)/1024)
 		}
 	}
 	b.WriteString("\n")
@@ -685,8 +763,11 @@ func (t *table) targets() []string {
 			target = fmt.Sprintf("%s at least %.2fx %s%s", t.label(tg.Server), tg.Min, t.label(tg.Versus), at)
 			v, vhave := t.runs[key(tg.App, tg.Versus, tg.Concurrency)]
 			if ok(r, have) && ok(v, vhave) {
-				ratio := r.RPS / v.RPS
+				ratio, perRound := ratio(r, v)
 				measured = fmt.Sprintf("%.2fx (%s / %s)", ratio, num(r.RPS), num(v.RPS))
+				if perRound {
+					measured = fmt.Sprintf("%.2fx per round (medians %s / %s)", ratio, num(r.RPS), num(v.RPS))
+				}
 				verdict = metOrNot(ratio >= tg.Min)
 				if math.Abs(ratio-tg.Min) < 0.1*tg.Min {
 					verdict += ", within the machine's noise"

@@ -27,6 +27,7 @@ type Report struct {
 	Apps     []AppInfo         `json:"apps"`
 	Runs     []Run             `json:"runs"`
 	Memory   []Memory          `json:"memory,omitempty"`
+	Ratios   []Ratio           `json:"ratios,omitempty"` // interleaved suites: m0's rows against each peer, round by round
 	Targets  []Target          `json:"targets,omitempty"`
 	Notes    []string          `json:"notes,omitempty"`
 	Quick    bool              `json:"quick,omitempty"` // a smoke run: correctness, not speed
@@ -50,8 +51,9 @@ type Method struct {
 	ClientCPU   string  `json:"client_cpu"`
 	Threads     int     `json:"client_threads"`
 	TimeoutS    float64 `json:"timeout_s,omitempty"`
-	Rate        int     `json:"rate,omitempty"` // fan-out: frames published per second
-	Runs        int     `json:"runs,omitempty"` // loads per figure, the median reported (0: one)
+	Rate        int     `json:"rate,omitempty"`   // fan-out: frames published per second
+	Runs        int     `json:"runs,omitempty"`   // sequential: loads in a row per figure, the median reported (0: one)
+	Rounds      int     `json:"rounds,omitempty"` // interleaved: rounds per figure, each loading every server in turn (0: not interleaved)
 	Description string  `json:"description"`
 }
 
@@ -79,19 +81,34 @@ type Run struct {
 	Failed      string    `json:"failed,omitempty"` // why there are no figures
 	Requests    int64     `json:"requests"`         // requests (or messages, or frames) measured
 	RPS         float64   `json:"rps"`
-	Rates       []float64 `json:"rates,omitempty"` // every try's rate, when there were several (RPS is their median's)
+	Rates       []float64 `json:"rates,omitempty"`      // every try's (round's) rate, in order, when there were several (RPS is their median's)
+	Interleave  string    `json:"interleave,omitempty"` // the interleaved rounds it was measured in (when they began); runs sharing it share rounds: Rates[i] of each is round i ("": sequential)
 	P50ms       float64   `json:"p50_ms"`
 	P90ms       float64   `json:"p90_ms"`
 	P99ms       float64   `json:"p99_ms"`
 	Maxms       float64   `json:"max_ms"`
 	TransferMiB float64   `json:"transfer_mib_s,omitempty"`
 	Errors      Errors    `json:"errors"`
-	CPUSeconds  float64   `json:"server_cpu_s"`           // user+system of the server's processes over the run
-	RSSBeforeKB int64     `json:"rss_before_kib"`         // the server's RSS just before the run
-	RSSPeakKB   int64     `json:"rss_peak_kib"`           // the highest sampled during it
-	ClientCPUS  float64   `json:"client_cpu_s,omitempty"` // user+system of the load tool over the run
-	Lost        int64     `json:"lost,omitempty"`         // fan-out: deliveries expected and not received
-	Raw         string    `json:"raw,omitempty"`          // the load tool's own output
+	CPUSeconds  float64   `json:"server_cpu_s"`                         // user+system of the server's processes over the run
+	CPUusPerReq float64   `json:"server_cpu_us_per_req,omitempty"`      // server CPU µs per request: the median over the tries (0: not recorded; older results: CPUSeconds / Requests)
+	CPUPerReq   []float64 `json:"server_cpu_us_per_req_each,omitempty"` // each try's, in order, when there were several
+	RSSBeforeKB int64     `json:"rss_before_kib"`                       // the server's RSS just before the run
+	RSSPeakKB   int64     `json:"rss_peak_kib"`                         // the highest sampled during it
+	ClientCPUS  float64   `json:"client_cpu_s,omitempty"`               // user+system of the load tool over the run
+	Lost        int64     `json:"lost,omitempty"`                       // fan-out: deliveries expected and not received
+	Raw         string    `json:"raw,omitempty"`                        // the load tool's own output
+}
+
+// A Ratio is one of m0's rows against a peer (or baseline) measured in the
+// same interleaved rounds: their rates' ratio within each round, and the
+// median of those.
+type Ratio struct {
+	App         string    `json:"app"`
+	Concurrency int       `json:"concurrency"`
+	Server      string    `json:"server"` // m0's row
+	Versus      string    `json:"versus"`
+	Median      float64   `json:"median"`
+	Rounds      []float64 `json:"rounds"` // Server's rate / Versus's, round by round
 }
 
 // Memory is what idle connections (held SSE streams) cost a server: its
@@ -132,13 +149,14 @@ func (e Errors) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// ReqPerCPU is requests per second of the server's CPU time, 0 when not
-// measured.
-func (r Run) ReqPerCPU() float64 {
-	if r.CPUSeconds <= 0 || r.Requests == 0 {
-		return 0
+// CPUPerRequest is the server's CPU time per request in µs: the median
+// over the tries where recorded, else the run's CPU over its requests; 0
+// when not measured.
+func (r Run) CPUPerRequest() float64 {
+	if r.CPUusPerReq > 0 {
+		return r.CPUusPerReq
 	}
-	return float64(r.Requests) / r.CPUSeconds
+	return cpuPerRequest(r.CPUSeconds, r.Requests)
 }
 
 func writeReport(dir string, r *Report) (string, error) {

@@ -5,6 +5,7 @@ package main
 //
 //	{m0serve} {bin}   bench/.bin/m0serve, bench/.bin (what the harness built)
 //	{venv}            the virtualenv of the Python peers (bench/.venv)
+//	{mojo}            the Mojo m0serve's virtualenv (bench/.venv-mojo)
 //	{port}            a free port on 127.0.0.1
 //	{dir}             the application's directory
 //	{module} {callable}
@@ -14,7 +15,12 @@ package main
 //
 // Every server but the workers suite's runs one worker process (beside an
 // idle supervisor where the server has one) pinned to CPU 0; the load tool
-// runs pinned to CPU 1.
+// runs pinned to CPU 1. The suites whose servers are pinned and loaded by
+// the harness itself are measured in interleaved rounds (rounds.go): every
+// server of an application up at once, loaded in turn, round after round.
+// The workers suite (nothing pinned) and the fan-out suite (bench/holds
+// starts each server itself, and 10,000 held streams want the machine to
+// themselves) load one server at a time.
 
 // A Suite is one page section.
 type Suite struct {
@@ -120,6 +126,13 @@ var (
 	uvicorn = []string{"{venv}/bin/uvicorn", "--host", "127.0.0.1", "--port", "{port}", "--app-dir", "{dir}", "--workers", "1",
 		"--loop", "uvloop", "--http", "httptools", "--no-access-log", "--log-level", "warning", "{module}:{callable}"}
 	uvicornWSGI = append(append([]string{}, uvicorn[:len(uvicorn)-1]...), "--interface", "wsgi", "{module}:{callable}")
+	// The Mojo m0serve (PyPI's m0serve 1.16.0, the original of this
+	// design), in a virtualenv of its own: its import name is our Python
+	// package's. Its defaults otherwise (one worker, blocking-threads auto:
+	// 2, its own event loop for ASGI, no access log); but
+	// --max-keepalive-requests 0: its default closes a connection after
+	// 1,000 requests, which no other server here does.
+	mojo = []string{"{mojo}/bin/m0serve", "--host", "127.0.0.1", "--port", "{port}", "--app-dir", "{dir}", "--max-keepalive-requests", "0", "{module}:{callable}"}
 	// hypercorn has no --chdir: it imports the module from the path given.
 	// --backlog 1024: its default is 100, and 1,024 connections arrive at once.
 	hypercorn = []string{"{venv}/bin/hypercorn", "--bind", "127.0.0.1:{port}", "--workers", "1", "--worker-class", "uvloop",
@@ -142,6 +155,7 @@ func suites() []Suite {
 				{Key: "gunicorn-gthread", Label: "gunicorn gthread (8 threads)", Peer: true, Package: "gunicorn", Args: gunicorn("gthread", "--threads", "8")},
 				{Key: "uwsgi", Label: "uWSGI", Peer: true, Package: "uWSGI", Args: uwsgi},
 				{Key: "granian", Label: "granian", Peer: true, Package: "granian", Args: granianWSGI},
+				{Key: "m0serve-mojo", Label: "m0serve 1.16 (Mojo)", Peer: true, Package: "m0serve-mojo", Args: mojo},
 			},
 			Concurrency: []int{1, 64, 1024},
 			Targets: []Target{
@@ -165,6 +179,7 @@ func suites() []Suite {
 				{Key: "gunicorn-uvicorn", Label: "gunicorn + uvicorn worker", Peer: true, Package: "gunicorn", Args: gunicorn("uvicorn.workers.UvicornWorker")},
 				{Key: "granian", Label: "granian", Peer: true, Package: "granian", Args: granianASGI},
 				{Key: "hypercorn", Label: "hypercorn", Peer: true, Package: "hypercorn", Args: hypercorn},
+				{Key: "m0serve-mojo", Label: "m0serve 1.16 (Mojo)", Peer: true, Package: "m0serve-mojo", Args: mojo},
 			},
 			Concurrency: []int{1, 64, 1024},
 		},
@@ -179,6 +194,8 @@ func suites() []Suite {
 				{Key: "m0serve", Label: "m0serve --static", Args: []string{"{m0serve}", "--host", "127.0.0.1", "--port", "{port}", "--app-dir", "{apps}", "--static", "/static={static}", "hello_asgi:app"}},
 				{Key: "nginx", Label: "nginx", Peer: true, Package: "nginx", Args: []string{"{nginx}", "-p", "{confdir}/", "-e", "{confdir}/error.log", "-c", "{conf}"}, Config: nginxConfig},
 				{Key: "fileserver", Label: "Go http.FileServer", Peer: true, Package: "go", Args: []string{"{bin}/fileserver", "-host", "127.0.0.1", "-port", "{port}", "-dir", "{static}"}},
+				{Key: "m0serve-mojo", Label: "m0serve 1.16 (Mojo) --static", Peer: true, Package: "m0serve-mojo",
+					Args: []string{"{mojo}/bin/m0serve", "--host", "127.0.0.1", "--port", "{port}", "--app-dir", "{apps}", "--max-keepalive-requests", "0", "--static", "/static={static}", "hello_asgi:app"}},
 			},
 			Concurrency: []int{1, 64, 1024},
 			Targets: []Target{
@@ -197,6 +214,7 @@ func suites() []Suite {
 				{Key: "uvicorn", Label: "uvicorn (websockets)", Peer: true, Package: "uvicorn", Args: append(append([]string{}, uvicorn[:len(uvicorn)-1]...), "--ws", "websockets", "{module}:{callable}")},
 				{Key: "granian", Label: "granian", Peer: true, Package: "granian", Args: granianASGI},
 				{Key: "hypercorn", Label: "hypercorn", Peer: true, Package: "hypercorn", Args: hypercorn},
+				{Key: "m0serve-mojo", Label: "m0serve 1.16 (Mojo)", Peer: true, Package: "m0serve-mojo", Args: mojo},
 			},
 			Concurrency: []int{1, 64, 1024},
 		},
@@ -233,6 +251,7 @@ func suites() []Suite {
 				{Key: "m0serve", Label: "m0serve", Only: []string{"wsgi", "asgi"}, AppArgs: map[string][]string{"wsgi": m0serveWSGI, "asgi": m0serveASGI}},
 				{Key: "granian", Label: "granian", Peer: true, Package: "granian", Only: []string{"wsgi", "asgi"}, AppArgs: map[string][]string{"wsgi": granianWSGI, "asgi": granianASGI}},
 				{Key: "uvicorn", Label: "uvicorn", Peer: true, Package: "uvicorn", Only: []string{"asgi"}, Args: uvicorn},
+				{Key: "m0serve-mojo", Label: "m0serve 1.16 (Mojo)", Peer: true, Package: "m0serve-mojo", Only: []string{"wsgi", "asgi"}, Args: mojo},
 				{Key: "bare", Label: "bare net/http (no bridge)", Base: true, Package: "go", Only: []string{"go"}, Args: []string{"{bin}/embed", "-bare", "-addr", "127.0.0.1:{port}"}, Paths: map[string]string{"go": "/go"}},
 			},
 			Concurrency: []int{64},
@@ -280,7 +299,7 @@ func suites() []Suite {
 		},
 		{
 			Name: "workers", Title: "Workers", Tool: "wrk", Unpinned: true, Threads: 2,
-			About: "The WSGI hello with one and two worker processes, on both CPUs, nothing pinned, wrk -t2 beside the servers: what a second worker buys on this machine, and requests per second of the server's CPU time (every process of its session).",
+			About: "The WSGI hello with one and two worker processes, on both CPUs, nothing pinned, wrk -t2 beside the servers: what a second worker buys on this machine, and the server's CPU time per request (every process of its session).",
 			Apps: []App{
 				{Name: "hello", About: "examples/hello (WSGI)", Dir: "{examples}/hello", Module: "hello", Callable: "application", Body: helloWSGI},
 			},
@@ -293,6 +312,8 @@ func suites() []Suite {
 				{Key: "gunicorn-2", Group: "2 workers", Label: "gunicorn gthread, 2 workers", Peer: true, Package: "gunicorn", Args: workers(gunicorn("gthread", "--threads", "8"), "--workers", "2")},
 				{Key: "uvicorn-1", Group: "1 worker", Label: "uvicorn --interface wsgi, 1 worker", Peer: true, Package: "uvicorn", Args: uvicornWSGI},
 				{Key: "uvicorn-2", Group: "2 workers", Label: "uvicorn --interface wsgi, 2 workers", Peer: true, Package: "uvicorn", Args: workers(uvicornWSGI, "--workers", "2")},
+				{Key: "m0serve-mojo-1", Group: "1 worker", Label: "m0serve 1.16 (Mojo), 1 worker", Peer: true, Package: "m0serve-mojo", Args: mojo},
+				{Key: "m0serve-mojo-2", Group: "2 workers", Label: "m0serve 1.16 (Mojo) --workers 2", Peer: true, Package: "m0serve-mojo", Args: workers(mojo, "--workers", "2")},
 			},
 			Concurrency: []int{64, 1024},
 		},
