@@ -172,14 +172,8 @@ func (h *harness) measureTogether(s Suite, servers []Server, app App, rep *Repor
 		})
 		var set0 []Run
 		for i, c := range live {
-			r := median(tries[i])
+			r := median(tries[i]) // with every round's rate in Rates
 			r.Interleave = set
-			if len(tries[i]) == count && r.Failed == "" {
-				r.Rates = nil
-				for _, t := range tries[i] {
-					r.Rates = append(r.Rates, t.RPS)
-				}
-			}
 			h.judge(s, c.sv, app, conc, r)
 			set0 = append(set0, r)
 		}
