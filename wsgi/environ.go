@@ -139,7 +139,7 @@ func splitHostPort(s string) (host, port string, ok bool) {
 //
 // Its status is 0 when the environ is made: 400 for a path that does not
 // decode, 404 for one not under script.
-func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scratch *[]byte, script string) int {
+func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scratch *[]byte, spans *[][4]int, script string) int {
 	req := &ctx.Request.Header
 	e.Reset()
 	e.AddID(keyMethod, b2s(req.Method()))
@@ -191,39 +191,40 @@ func fastEnviron(e *cpython.Environ, ctx *fasthttp.RequestCtx, bodyLen int, scra
 	}
 
 	// Repeated headers are joined, so gather them first (copied: fasthttp's
-	// slices do not outlive the visit). A request with more names than the
-	// array holds gathers the rest on the heap.
+	// slices do not outlive the visit). The spans are the caller's, reused
+	// from request to request: an array of them on the stack would grow
+	// every connection's goroutine stack to 8 KiB, held while it idles.
 	arena := (*scratch)[:0]
-	var fixed [64][4]int
-	spans := fixed[:0] // name and value, as offsets into arena
+	sp := (*spans)[:0] // name and value, as offsets into arena
 	for name, value := range req.All() {
 		if skipHeader(b2s(name)) || equalFold(name, "Cookie") {
 			continue
 		}
 		dup := -1
-		for i := range spans {
-			if equalFoldBytes(arena[spans[i][0]:spans[i][1]], name) {
+		for i := range sp {
+			if equalFoldBytes(arena[sp[i][0]:sp[i][1]], name) {
 				dup = i
 				break
 			}
 		}
 		if dup >= 0 {
 			// Move the value to the end, joined with the new one.
-			old := append([]byte(nil), arena[spans[dup][2]:spans[dup][3]]...)
-			spans[dup][2] = len(arena)
+			old := append([]byte(nil), arena[sp[dup][2]:sp[dup][3]]...)
+			sp[dup][2] = len(arena)
 			arena = append(append(append(arena, old...), joinSep(b2s(name))...), value...)
-			spans[dup][3] = len(arena)
+			sp[dup][3] = len(arena)
 			continue
 		}
 		start := len(arena)
 		arena = append(arena, name...)
 		mid := len(arena)
 		arena = append(arena, value...)
-		spans = append(spans, [4]int{start, mid, mid, len(arena)})
+		sp = append(sp, [4]int{start, mid, mid, len(arena)})
 	}
-	for _, sp := range spans {
-		e.AddHeader(b2s(arena[sp[0]:sp[1]]), b2s(arena[sp[2]:sp[3]]))
+	for _, h := range sp {
+		e.AddHeader(b2s(arena[h[0]:h[1]]), b2s(arena[h[2]:h[3]]))
 	}
+	*spans = sp[:0]
 	// fasthttp parses cookies and writes them back its own way; the
 	// application gets the Cookie lines as sent, joined with "; ".
 	if raw := req.RawHeaders(); hasCookie(raw) {

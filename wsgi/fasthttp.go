@@ -20,7 +20,7 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	body := ctx.PostBody()
 	if h.maxBody >= 0 && int64(len(body)) > h.maxBody {
 		wire.FastError(ctx, fasthttp.StatusRequestEntityTooLarge, false)
-	} else if status := fastEnviron(&x.env, ctx, len(body), &x.scratch, h.script); status != 0 {
+	} else if status := fastEnviron(&x.env, ctx, len(body), &x.scratch, &x.spans, h.script); status != 0 {
 		wire.FastError(ctx, status, false)
 	} else if err := h.serve(context.Background(), x, &x.env, body); err != nil {
 		// Not ctx: its Done closes when the server starts to drain, and a
@@ -39,7 +39,8 @@ type fastExchange struct {
 	ctx     *fasthttp.RequestCtx
 	env     cpython.Environ
 	scratch []byte
-	s       *stream // a streamed body fasthttp reads
+	spans   [][4]int // the headers' offsets into scratch (fastEnviron)
+	s       *stream  // a streamed body fasthttp reads
 	body    wire.StreamBody
 }
 
@@ -50,6 +51,9 @@ func (x *fastExchange) release() {
 	x.body.Reset()
 	if cap(x.env.B) > keep {
 		x.env.B = nil
+	}
+	if cap(x.spans) > 64 {
+		x.spans = nil
 	}
 	fastExchanges.Put(x)
 }
