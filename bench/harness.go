@@ -341,7 +341,7 @@ func (h *harness) build(ss []Suite) error {
 	if uses(ss, "embed", "") {
 		pkgs = append(pkgs, "./bench/embed")
 	}
-	if uses(ss, "gohost", "") {
+	if uses(ss, "gohost", "") || uses(ss, "embed", "fasthttp") {
 		pkgs = append(pkgs, "./bench/gohost")
 	}
 	if uses(ss, "fanout", "") {

@@ -759,6 +759,23 @@ func (t *table) targets() []string {
 		at := " at " + t.count(tg.Concurrency)
 		var target, measured, verdict string
 		switch {
+		case tg.Metric == "bridge_us":
+			target = fmt.Sprintf("%s's cost over %s at most %s's over %s%s (1/rate differences)",
+				t.label(tg.Server), t.label(tg.Base), t.label(tg.Versus), t.label(tg.VersusBase), at)
+			b, bhave := t.runs[key("go", tg.Base, tg.Concurrency)]
+			v, vhave := t.runs[key(tg.App, tg.Versus, tg.Concurrency)]
+			vb, vbhave := t.runs[key("go", tg.VersusBase, tg.Concurrency)]
+			if ok(r, have) && ok(b, bhave) && ok(v, vhave) && ok(vb, vbhave) {
+				own, ref := bridgeCost(r, b), bridgeCost(v, vb)
+				measured = fmt.Sprintf("%.1f µs / %.1f µs a request", own, ref)
+				if c, rc := r.CPUPerRequest()-b.CPUPerRequest(), v.CPUPerRequest()-vb.CPUPerRequest(); r.CPUPerRequest() > 0 && b.CPUPerRequest() > 0 && v.CPUPerRequest() > 0 && vb.CPUPerRequest() > 0 {
+					measured += fmt.Sprintf(" (server CPU: %.1f / %.1f)", c, rc)
+				}
+				verdict = metOrNot(own <= ref)
+				if math.Abs(own-ref) < 0.1*ref {
+					verdict += ", within the machine's noise"
+				}
+			}
 		case tg.Versus != "":
 			target = fmt.Sprintf("%s at least %.2fx %s%s", t.label(tg.Server), tg.Min, t.label(tg.Versus), at)
 			v, vhave := t.runs[key(tg.App, tg.Versus, tg.Concurrency)]
@@ -802,6 +819,10 @@ func (t *table) targets() []string {
 	}
 	return out
 }
+
+// bridgeCost is what r's server spends on a request beyond base's, in µs:
+// the difference of their times per request (1/rate).
+func bridgeCost(r, base Run) float64 { return 1e6/r.RPS - 1e6/base.RPS }
 
 func metOrNot(met bool) string {
 	if met {

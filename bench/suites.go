@@ -22,6 +22,8 @@ package main
 // starts each server itself, and 10,000 held streams want the machine to
 // themselves) load one server at a time.
 
+import "strings"
+
 // A Suite is one page section.
 type Suite struct {
 	Name, Title string
@@ -48,7 +50,12 @@ type Target struct {
 	Min         float64 `json:"min,omitempty"`
 	Metric      string  `json:"metric,omitempty"`
 	Max         float64 `json:"max,omitempty"`
-	Why         string  `json:"why,omitempty"` // where the target comes from, or why it is out of reach
+	// Metric bridge_us: Server's cost over Base (1/rate differences, µs
+	// a request, Base's row on the application "go") at most Versus's
+	// over VersusBase.
+	Base       string `json:"base,omitempty"`
+	VersusBase string `json:"versus_base,omitempty"`
+	Why        string `json:"why,omitempty"` // where the target comes from, or why it is out of reach
 }
 
 // An App is what the servers serve and how a correct answer looks.
@@ -238,7 +245,7 @@ func suites() []Suite {
 		},
 		{
 			Name: "embed", Title: "Embedding (a Go program on net/http)", Tool: "wrk",
-			About: "A Go program (bench/embed) that mounts the WSGI hello at `/wsgi/`, the ASGI hello at `/asgi/` and a Go handler at `/go` on one `http.ServeMux`, served by a plain `net/http` server: the path of a Go program that embeds m0. Beside it, the same applications under m0serve, granian and uvicorn, and the Go handler alone on a bare `net/http` server.",
+			About: "A Go program (bench/embed) that mounts the WSGI hello at `/wsgi/`, the ASGI hello at `/asgi/` and a Go handler at `/go` on one `http.ServeMux`, served by a plain `net/http` server: the path of a Go program that embeds m0. Beside it, the same applications under m0serve, granian and uvicorn; what a Go team runs today instead, a `net/http` program forwarding every request with `httputil.ReverseProxy` (idle connections kept, copy buffers pooled) to granian, both on the one pinned core; and the Go handler alone on a bare `net/http` server and on a bare `fasthttp` server, from which each bridge's own cost is taken (1/rate differences, µs a request).",
 			Apps: []App{
 				{Name: "wsgi", About: "examples/hello (WSGI)", Dir: "{examples}/hello", Module: "hello", Callable: "application", Body: helloWSGI},
 				{Name: "asgi", About: "bench/apps/hello_asgi.py (raw ASGI)", Dir: "{apps}", Module: "hello_asgi", Callable: "app", Body: helloASGI},
@@ -252,7 +259,10 @@ func suites() []Suite {
 				{Key: "granian", Label: "granian", Peer: true, Package: "granian", Only: []string{"wsgi", "asgi"}, AppArgs: map[string][]string{"wsgi": granianWSGI, "asgi": granianASGI}},
 				{Key: "uvicorn", Label: "uvicorn", Peer: true, Package: "uvicorn", Only: []string{"asgi"}, Args: uvicorn},
 				{Key: "m0serve-mojo", Label: "m0serve 1.16 (Mojo)", Peer: true, Package: "m0serve-mojo", Only: []string{"wsgi", "asgi"}, Args: mojo},
+				{Key: "proxy", Label: "net/http reverse proxy to granian", Peer: true, Package: "granian", Only: []string{"wsgi", "asgi"},
+					AppArgs: map[string][]string{"wsgi": proxied(granianWSGI), "asgi": proxied(granianASGI)}},
 				{Key: "bare", Label: "bare net/http (no bridge)", Base: true, Package: "go", Only: []string{"go"}, Args: []string{"{bin}/embed", "-bare", "-addr", "127.0.0.1:{port}"}, Paths: map[string]string{"go": "/go"}},
+				{Key: "fasthttp", Label: "bare fasthttp (no bridge)", Base: true, Group: "fasthttp", Package: "go", Only: []string{"go"}, Args: []string{"{bin}/gohost", "-mode", "bare", "-port", "{port}"}},
 			},
 			Concurrency: []int{64},
 			Targets: []Target{
@@ -260,6 +270,10 @@ func suites() []Suite {
 				{App: "asgi", Concurrency: 64, Server: "embed", Versus: "granian", Min: 1.0},
 				{App: "asgi", Concurrency: 64, Server: "embed", Versus: "uvicorn", Min: 1.0},
 				{App: "go", Concurrency: 64, Server: "embed", Versus: "bare", Min: 0.95},
+				{App: "wsgi", Concurrency: 64, Server: "embed", Versus: "proxy", Min: 1.5},
+				{App: "asgi", Concurrency: 64, Server: "embed", Versus: "proxy", Min: 1.5},
+				{App: "wsgi", Concurrency: 64, Metric: "bridge_us", Server: "embed", Base: "bare", Versus: "m0serve", VersusBase: "fasthttp"},
+				{App: "asgi", Concurrency: 64, Metric: "bridge_us", Server: "embed", Base: "bare", Versus: "m0serve", VersusBase: "fasthttp"},
 			},
 		},
 		{
@@ -322,6 +336,16 @@ func suites() []Suite {
 
 // workers is a command line with FLAG's value replaced, or FLAG VALUE put
 // before the last argument (the application) when it has none.
+// proxied is a peer's command line as the backend of bench/embed -proxy:
+// its port is the one the proxy chooses ("@port").
+func proxied(backend []string) []string {
+	out := []string{"{bin}/embed", "-proxy", "-addr", "127.0.0.1:{port}", "--"}
+	for _, a := range backend {
+		out = append(out, strings.ReplaceAll(a, "{port}", "@port"))
+	}
+	return out
+}
+
 func workers(args []string, flag, value string) []string {
 	out := append([]string{}, args...)
 	for i := range out[:len(out)-1] {
