@@ -2,10 +2,12 @@ package static
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
 
+	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
@@ -196,7 +198,7 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 			h.fastError(ctx, fasthttp.StatusInternalServerError)
 			return
 		}
-		resp.SetBodyStream(&fileBody{f: f.file(), n: rep.n}, int(rep.n))
+		resp.SetBodyStream(&fileBody{f: f.file(), n: rep.n, conn: ctx.Conn()}, int(rep.n))
 	}
 }
 
@@ -239,10 +241,15 @@ const headStart = 512
 
 // fileBody is a large body for fasthttp: its first bytes with the head,
 // the rest by sendfile (fasthttp's writer reads a LimitedReader of an
-// *os.File with the connection's ReadFrom).
+// *os.File with the connection's ReadFrom), the connection corked
+// meanwhile: the head and the body leave in full segments, and the client
+// takes fewer, larger deliveries (1 MiB files at 64 connections on
+// loopback: 0.70x nginx's rate uncorked, 0.98-1.01x corked; nginx corks
+// too, tcp_nopush).
 type fileBody struct {
-	f *os.File
-	n int64
+	f    *os.File
+	n    int64
+	conn net.Conn
 }
 
 func (b *fileBody) Read(p []byte) (int, error) { return b.f.Read(p) }
@@ -252,6 +259,7 @@ func (b *fileBody) Close() error               { return b.f.Close() }
 func (b *fileBody) SupportsBodyWriteTo() bool { return true }
 
 func (b *fileBody) WriteTo(w io.Writer) (int64, error) {
+	defer sock.Cork(b.conn)()
 	var buf [headStart]byte
 	k, err := io.ReadFull(b.f, buf[:min(int64(headStart), b.n)])
 	if err != nil {

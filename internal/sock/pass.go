@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // The connection wrappers of the front ends (the strict reading's, the
@@ -52,4 +54,17 @@ func Find[T net.Conn](c net.Conn) (T, bool) {
 	}
 	var zero T
 	return zero, false
+}
+
+// Cork holds back c's partial segments (TCP_CORK) until Uncork, so that a
+// response's head and the start of its body leave in full segments rather
+// than the head alone: what nginx's tcp_nopush does around sendfile. The
+// uncork function sends what is left. It does nothing on a connection
+// without a TCP descriptor.
+func Cork(c net.Conn) (uncork func()) {
+	set := func(v int) {
+		WithFD(c, func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, v) })
+	}
+	set(1)
+	return func() { set(0) }
 }
