@@ -80,9 +80,12 @@ func configChecks(c *Config) []Check {
 	}
 	for _, e := range flaglessEnv {
 		if v, ok := c.Env[e.name]; ok && v != e.def && e.set == nil {
+			fix := "unset " + e.name
+			if why, ok := notBuilt[e.name]; ok {
+				fix += "; " + why
+			}
 			add(e.name, false,
-				fmt.Sprintf("%s=%s is for %s, which this m0serve does not support yet", e.name, v, e.feature),
-				"unset "+e.name)
+				fmt.Sprintf("%s=%s is for %s, which this m0serve does not build", e.name, v, e.feature), fix)
 		}
 	}
 	if c.GrantKey != "" || c.GrantKeyPrev != "" {

@@ -207,3 +207,19 @@ def test_seed_library_variable_refused_by_its_name():
     assert proc.returncode == 78, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "MOJO_PYTHON_LIBRARY=/nonexistent/libpython3.11.so does not exist" in lines[0], lines
+
+
+def test_inverted_loop_refusal_says_why():
+    """M0_INVERTED=1 is refused with 78 naming what it measured and where
+    the figures are, from the doctor and from serving alike."""
+    env = {"M0_INVERTED": "1"}
+    args = ["--app-dir", str(DISCOVERY), "asgimod"]
+    report, code = doctor(args, env)
+    failed = [c for c in report["checks"] if not c["ok"]]
+    assert code == 78 and [c["name"] for c in failed] == ["M0_INVERTED"], report["checks"]
+    assert "does not build" in failed[0]["detail"], failed[0]
+    assert "unset M0_INVERTED" in failed[0]["fix"] and "docs/asgi.md" in failed[0]["fix"], failed[0]
+    proc = run(args, env)
+    assert proc.returncode == 78, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "M0_INVERTED=1" in line and "at most 6%" in line and "docs/asgi.md" in line, proc.stderr
