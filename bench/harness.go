@@ -663,6 +663,9 @@ var errLeftOut = errors.New("bench: not installed")
 
 // launch starts sv on app, pinned to the server CPU, in a session of its
 // own, and polls it until it answers correctly.
+//
+// A server is left out when a program it runs is not installed: its command,
+// and the backend's after a "--" (bench/embed -proxy).
 func (h *harness) launch(s Suite, sv Server, app App, rep *Report) (*contender, error) {
 	port, err := h.freePort()
 	if err != nil {
@@ -675,13 +678,15 @@ func (h *harness) launch(s Suite, sv Server, app App, rep *Report) (*contender, 
 		}
 	}
 	argv := h.expand(sv.args(app.Name), port, app, conf)
-	if _, err := exec.LookPath(argv[0]); err != nil || argv[0] == "" {
-		note := fmt.Sprintf("%s left out: %s is not installed.", sv.Label, h.rel(argv[0]))
-		if !slices.Contains(rep.Notes, note) {
-			rep.Notes = append(rep.Notes, note)
+	for _, cmd := range commands(argv) {
+		if _, err := exec.LookPath(cmd); err != nil || cmd == "" {
+			note := fmt.Sprintf("%s left out: %s is not installed.", sv.Label, h.rel(cmd))
+			if !slices.Contains(rep.Notes, note) {
+				rep.Notes = append(rep.Notes, note)
+			}
+			h.logf("%s / %s: not installed (%s), left out", app.Name, sv.Label, cmd)
+			return nil, errLeftOut
 		}
-		h.logf("%s / %s: not installed (%s), left out", app.Name, sv.Label, argv[0])
-		return nil, errLeftOut
 	}
 	path := app.Path
 	if p, ok := sv.Paths[app.Name]; ok {
@@ -1114,4 +1119,21 @@ http {
 `, dir, port, h.static)
 	path := filepath.Join(dir, "nginx.conf")
 	return path, os.WriteFile(path, []byte(conf), 0o644)
+}
+
+// commands are the programs a command line runs: its first word, and the
+// first after "--" where one starts a backend's command line.
+func commands(argv []string) []string {
+	if len(argv) == 0 {
+		return []string{""}
+	}
+	out := []string{argv[0]}
+	if i := slices.Index(argv, "--"); i >= 0 {
+		if i+1 < len(argv) {
+			out = append(out, argv[i+1])
+		} else {
+			out = append(out, "")
+		}
+	}
+	return out
 }

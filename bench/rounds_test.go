@@ -222,3 +222,19 @@ func TestRenderInterleaved(t *testing.T) {
 		t.Errorf("a loss by the ratio of rates where the rounds say otherwise")
 	}
 }
+
+func TestCommands(t *testing.T) {
+	for _, c := range []struct {
+		argv []string
+		want []string
+	}{
+		{[]string{"/bin/m0serve", "app"}, []string{"/bin/m0serve"}},
+		{[]string{"/bin/embed", "-proxy", "--", "/venv/bin/granian", "--port", "@port"}, []string{"/bin/embed", "/venv/bin/granian"}},
+		{[]string{"/bin/embed", "-proxy", "--"}, []string{"/bin/embed", ""}},
+		{nil, []string{""}},
+	} {
+		if got := commands(c.argv); !slices.Equal(got, c.want) {
+			t.Errorf("commands(%q) = %q, want %q", c.argv, got, c.want)
+		}
+	}
+}
