@@ -555,3 +555,37 @@ func TestNum(t *testing.T) {
 		}
 	}
 }
+
+// A bridge_us target compares one bridge's cost over its bare server with
+// another's over its own: differences of 1/rate, and of server CPU per
+// request beside them.
+func TestRenderBridgeCost(t *testing.T) {
+	rep := fixtureReports()[0]
+	embed := *rep
+	embed.Suite, embed.Title, embed.About = "embed", "Embedding", "A Go program."
+	embed.Servers = []ServerInfo{{Key: "embed", Label: "Go program"}, {Key: "m0serve", Label: "m0serve"},
+		{Key: "bare", Label: "bare net/http", Base: true}, {Key: "fasthttp", Label: "bare fasthttp", Base: true, Group: "fasthttp"}}
+	embed.Apps = []AppInfo{{Name: "wsgi", About: "wsgi"}, {Name: "go", About: "go"}}
+	embed.Memory = nil
+	embed.Targets = []Target{
+		{App: "wsgi", Concurrency: 64, Metric: "bridge_us", Server: "embed", Base: "bare", Versus: "m0serve", VersusBase: "fasthttp"},
+		{App: "wsgi", Concurrency: 64, Metric: "bridge_us", Server: "m0serve", Base: "fasthttp", Versus: "embed", VersusBase: "bare"},
+	}
+	embed.Runs = []Run{
+		{App: "wsgi", Server: "embed", Concurrency: 64, RPS: 20000, Requests: 200000, CPUSeconds: 8, P99ms: 3},
+		{App: "wsgi", Server: "m0serve", Concurrency: 64, RPS: 40000, Requests: 400000, CPUSeconds: 8, P99ms: 2},
+		{App: "go", Server: "bare", Concurrency: 64, RPS: 40000, Requests: 400000, CPUSeconds: 8, P99ms: 2},
+		{App: "go", Server: "fasthttp", Concurrency: 64, RPS: 100000, Requests: 1000000, CPUSeconds: 8, P99ms: 1},
+	}
+	page, _ := render([]*Report{&embed}, "bench/results")
+	for _, want := range []string{
+		// 1e6/20,000 - 1e6/40,000 = 25 µs; 1e6/40,000 - 1e6/100,000 = 15;
+		// server CPU 40 - 20 and 20 - 8.
+		"| Embedding | wsgi | Go program's cost over bare net/http at most m0serve's over bare fasthttp at 64 connections (1/rate differences) | 25.0 µs / 15.0 µs a request (server CPU: 20.0 / 12.0) | **not met** |",
+		"| Embedding | wsgi | m0serve's cost over bare fasthttp at most Go program's over bare net/http at 64 connections (1/rate differences) | 15.0 µs / 25.0 µs a request (server CPU: 12.0 / 20.0) | met |",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q\n%s", want, page)
+		}
+	}
+}

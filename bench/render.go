@@ -768,8 +768,8 @@ func (t *table) targets() []string {
 			if ok(r, have) && ok(b, bhave) && ok(v, vhave) && ok(vb, vbhave) {
 				own, ref := bridgeCost(r, b), bridgeCost(v, vb)
 				measured = fmt.Sprintf("%.1f µs / %.1f µs a request", own, ref)
-				if c, rc := r.CPUPerRequest()-b.CPUPerRequest(), v.CPUPerRequest()-vb.CPUPerRequest(); r.CPUPerRequest() > 0 && b.CPUPerRequest() > 0 && v.CPUPerRequest() > 0 && vb.CPUPerRequest() > 0 {
-					measured += fmt.Sprintf(" (server CPU: %.1f / %.1f)", c, rc)
+				if cpu := []float64{r.CPUPerRequest(), b.CPUPerRequest(), v.CPUPerRequest(), vb.CPUPerRequest()}; !slices.ContainsFunc(cpu, func(x float64) bool { return x <= 0 }) {
+					measured += fmt.Sprintf(" (server CPU: %.1f / %.1f)", cpu[0]-cpu[1], cpu[2]-cpu[3])
 				}
 				verdict = metOrNot(own <= ref)
 				if math.Abs(own-ref) < 0.1*ref {
