@@ -173,6 +173,23 @@ func TestSuitesData(t *testing.T) {
 		if peers == 0 || m0 == 0 {
 			t.Errorf("%s: %d peers or baselines and %d m0 rows: nothing to compare", s.Name, peers, m0)
 		}
+		apps := map[string]bool{}
+		for _, a := range s.Apps {
+			apps[a.Name] = true
+		}
+		for _, tg := range s.Targets {
+			if !apps[tg.App] {
+				t.Errorf("%s: a target on %q, not an application of the suite", s.Name, tg.App)
+			}
+			for _, k := range []string{tg.Server, tg.Versus, tg.Base, tg.VersusBase} {
+				if k != "" && k != "best" && !keys[k] {
+					t.Errorf("%s: a target names %q, not a server of the suite", s.Name, k)
+				}
+			}
+			if tg.Versus == "" && tg.Max == 0 {
+				t.Errorf("%s: a target on %s with nothing to compare with", s.Name, tg.App)
+			}
+		}
 		for _, a := range s.Apps {
 			if s.Tool == "wrk" && a.Body == "" && a.ContentType == "" && a.File == "" {
 				t.Errorf("%s: %s: no answer to check", s.Name, a.Name)
@@ -334,6 +351,9 @@ func fixtureReports() []*Report {
 		{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "granian", Min: 1.1},
 		{App: "hello", Concurrency: 1024, Server: "m0serve", Metric: "per_conn_kib", Max: 1, Why: "a reason"},
 		{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "uwsgi", Min: 2},
+		{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "best", Min: 1.1},
+		{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "best", Metric: "cpu_us"},
+		{App: "hello", Concurrency: 1024, Server: "m0serve", Versus: "granian", Metric: "per_conn_kib"},
 	}
 	wsgi.Runs = []Run{
 		{App: "hello", Server: "m0serve", Concurrency: 64, RPS: 60000, Requests: 600000, P50ms: 1, P90ms: 1.5, P99ms: 3, Maxms: 9, CPUSeconds: 10, RSSBeforeKB: 20480, RSSPeakKB: 30720, Command: "taskset -c 0 bench/.bin/m0serve hello:application"},
@@ -417,6 +437,10 @@ func TestRender(t *testing.T) {
 		"| WSGI | hello | m0serve at least 1.10x granian at 64 connections | 1.20x (60,000 / 50,000) | met, within the machine's noise |",
 		"| WSGI | hello | m0serve KiB per connection at most 1 at 1024 connections | 1.25 | **not met** (a reason) |",
 		"| WSGI | hello | m0serve at least 2.00x uWSGI at 64 connections | not measured | n/a |",
+		// The best peer is granian: gunicorn's rate has errors, uWSGI failed.
+		"| WSGI | hello | m0serve at least 1.10x the best peer (granian) at 64 connections | 1.20x (60,000 / 50,000) | met, within the machine's noise |",
+		"| WSGI | hello | m0serve server CPU per request at most the best peer (granian)'s at 64 connections | 16.7 µs / 20.0 µs | met |",
+		"| WSGI | hello | m0serve KiB per connection at most granian's at 1024 connections | 1.25 / 3.5 | met |",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q\n%s", want, page)

@@ -757,13 +757,22 @@ func (t *table) targets() []string {
 	for _, tg := range tgs {
 		r, have := t.runs[key(tg.App, tg.Server, tg.Concurrency)]
 		at := " at " + t.count(tg.Concurrency)
+		// "best": the peer of the highest rate in this run (or, with none,
+		// the baseline), as the tables compare.
+		versus, versusLabel := tg.Versus, t.label(tg.Versus)
+		if versus == "best" {
+			versus, versusLabel = "", "the best peer"
+			if _, s, found := t.reference(tg.App, tg.Concurrency, ""); found {
+				versus, versusLabel = s.Key, "the best peer ("+s.Label+")"
+			}
+		}
+		v, vhave := t.runs[key(tg.App, versus, tg.Concurrency)]
 		var target, measured, verdict string
 		switch {
 		case tg.Metric == "bridge_us":
 			target = fmt.Sprintf("%s's cost over %s at most %s's over %s%s (1/rate differences)",
-				t.label(tg.Server), t.label(tg.Base), t.label(tg.Versus), t.label(tg.VersusBase), at)
+				t.label(tg.Server), t.label(tg.Base), versusLabel, t.label(tg.VersusBase), at)
 			b, bhave := t.runs[key("go", tg.Base, tg.Concurrency)]
-			v, vhave := t.runs[key(tg.App, tg.Versus, tg.Concurrency)]
 			vb, vbhave := t.runs[key("go", tg.VersusBase, tg.Concurrency)]
 			if ok(r, have) && ok(b, bhave) && ok(v, vhave) && ok(vb, vbhave) {
 				own, ref := bridgeCost(r, b), bridgeCost(v, vb)
@@ -771,14 +780,25 @@ func (t *table) targets() []string {
 				if cpu := []float64{r.CPUPerRequest(), b.CPUPerRequest(), v.CPUPerRequest(), vb.CPUPerRequest()}; !slices.ContainsFunc(cpu, func(x float64) bool { return x <= 0 }) {
 					measured += fmt.Sprintf(" (server CPU: %.1f / %.1f)", cpu[0]-cpu[1], cpu[2]-cpu[3])
 				}
-				verdict = metOrNot(own <= ref)
-				if math.Abs(own-ref) < 0.1*ref {
-					verdict += ", within the machine's noise"
-				}
+				verdict = atMost(own, ref)
+			}
+		case tg.Metric == "per_conn_kib" && tg.Versus != "":
+			target = fmt.Sprintf("%s KiB per connection at most %s's%s", t.label(tg.Server), versusLabel, at)
+			own, oknown := t.perConn(tg.App, tg.Server, tg.Concurrency)
+			ref, rknown := t.perConn(tg.App, versus, tg.Concurrency)
+			if oknown && rknown {
+				measured = fmt.Sprintf("%s / %s", trimFloat(math.Round(own*100)/100), trimFloat(math.Round(ref*100)/100))
+				verdict = atMost(own, ref)
+			}
+		case tg.Metric == "cpu_us":
+			target = fmt.Sprintf("%s server CPU per request at most %s's%s", t.label(tg.Server), versusLabel, at)
+			if ok(r, have) && ok(v, vhave) && r.CPUPerRequest() > 0 && v.CPUPerRequest() > 0 {
+				own, ref := r.CPUPerRequest(), v.CPUPerRequest()
+				measured = fmt.Sprintf("%.1f µs / %.1f µs", own, ref)
+				verdict = atMost(own, ref)
 			}
 		case tg.Versus != "":
-			target = fmt.Sprintf("%s at least %.2fx %s%s", t.label(tg.Server), tg.Min, t.label(tg.Versus), at)
-			v, vhave := t.runs[key(tg.App, tg.Versus, tg.Concurrency)]
+			target = fmt.Sprintf("%s at least %.2fx %s%s", t.label(tg.Server), tg.Min, versusLabel, at)
 			if ok(r, have) && ok(v, vhave) {
 				ratio, perRound := ratio(r, v)
 				measured = fmt.Sprintf("%.2fx (%s / %s)", ratio, num(r.RPS), num(v.RPS))
@@ -796,11 +816,7 @@ func (t *table) targets() []string {
 			known := false
 			switch tg.Metric {
 			case "per_conn_kib":
-				for _, m := range t.rep.Memory {
-					if m.App == tg.App && m.Server == tg.Server && m.Conns == tg.Concurrency && m.PerConnKiB != nil {
-						v, known = *m.PerConnKiB, true
-					}
-				}
+				v, known = t.perConn(tg.App, tg.Server, tg.Concurrency)
 			case "p99_ms":
 				v, known = r.P99ms, ok(r, have)
 			}
@@ -818,6 +834,25 @@ func (t *table) targets() []string {
 		out = append(out, fmt.Sprintf("| %s | %s | %s | %s | %s |", t.rep.Title, tg.App, target, measured, verdict))
 	}
 	return out
+}
+
+// perConn is server's memory per idle connection on app at conns.
+func (t *table) perConn(app, server string, conns int) (float64, bool) {
+	for _, m := range t.rep.Memory {
+		if m.App == app && m.Server == server && m.Conns == conns && m.PerConnKiB != nil {
+			return *m.PerConnKiB, true
+		}
+	}
+	return 0, false
+}
+
+// atMost is the verdict on own at most ref, a figure both measured.
+func atMost(own, ref float64) string {
+	v := metOrNot(own <= ref)
+	if math.Abs(own-ref) < 0.1*ref {
+		v += ", within the machine's noise"
+	}
+	return v
 }
 
 // bridgeCost is what r's server spends on a request beyond base's, in µs:

@@ -165,13 +165,13 @@ func suites() []Suite {
 				{Key: "m0serve-mojo", Label: "m0serve 1.16 (Mojo)", Peer: true, Package: "m0serve-mojo", Args: mojo},
 			},
 			Concurrency: []int{1, 64, 1024},
-			Targets: []Target{
+			Targets: append([]Target{
 				{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "uwsgi", Min: 2.5},
 				{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "gunicorn-gthread", Min: 4},
 				{App: "django", Concurrency: 64, Server: "m0serve", Versus: "granian", Min: 1.0},
 				{App: "django", Concurrency: 64, Server: "m0serve", Versus: "gunicorn-gthread", Min: 1.1,
 					Why: "On this page libpython takes about 81% of the time, SQLite 6%, the kernel 6%, m0's Go code and the Go runtime about 1% (perf record of the pinned process): no server can be much more than a few percent ahead of another that runs the same Python."},
-			},
+			}, leadTargets("m0serve", "granian", []string{"hello", "flask", "django"})...),
 		},
 		{
 			Name: "asgi", Title: "ASGI", Memory: true, Tool: "wrk",
@@ -189,6 +189,7 @@ func suites() []Suite {
 				{Key: "m0serve-mojo", Label: "m0serve 1.16 (Mojo)", Peer: true, Package: "m0serve-mojo", Args: mojo},
 			},
 			Concurrency: []int{1, 64, 1024},
+			Targets:     leadTargets("m0serve", "uvicorn", []string{"hello", "fastapi"}),
 		},
 		{
 			Name: "static", Title: "Static files", Tool: "wrk",
@@ -336,6 +337,24 @@ func suites() []Suite {
 
 // workers is a command line with FLAG's value replaced, or FLAG VALUE put
 // before the last argument (the application) when it has none.
+// leadTargets are what m0 means to lead by on each application: a rate at
+// least 1.10x the best peer's and a server CPU per request at most the best
+// peer's, at 1, 64 and 1,024 connections, and memory per idle connection
+// at most that of the peer that holds the least among the usual ones
+// (granian for WSGI, uvicorn for ASGI).
+func leadTargets(m0, memoryPeer string, apps []string) []Target {
+	var out []Target
+	for _, a := range apps {
+		for _, c := range []int{1, 64, 1024} {
+			out = append(out,
+				Target{App: a, Concurrency: c, Server: m0, Versus: "best", Min: 1.1},
+				Target{App: a, Concurrency: c, Server: m0, Versus: "best", Metric: "cpu_us"})
+		}
+		out = append(out, Target{App: a, Concurrency: holdConns, Server: m0, Versus: memoryPeer, Metric: "per_conn_kib"})
+	}
+	return out
+}
+
 // proxied is a peer's command line as the backend of bench/embed -proxy:
 // its port is the one the proxy chooses ("@port").
 func proxied(backend []string) []string {
