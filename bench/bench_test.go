@@ -354,6 +354,7 @@ func fixtureReports() []*Report {
 		{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "best", Min: 1.1},
 		{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "best", Metric: "cpu_us"},
 		{App: "hello", Concurrency: 1024, Server: "m0serve", Versus: "granian", Metric: "per_conn_kib"},
+		{App: "hello", Concurrency: 1024, Server: "m0serve", Versus: "granian", Metric: "p99_ms"},
 	}
 	wsgi.Runs = []Run{
 		{App: "hello", Server: "m0serve", Concurrency: 64, RPS: 60000, Requests: 600000, P50ms: 1, P90ms: 1.5, P99ms: 3, Maxms: 9, CPUSeconds: 10, RSSBeforeKB: 20480, RSSPeakKB: 30720, Command: "taskset -c 0 bench/.bin/m0serve hello:application"},
@@ -441,6 +442,7 @@ func TestRender(t *testing.T) {
 		"| WSGI | hello | m0serve at least 1.10x the best peer (granian) at 64 connections | 1.20x (60,000 / 50,000) | met, within the machine's noise |",
 		"| WSGI | hello | m0serve server CPU per request at most the best peer (granian)'s at 64 connections | 16.7 µs / 20.0 µs | met |",
 		"| WSGI | hello | m0serve KiB per connection at most granian's at 1024 connections | 1.25 / 3.5 | met |",
+		"| WSGI | hello | m0serve p99 at most granian's at 1024 connections | 300 ms / 250 ms | **not met** |",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q\n%s", want, page)

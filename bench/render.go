@@ -790,6 +790,12 @@ func (t *table) targets() []string {
 				measured = fmt.Sprintf("%s / %s", trimFloat(math.Round(own*100)/100), trimFloat(math.Round(ref*100)/100))
 				verdict = atMost(own, ref)
 			}
+		case tg.Metric == "p99_ms" && tg.Versus != "":
+			target = fmt.Sprintf("%s p99 at most %s's%s", t.label(tg.Server), versusLabel, at)
+			if ok(r, have) && ok(v, vhave) {
+				measured = fmt.Sprintf("%s ms / %s ms", ms2(r.P99ms), ms2(v.P99ms))
+				verdict = atMost(r.P99ms, v.P99ms)
+			}
 		case tg.Metric == "cpu_us":
 			target = fmt.Sprintf("%s server CPU per request at most %s's%s", t.label(tg.Server), versusLabel, at)
 			if ok(r, have) && ok(v, vhave) && r.CPUPerRequest() > 0 && v.CPUPerRequest() > 0 {

@@ -242,6 +242,8 @@ func suites() []Suite {
 					Why: "Centrifugo documents about 27 KiB per idle connection, 10.9 KiB tuned."},
 				{App: "fanout", Concurrency: 10000, Server: "m0serve", Metric: "p99_ms", Max: 50,
 					Why: "100,000 socket writes a second on loopback cost more than one core (the kernel's send and the receiver's side of each write are about three quarters of the server's time): pinned to one core, neither server keeps up, and the latency is queueing."},
+				{App: "fanout", Concurrency: 1000, Server: "m0serve", Metric: "p99_ms", Versus: "centrifugo"},
+				{App: "fanout", Concurrency: 10000, Server: "m0serve", Metric: "p99_ms", Versus: "centrifugo"},
 			},
 		},
 		{
