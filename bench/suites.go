@@ -207,8 +207,13 @@ func suites() []Suite {
 			},
 			Concurrency: []int{1, 64, 1024},
 			Targets: []Target{
-				{App: "1k", Concurrency: 64, Server: "m0serve", Versus: "nginx", Min: 0.9},
-				{App: "1m", Concurrency: 64, Server: "m0serve", Versus: "nginx", Min: 0.9},
+				{App: "1k", Concurrency: 64, Server: "m0serve", Versus: "nginx", Min: 1.0},
+				{App: "1m", Concurrency: 64, Server: "m0serve", Versus: "nginx", Min: 1.0,
+					Why: "wrk is the ceiling here (98% of its core for every server): the rate says what each server's way of sending costs the client."},
+				// The same file every request: CPU per request is CPU per MiB.
+				{App: "1k", Concurrency: 64, Server: "m0serve", Versus: "nginx", Metric: "cpu_us"},
+				{App: "1m", Concurrency: 64, Server: "m0serve", Versus: "nginx", Metric: "cpu_us",
+					Why: "On loopback the receive of the sender's segments runs in the sender's context: corked, m0serve does the client's share of it (docs/profiles.md)."},
 			},
 		},
 		{
