@@ -175,10 +175,11 @@ func suites() []Suite {
 		},
 		{
 			Name: "asgi", Title: "ASGI", Memory: true, Tool: "wrk",
-			About: "An ASGI application behind each server, every one on uvloop: a raw ASGI hello world and a FastAPI route answering JSON.",
+			About: "An ASGI application behind each server, every one on uvloop: a raw ASGI hello world, and a FastAPI route and a Starlette route answering JSON.",
 			Apps: []App{
 				{Name: "hello", About: "bench/apps/hello_asgi.py: raw ASGI, `GET /`", Dir: "{apps}", Module: "hello_asgi", Callable: "app", Body: helloASGI, ContentType: "text/plain"},
 				{Name: "fastapi", About: "bench/apps/fastapi_json.py: FastAPI, `GET /json`", Dir: "{apps}", Module: "fastapi_json", Callable: "app", Path: "/json", Body: `{"message":"Hello, World!"}`, ContentType: "application/json"},
+				{Name: "starlette", About: "bench/apps/starlette_json.py: Starlette, `GET /json`", Dir: "{apps}", Module: "starlette_json", Callable: "app", Path: "/json", Body: `{"message":"Hello, World!"}`, ContentType: "application/json"},
 			},
 			Servers: []Server{
 				{Key: "m0serve", Label: "m0serve", Args: m0serveASGI},
@@ -189,7 +190,7 @@ func suites() []Suite {
 				{Key: "m0serve-mojo", Label: "m0serve 1.16 (Mojo)", Peer: true, Package: "m0serve-mojo", Args: mojo},
 			},
 			Concurrency: []int{1, 64, 1024},
-			Targets:     leadTargets("m0serve", "uvicorn", []string{"hello", "fastapi"}),
+			Targets:     leadTargets("m0serve", "uvicorn", []string{"hello", "fastapi", "starlette"}),
 		},
 		{
 			Name: "static", Title: "Static files", Tool: "wrk",
