@@ -56,11 +56,11 @@ func Find[T net.Conn](c net.Conn) (T, bool) {
 	return zero, false
 }
 
-// Cork holds back c's partial segments (TCP_CORK) until Uncork, so that a
-// response's head and the start of its body leave in full segments rather
-// than the head alone: what nginx's tcp_nopush does around sendfile. The
-// uncork function sends what is left. It does nothing on a connection
-// without a TCP descriptor.
+// Cork holds back c's partial segments (TCP_CORK) until the function it
+// returns is called, which sends what is left: a response's head and the
+// start of its body leave in full segments rather than the head alone,
+// what nginx's tcp_nopush does around sendfile. Both do nothing on a
+// connection without a TCP descriptor.
 func Cork(c net.Conn) (uncork func()) {
 	set := func(v int) {
 		WithFD(c, func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, v) })
