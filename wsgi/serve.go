@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
 	"strings"
 	"sync"
 
@@ -47,14 +46,7 @@ func decide(head bool, t cpython.Thread, status int, s *stream) reply {
 		return reply{status: status, length: -1, s: s, noBody: head || !bodyAllowed(status)}
 	}
 	body := t.Body()
-	// The Content-Length the application named decides only a HEAD's or a
-	// 304's: a whole body otherwise goes out with its measured length, and
-	// the headers are not scanned for it twice on every request.
-	named := int64(-1)
-	if head || status == http.StatusNotModified {
-		named = wire.AppLength(t.Head())
-	}
-	length, send := wire.Length(head, status, named, int64(len(body)))
+	length, send := wire.LengthOf(head, status, t.Head(), int64(len(body)))
 	if !send {
 		body = nil
 	}

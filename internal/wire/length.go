@@ -34,3 +34,15 @@ func Length(head bool, status int, named, measured int64) (length int64, body bo
 	}
 	return named, true
 }
+
+// LengthOf is Length with the application's Content-Length taken from its
+// packed headers (see AppLength), which it scans only where Length reads
+// it: a 304, a HEAD, or a stream. A whole body's response, the common one,
+// is not scanned for it.
+func LengthOf(head bool, status int, hdr []byte, measured int64) (length int64, body bool) {
+	named := int64(-1)
+	if head || status == http.StatusNotModified || measured < 0 {
+		named = AppLength(hdr)
+	}
+	return Length(head, status, named, measured)
+}

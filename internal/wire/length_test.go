@@ -1,6 +1,9 @@
 package wire
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+)
 
 func TestLength(t *testing.T) {
 	t.Parallel()
@@ -38,6 +41,16 @@ func TestLength(t *testing.T) {
 			length, body := Length(c.head, c.status, c.named, c.measured)
 			if length != c.length || body != c.body {
 				t.Errorf("Length(%v, %d, %d, %d) = %d, %v; want %d, %v", c.head, c.status, c.named, c.measured,
+					length, body, c.length, c.body)
+			}
+			// The same decision with the length read from the headers.
+			hdr := pack([2]string{"Content-Type", "text/plain"})
+			if c.named >= 0 {
+				hdr = append(hdr, pack([2]string{"Content-Length", strconv.FormatInt(c.named, 10)})...)
+			}
+			length, body = LengthOf(c.head, c.status, hdr, c.measured)
+			if length != c.length || body != c.body {
+				t.Errorf("LengthOf(%v, %d, %q, %d) = %d, %v; want %d, %v", c.head, c.status, hdr, c.measured,
 					length, body, c.length, c.body)
 			}
 		})
