@@ -396,6 +396,16 @@ func fixtureReports() []*Report {
 	return []*Report{&wsgi, &workers, &mounts}
 }
 
+// pageHas fails t for each of wants the rendered page lacks.
+func pageHas(t *testing.T, page string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q\n%s", want, page)
+		}
+	}
+}
+
 func TestRender(t *testing.T) {
 	page, charts := render(fixtureReports(), "bench/results")
 	method := strings.Index(page, "## Method")
@@ -403,7 +413,7 @@ func TestRender(t *testing.T) {
 	if method < 0 || suite < 0 || method > suite {
 		t.Fatalf("the method must come before the suites:\n%s", page)
 	}
-	for _, want := range []string{
+	pageHas(t, page,
 		"measured on 2026-12-01 at commit `abc1234`",
 		"[bench/results](../bench/results/)",
 		// m0 against the best peer: 60,000 / 50,000 (not gunicorn's 90,000,
@@ -443,11 +453,7 @@ func TestRender(t *testing.T) {
 		"| WSGI | hello | m0serve server CPU per request at most the best peer (granian)'s at 64 connections | 16.7 µs / 20.0 µs | met |",
 		"| WSGI | hello | m0serve KiB per connection at most granian's at 1024 connections | 1.25 / 3.5 | met |",
 		"| WSGI | hello | m0serve p99 at most granian's at 1024 connections | 300 ms / 250 ms | **not met** |",
-	} {
-		if !strings.Contains(page, want) {
-			t.Errorf("the page lacks %q\n%s", want, page)
-		}
-	}
+	)
 	for _, name := range []string{"wsgi-hello.svg", "wsgi-hello-latency.svg", "memory.svg"} {
 		svg, ok := charts[name]
 		if !ok {
@@ -604,14 +610,10 @@ func TestRenderBridgeCost(t *testing.T) {
 		{App: "go", Server: "fasthttp", Concurrency: 64, RPS: 100000, Requests: 1000000, CPUSeconds: 8, P99ms: 1},
 	}
 	page, _ := render([]*Report{&embed}, "bench/results")
-	for _, want := range []string{
+	pageHas(t, page,
 		// 1e6/20,000 - 1e6/40,000 = 25 µs; 1e6/40,000 - 1e6/100,000 = 15;
 		// server CPU 40 - 20 and 20 - 8.
 		"| Embedding | wsgi | Go program's cost over bare net/http at most m0serve's over bare fasthttp at 64 connections (1/rate differences) | 25.0 µs / 15.0 µs a request (server CPU: 20.0 / 12.0) | **not met** |",
 		"| Embedding | wsgi | m0serve's cost over bare fasthttp at most Go program's over bare net/http at 64 connections (1/rate differences) | 15.0 µs / 25.0 µs a request (server CPU: 12.0 / 20.0) | met |",
-	} {
-		if !strings.Contains(page, want) {
-			t.Errorf("the page lacks %q\n%s", want, page)
-		}
-	}
+	)
 }

@@ -264,7 +264,7 @@ func (h *harness) ensureVenv() error {
 func (h *harness) usesMojo(ss []Suite) bool {
 	for _, s := range ss {
 		for _, sv := range s.Servers {
-			if strings.HasPrefix(sv.Key, "m0serve-mojo") && h.selected(sv.Key) {
+			if sv.Package == "m0serve-mojo" && h.selected(sv.Key) {
 				return true
 			}
 		}
@@ -793,8 +793,9 @@ func (h *harness) failAll(s Suite, sv Server, app App, conc []int, msg string) [
 }
 
 // loadOnce is one measured load of the server at concurrency c, after the
-// CPUs are quiet, with what the report notes of it.
-func (h *harness) loadOnce(s Suite, c *contender, app App, conc int, rep *Report) Run {
+// CPUs are quiet, with what the report notes of it; its figures are logged
+// after what (a round's number, or nothing).
+func (h *harness) loadOnce(s Suite, c *contender, app App, conc int, rep *Report, what string) Run {
 	if busy := h.quiet(s); busy != "" {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s at %d: %s just before the run (other work, or a server still answering the previous load); treat it as noisy.", c.sv.Label, app.Name, conc, busy))
 	}
@@ -805,6 +806,9 @@ func (h *harness) loadOnce(s Suite, c *contender, app App, conc int, rep *Report
 	}
 	if r.Failed != "" {
 		h.warnf("%s / %s at %d: %s", app.Name, c.sv.Label, conc, r.Failed)
+	} else {
+		h.logf("%s%s / %s at %d: %.0f/s, p50 %.2f ms, p99 %.2f ms, server CPU %.1f µs/request%s", what, app.Name, c.sv.Label, conc,
+			r.RPS, r.P50ms, r.P99ms, r.CPUPerRequest(), errNote(r.Errors))
 	}
 	if r.Failed == "" && !s.Unpinned && r.ClientCPUS >= 0.9*h.opt.duration.Seconds()*float64(max(s.Threads, 1)) && !h.opt.quick {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s at %d: the load tool used %.0f%% of its core: the rate may be the client's ceiling, not the server's.",
@@ -842,11 +846,7 @@ func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
 	for _, n := range conc {
 		var tries []Run
 		for range max(h.opt.rounds, 1) {
-			r := h.loadOnce(s, c, app, n, rep)
-			if r.Failed == "" {
-				h.logf("%s / %s at %d: %.0f/s, p50 %.2f ms, p99 %.2f ms, server CPU %.1f µs/request%s", app.Name, sv.Label, n, r.RPS, r.P50ms, r.P99ms,
-					cpuPerRequest(r.CPUSeconds, r.Requests), errNote(r.Errors))
-			}
+			r := h.loadOnce(s, c, app, n, rep, "")
 			tries = append(tries, r)
 			if r.Failed != "" {
 				break

@@ -811,24 +811,21 @@ func (t *table) targets() []string {
 				if perRound {
 					measured = fmt.Sprintf("%.2fx per round (medians %s / %s)", ratio, num(r.RPS), num(v.RPS))
 				}
-				verdict = metOrNot(ratio >= tg.Min)
-				if math.Abs(ratio-tg.Min) < 0.1*tg.Min {
-					verdict += ", within the machine's noise"
-				}
+				verdict = withNoise(ratio >= tg.Min, ratio, tg.Min)
 			}
 		default:
 			target = fmt.Sprintf("%s %s at most %s%s", t.label(tg.Server), metricName(tg.Metric), trimFloat(tg.Max), at)
-			var v float64
+			var figure float64
 			known := false
 			switch tg.Metric {
 			case "per_conn_kib":
-				v, known = t.perConn(tg.App, tg.Server, tg.Concurrency)
+				figure, known = t.perConn(tg.App, tg.Server, tg.Concurrency)
 			case "p99_ms":
-				v, known = r.P99ms, ok(r, have)
+				figure, known = r.P99ms, ok(r, have)
 			}
 			if known {
-				measured = trimFloat(math.Round(v*100) / 100)
-				verdict = metOrNot(v <= tg.Max)
+				measured = trimFloat(math.Round(figure*100) / 100)
+				verdict = metOrNot(figure <= tg.Max)
 			}
 		}
 		if measured == "" {
@@ -853,9 +850,13 @@ func (t *table) perConn(app, server string, conns int) (float64, bool) {
 }
 
 // atMost is the verdict on own at most ref, a figure both measured.
-func atMost(own, ref float64) string {
-	v := metOrNot(own <= ref)
-	if math.Abs(own-ref) < 0.1*ref {
+func atMost(own, ref float64) string { return withNoise(own <= ref, own, ref) }
+
+// withNoise is the verdict met (or not), said to be within the machine's noise
+// when the figure is within a tenth of its bound.
+func withNoise(met bool, figure, bound float64) string {
+	v := metOrNot(met)
+	if math.Abs(figure-bound) < 0.1*bound {
 		v += ", within the machine's noise"
 	}
 	return v

@@ -162,27 +162,21 @@ func (h *harness) measureTogether(s Suite, servers []Server, app App, rep *Repor
 		set := time.Now().UTC().Format(time.RFC3339Nano)
 		h.logf("%s at %d: %d servers, %d rounds of %s each", app.Name, conc, len(live), count, h.opt.duration)
 		tries := rounds(len(live), count, func(i, r int) Run {
-			c := live[i]
-			run := h.loadOnce(s, c, app, conc, rep)
-			if run.Failed == "" {
-				h.logf("round %d, %s / %s at %d: %.0f/s, p99 %.2f ms, server CPU %.1f µs/request%s", r+1, app.Name, c.sv.Label, conc,
-					run.RPS, run.P99ms, cpuPerRequest(run.CPUSeconds, run.Requests), errNote(run.Errors))
-			}
-			return run
+			return h.loadOnce(s, live[i], app, conc, rep, fmt.Sprintf("round %d, ", r+1))
 		})
-		var set0 []Run
+		var measured []Run
 		for i, c := range live {
 			r := median(tries[i]) // with every round's rate in Rates
 			r.Interleave = set
 			h.judge(s, c.sv, app, conc, r)
-			set0 = append(set0, r)
+			measured = append(measured, r)
 		}
-		ratios := roundRatios(set0, rep.Servers)
+		ratios := roundRatios(measured, rep.Servers)
 		for _, x := range ratios {
 			h.logf("%s at %d: %s / %s, median of %d per-round ratios: %.3f", app.Name, conc, x.Server, x.Versus, len(x.Rounds), x.Median)
 		}
 		rep.Ratios = append(rep.Ratios, ratios...)
-		runs = append(runs, set0...)
+		runs = append(runs, measured...)
 	}
 	return runs
 }

@@ -140,6 +140,8 @@ var (
 	// --max-keepalive-requests 0: its default closes a connection after
 	// 1,000 requests, which no other server here does.
 	mojo = []string{"{mojo}/bin/m0serve", "--host", "127.0.0.1", "--port", "{port}", "--app-dir", "{dir}", "--max-keepalive-requests", "0", "{module}:{callable}"}
+	// The Go handler on a bare fasthttp.Server (bench/gohost).
+	bareFasthttp = []string{"{bin}/gohost", "-mode", "bare", "-port", "{port}"}
 	// hypercorn has no --chdir: it imports the module from the path given.
 	// --backlog 1024: its default is 100, and 1,024 connections arrive at once.
 	hypercorn = []string{"{venv}/bin/hypercorn", "--bind", "127.0.0.1:{port}", "--workers", "1", "--worker-class", "uvloop",
@@ -271,7 +273,7 @@ func suites() []Suite {
 				{Key: "proxy", Label: "net/http reverse proxy to granian", Peer: true, Package: "granian", Only: []string{"wsgi", "asgi"},
 					AppArgs: map[string][]string{"wsgi": proxied(granianWSGI), "asgi": proxied(granianASGI)}},
 				{Key: "bare", Label: "bare net/http (no bridge)", Base: true, Package: "go", Only: []string{"go"}, Args: []string{"{bin}/embed", "-bare", "-addr", "127.0.0.1:{port}"}, Paths: map[string]string{"go": "/go"}},
-				{Key: "fasthttp", Label: "bare fasthttp (no bridge)", Base: true, Group: "fasthttp", Package: "go", Only: []string{"go"}, Args: []string{"{bin}/gohost", "-mode", "bare", "-port", "{port}"}},
+				{Key: "fasthttp", Label: "bare fasthttp (no bridge)", Base: true, Group: "fasthttp", Package: "go", Only: []string{"go"}, Args: bareFasthttp},
 			},
 			Concurrency: []int{64},
 			Targets: []Target{
@@ -315,7 +317,7 @@ func suites() []Suite {
 			},
 			Servers: []Server{
 				{Key: "host", Label: "m0 host", Args: []string{"{bin}/gohost", "-mode", "host", "-port", "{port}"}},
-				{Key: "fasthttp", Label: "bare fasthttp", Base: true, Package: "go", Args: []string{"{bin}/gohost", "-mode", "bare", "-port", "{port}"}},
+				{Key: "fasthttp", Label: "bare fasthttp", Base: true, Package: "go", Args: bareFasthttp},
 			},
 			Concurrency: []int{64},
 			Targets:     []Target{{App: "go", Concurrency: 64, Server: "host", Versus: "fasthttp", Min: 0.95}},
