@@ -168,7 +168,9 @@ func serveProxy(addr string, args []string) {
 	srv := &http.Server{Addr: addr, Handler: rp}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	drained := make(chan struct{})
 	go func() {
+		defer close(drained)
 		<-stop
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -179,6 +181,10 @@ func serveProxy(addr string, args []string) {
 		cmd.Process.Kill()
 		log.Fatal(err)
 	}
+	// The requests in flight are forwarded to their end before the
+	// backend is stopped: ListenAndServe returns as soon as Shutdown
+	// begins.
+	<-drained
 	cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
