@@ -43,17 +43,8 @@ const maxReplayFrames = realtime.MaxReplayFrames
 // configChecks returns the checks of the configuration alone, in the
 // order serving applies them.
 func configChecks(c *Config) []Check {
-	var cs []Check
-	add := func(name string, ok bool, detail, fix string) {
-		ch := Check{Name: name, OK: ok}
-		if !ok {
-			ch.Detail, ch.Fix, ch.Exit = detail, fix, ExitConfig
-		}
-		cs = append(cs, ch)
-	}
-	add("port", c.Port >= 1 && c.Port <= 65535,
-		fmt.Sprintf("port %d is outside 1-65535", c.Port),
-		"pass --port or set M0_PORT to a port from 1 to 65535")
+	cs := listenChecks(c)
+	add := func(name string, ok bool, detail, fix string) { cs = append(cs, configCheck(name, ok, detail, fix)) }
 	add("replay-frames", c.ReplayFrames <= maxReplayFrames,
 		fmt.Sprintf("--replay-frames %d is more than %d", c.ReplayFrames, maxReplayFrames),
 		fmt.Sprintf("pass --replay-frames or set M0_REPLAY_FRAMES to at most %d", maxReplayFrames))
@@ -61,6 +52,9 @@ func configChecks(c *Config) []Check {
 		fmt.Sprintf("%d workers", c.Workers), "pass --workers or set M0_WORKERS to 1 or more")
 	add("threads", c.Threads >= 1,
 		fmt.Sprintf("%d threads", c.Threads), "pass --threads or set M0_THREADS to 1 or more")
+	add("max-requests-jitter", c.MaxRequestsJitter == 0 || c.MaxRequests > 0,
+		fmt.Sprintf("--max-requests-jitter %d without --max-requests", c.MaxRequestsJitter),
+		"pass --max-requests N too (the jitter is added to it), or leave the jitter unset")
 	add("threads-and-workers", !(c.Threads > 1 && c.Workers > 1),
 		fmt.Sprintf("--threads %d beside --workers %d", c.Threads, c.Workers),
 		"use one of --threads and --workers, not both")
@@ -119,6 +113,16 @@ func configChecks(c *Config) []Check {
 		fmt.Sprintf("--qos %s needs a nice level of %d, which this process may not take", c.QoS, qosLinux[c.QoS].nice),
 		"run as root or with CAP_SYS_NICE (or a higher RLIMIT_NICE), or pass a class from default down")
 	return cs
+}
+
+// configCheck is a check of the configuration: when it fails, what was
+// found, the fix, and exit 78.
+func configCheck(name string, ok bool, detail, fix string) Check {
+	ch := Check{Name: name, OK: ok}
+	if !ok {
+		ch.Detail, ch.Fix, ch.Exit = detail, fix, ExitConfig
+	}
+	return ch
 }
 
 // leaveUnset is the fix of a setting refused when it is set: "leave

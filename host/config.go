@@ -2,9 +2,11 @@ package host
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/m0serve/m0/internal/bind"
 	"github.com/m0serve/m0/internal/front"
 	"github.com/m0serve/m0/realtime"
 )
@@ -22,11 +24,21 @@ const (
 // Config is the resolved configuration of a server: the command line over
 // the M0_* variables over the defaults.
 type Config struct {
-	App     string // MODULE[:ATTR]; empty for none
-	AppDir  string // prepended to sys.path
-	Doctor  bool   // print the resolved configuration and the checks; bind nothing
-	Host    string
-	Port    int
+	App    string // MODULE[:ATTR]; empty for none
+	AppDir string // prepended to sys.path
+	Doctor bool   // print the resolved configuration and the checks; bind nothing
+	Host   string
+	Port   int
+	// Binds are --bind's places (and M0_BIND's), UDS --uds's path: see
+	// Places for which settings name where the server listens.
+	Binds    []bind.Spec
+	UDS      string
+	UnixMode os.FileMode // a unix socket's mode; 0: bind.DefaultMode
+	Backlog  int         // the listen queue; 0: the kernel's somaxconn
+	PIDFile  string      // --pid: the main process's pid is written there
+	// worker: this process serves what a supervisor opened, and checks
+	// none of the places.
+	worker  bool
 	Workers int // processes
 	Threads int // accept loops in one process (free-threaded CPython)
 	// BlockingThreads is the Python thread pool: -1 means min(cores, 8)
@@ -41,6 +53,10 @@ type Config struct {
 	BodyTimeout          time.Duration // 0: never
 	IdleTimeout          time.Duration // 0: never
 	MaxKeepaliveRequests int           // 0: never
+	MaxRequests          int           // a worker's requests before it is replaced; 0: never
+	MaxRequestsJitter    int           // up to this many more, per worker
+	WorkersMaxRSS        int           // MiB of resident memory past which a worker is replaced; 0: never
+	WorkersLifetime      time.Duration // how long a worker serves before it is replaced; 0: never
 	ReplayFrames         int
 	PGListen             string
 	HealthPath           string

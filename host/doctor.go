@@ -121,8 +121,24 @@ func newReport(p *Plan, getenv func(string) string) *doctorReport {
 		"loop":                  "n/a",
 		"protocol":              protocol,
 		"front_end":             frontEndOf,
-		"listen":                listenAddr(c.Host, c.Port),
 	}
+	// Where it listens: the places asked for, or systemd's sockets.
+	var binds []string
+	if sys, err := activated(); err == nil && len(sys) > 0 {
+		for _, l := range sys {
+			binds = append(binds, l.URL())
+		}
+		r.Topology["socket_activation"] = true
+	} else {
+		for _, s := range c.Places() {
+			binds = append(binds, s.String())
+		}
+		r.Topology["socket_activation"] = false
+	}
+	r.Topology["listen"], r.Topology["binds"] = binds[0], binds
+	// The service manager's NOTIFY_SOCKET, taken from the environment.
+	r.Topology["sd_notify"] = notifier() != nil
+	r.Topology["watchdog_ms"] = notifier().WatchdogEvery().Milliseconds() * 2
 	// Under a supervisor: the workers, what carries frames between them,
 	// and where event ids come from.
 	ids, bus := "process counter", "none"
@@ -184,13 +200,6 @@ func platform() map[string]any {
 	}
 	p["pid"] = os.Getpid()
 	return p
-}
-
-func listenAddr(host string, port int) string {
-	if strings.Contains(host, ":") {
-		return fmt.Sprintf("[%s]:%d", host, port)
-	}
-	return fmt.Sprintf("%s:%d", host, port)
 }
 
 // Print writes the report as the last line of w: one JSON object.

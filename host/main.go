@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -41,6 +40,12 @@ func serve(cfg *Config, getenv func(string) string, app *adapted) int {
 	w, err := prefork.Inherited()
 	if err != nil {
 		return report(os.Stderr, &startupError{Msg: err.Error()})
+	}
+	cfg.worker = w != nil
+	if w == nil {
+		// Before Python starts, and before a worker is: the service
+		// manager's variables are the main process's alone.
+		notifier()
 	}
 	if w == nil { // the supervisor says them, not each worker again
 		for _, note := range cfg.Notes {
@@ -95,8 +100,13 @@ func serve(cfg *Config, getenv func(string) string, app *adapted) int {
 }
 
 // supervised reports whether a configuration runs worker processes under a
-// supervisor: --workers above 1, or --reload.
-func supervised(c *Config) bool { return c.Workers > 1 || c.Reload }
+// supervisor: --workers given (--workers 1 is one worker under a
+// supervisor, which SIGHUP replaces, as gunicorn's), --reload, or a
+// worker's replacement as it ages (--max-requests, --workers-max-rss,
+// --workers-lifetime).
+func supervised(c *Config) bool {
+	return c.Workers > 1 || c.Sources["workers"] != FromDefault || c.Reload || c.recycling()
+}
 
 // supervise runs the supervisor: it binds the listener, starts the workers
 // (this binary again, with the same arguments), and keeps them serving
@@ -113,27 +123,61 @@ func supervise(cfg *Config, app *adapted) int {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(stop)
-	ln, err := listen(cfg.Host, cfg.Port)
+	// SIGHUP replaces every worker, one at a time, each loading the
+	// application anew.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	replace := make(chan prefork.Replacement, 1)
+	go func() {
+		for range hup {
+			replace <- prefork.Replacement{Slot: -1, Why: "SIGHUP"}
+		}
+	}()
+	ls, err := openListeners(cfg)
 	if err != nil {
 		return report(os.Stderr, err)
 	}
-	lf, err := ln.(*net.TCPListener).File()
-	ln.Close()
-	if err != nil {
-		return report(os.Stderr, &startupError{Msg: "cannot pass the listener on: " + err.Error()})
+	defer closeListeners(ls) // the unix socket files go once every worker has
+	// The workers serve the listeners; the supervisor keeps a copy of
+	// each, which it lets go of as the drain begins.
+	files := make([]*os.File, len(ls))
+	var places []string
+	for i, l := range ls {
+		if files[i], err = l.File(); err != nil {
+			return report(os.Stderr, &startupError{Msg: "cannot pass the listener on: " + err.Error()})
+		}
+		l.Close()
+		places = append(places, l.URL())
 	}
-	mesh, err := prefork.NewMesh(lf, cfg.Workers)
+	removePID, err := writePID(cfg.PIDFile)
+	if err != nil {
+		return report(os.Stderr, err)
+	}
+	defer removePID()
+	mesh, err := prefork.NewMesh(files[0], cfg.Workers, files[1:]...)
 	if err != nil {
 		return report(os.Stderr, &startupError{Msg: err.Error()})
 	}
 	defer mesh.Close()
-	sup := &prefork.Supervisor{
-		Workers: cfg.Workers,
-		Spawn:   mesh.Exec(os.Args, os.Environ(), os.Stdout, os.Stderr),
-		Stderr:  os.Stderr,
-		Drain:   DrainTimeout,
-		Exit:    mesh.Page.Release,
+	notify := notifier()
+	status := fmt.Sprintf("%d workers serving on %s", cfg.Workers, strings.Join(places, ", "))
+	if cfg.Workers == 1 {
+		status = "1 worker serving on " + strings.Join(places, ", ")
 	}
+	sup := &prefork.Supervisor{
+		Workers:   cfg.Workers,
+		Spawn:     mesh.Exec(os.Args, os.Environ(), os.Stdout, os.Stderr),
+		Stderr:    os.Stderr,
+		Drain:     DrainTimeout,
+		Exit:      mesh.Page.Release,
+		Ready:     func() { notify.Ready(status) },
+		Reloading: func() { notify.Reloading("reloading: new workers load the application") },
+		Replace:   replace,
+		MaxRSS:    int64(cfg.WorkersMaxRSS) << 20,
+		Lifetime:  cfg.WorkersLifetime,
+	}
+	defer watchdog(notify)()
 	if cfg.Reload {
 		dirs := cfg.ReloadDirs
 		if len(dirs) == 0 {
@@ -150,6 +194,11 @@ func supervise(cfg *Config, app *adapted) int {
 	// On SIGTERM the supervisor lets go of the listener first: once the
 	// workers have let go of theirs (each as its drain begins), a new
 	// connection is refused at once rather than queued for no one.
-	sup.Stopping = func() { lf.Close() }
+	sup.Stopping = func() {
+		notify.Stopping("draining")
+		for _, f := range files {
+			f.Close()
+		}
+	}
 	return sup.Run(stop)
 }

@@ -39,6 +39,8 @@ type pool struct {
 	jobs   chan *job
 	stop   chan struct{}
 	once   sync.Once
+	cut    chan struct{} // closed by Cutoff: a request waits for no thread
+	cutOne sync.Once
 	wg     sync.WaitGroup
 }
 
@@ -63,7 +65,7 @@ var jobs = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)}
 // handler as the application made it) served as loop; guard refuses holds
 // begun on the pool threads.
 func newPool(own, loop http.Handler, threads []http.Handler, guard bool) (http.Handler, *pool) {
-	p := &pool{loop: loop, guard: guard, jobs: make(chan *job), stop: make(chan struct{})}
+	p := &pool{loop: loop, guard: guard, jobs: make(chan *job), stop: make(chan struct{}), cut: make(chan struct{})}
 	p.router, _ = own.(LoopRouter)
 	fast := true
 	for _, h := range threads {
@@ -141,10 +143,16 @@ func (p *pool) queue(j *job, gone <-chan struct{}) bool {
 		return true
 	case <-p.stop:
 		return false
+	case <-p.cut:
+		return false
 	case <-gone:
 		return false
 	}
 }
+
+// Cutoff answers 503 every request waiting for a pool thread, and from
+// then on every one that finds none free (wsgi.Pool.Cutoff's rule).
+func (p *pool) Cutoff() { p.cutOne.Do(func() { close(p.cut) }) }
 
 func (p *pool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.router != nil && p.router.OnLoop(r) {

@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/m0serve/m0/internal/bind"
 	"github.com/m0serve/m0/internal/front"
+	"github.com/m0serve/m0/internal/sdnotify"
+	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/wire"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,30 +28,16 @@ import (
 // join and the producers' join share it.
 const DrainTimeout = 5 * time.Second
 
+// CutoffMargin is how long before DrainTimeout the requests still waiting
+// for a thread are answered 503 (Retry-After, Connection: close): time
+// enough for those answers to be written before the process ends.
+const CutoffMargin = 500 * time.Millisecond
+
 // Shutdowner is a piece the drain stops after the listener: a thread pool, a
 // producer, an interpreter flushing its output. Its error names what is
 // still running when ctx ends.
 type Shutdowner interface {
 	Shutdown(ctx context.Context) error
-}
-
-// listen opens the listener for host and port: an IPv4 address listens on
-// IPv4 alone, :: on IPv6 and IPv4 at once, any other IPv6 address on IPv6.
-func listen(host string, port int) (net.Listener, error) {
-	network := "tcp4"
-	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
-		network = "tcp6"
-		if ip.IsUnspecified() {
-			network = "tcp"
-		}
-	} else if ip == nil {
-		network = "tcp"
-	}
-	ln, err := net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
-	if err != nil {
-		return nil, &startupError{Msg: fmt.Sprintf("cannot listen on %s: %v", net.JoinHostPort(host, strconv.Itoa(port)), errors.Unwrap(err))}
-	}
-	return ln, nil
 }
 
 // newHub returns the process's hub for a configuration, or nil when
@@ -117,6 +105,11 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 		finish(nil, draining, drain, who, stderr)
 		return err
 	}
+	// --max-requests: the worker counts what every loop serves.
+	var requests *counter
+	if limit := cfg.requestLimit(); limit > 0 && w != nil && w.Supervised() {
+		requests = newCounter(limit, func(n int64) { w.Due(dueLine(n)) })
+	}
 	// One loop per --threads, each with a handler of its own.
 	var loops []*Loop
 	for i := range cfg.Threads {
@@ -128,6 +121,9 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 		drain = append(drain, l.Drain...)
 		if l, err = wrapLoop(l, cfg, hub, siblings); err != nil {
 			return abort(err)
+		}
+		if requests != nil {
+			l.Handler = requests.wrap(l.Handler)
 		}
 		loops = append(loops, l)
 	}
@@ -152,13 +148,29 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 		}
 	}
 	var ln net.Listener
+	var places []string // the ready line's
 	if w != nil && w.Listener != nil {
 		ln = w.Balance(w.Listener, cfg.NoHandoff)
+		for _, l := range w.Listeners {
+			places = append(places, bind.URLOf(l.Addr(), cfg.Places()...))
+		}
 	} else {
-		var err error
-		if ln, err = listen(cfg.Host, cfg.Port); err != nil {
+		ls, err := openListeners(cfg)
+		if err != nil {
 			return abort(err)
 		}
+		defer closeListeners(ls) // after the drain: a unix socket's file goes
+		removePID, err := writePID(cfg.PIDFile)
+		if err != nil {
+			closeListeners(ls)
+			return abort(err)
+		}
+		defer removePID()
+		lns := make([]net.Listener, len(ls))
+		for i, l := range ls {
+			lns[i], places = l, append(places, l.URL())
+		}
+		ln = sock.Merge(lns...)
 	}
 	servers := make([]front.Server, len(loops))
 	served := make(chan error, len(loops))
@@ -179,12 +191,16 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 		runs = startProducer(producer, newPublisher(hub), cfg.AppTick)
 		drain = append([]Shutdowner{runs}, drain...)
 	}
-	fmt.Fprintln(stdout, banner(plan, app, ln.Addr()))
+	fmt.Fprintln(stdout, banner(plan, app, places))
 	var gone <-chan struct{}
 	if w != nil {
 		w.Ready()
 		gone = w.Gone()
 	}
+	notify := notifier() // nil in a worker: its supervisor notifies
+	notify.Ready("serving on " + strings.Join(places, ", "))
+	stopWatchdog := watchdog(notify)
+	defer stopWatchdog()
 
 	var failed error
 	select {
@@ -195,6 +211,7 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 			failed = &startupError{Msg: "serving stopped: " + err.Error()}
 		}
 	}
+	notify.Stopping("draining")
 	if q, ok := ln.(interface{ Quiesce() }); ok {
 		q.Quiesce() // siblings stop handing this worker connections
 	}
@@ -251,6 +268,24 @@ func finish(servers []front.Server, draining []func(), drain []Shutdowner, who s
 	for _, f := range draining {
 		f()
 	}
+	// Before the bound, the requests still waiting for a thread are
+	// answered 503 rather than cut unanswered with the process: as long
+	// before it as requests have lately held a thread, and a margin, so
+	// that the ones still given a thread finish within it.
+	lead := CutoffMargin
+	for _, d := range drain {
+		if e, ok := d.(interface{ Expected() time.Duration }); ok {
+			lead = max(lead, CutoffMargin+e.Expected())
+		}
+	}
+	cut := time.AfterFunc(max(DrainTimeout-lead, 0), func() {
+		for _, d := range drain {
+			if c, ok := d.(interface{ Cutoff() }); ok {
+				c.Cutoff()
+			}
+		}
+	})
+	defer cut.Stop()
 	var wg sync.WaitGroup
 	inFlight := make(chan struct{}, len(servers))
 	for _, s := range servers {
@@ -311,25 +346,41 @@ func stopped(stop chan os.Signal) bool {
 	}
 }
 
-// banner is the ready line.
-func banner(p *Plan, app *adapted, addr net.Addr) string {
+// banner is the ready line; places are where the server listens, as
+// bind.URLOf names them.
+func banner(p *Plan, app *adapted, places []string) string {
 	c := p.Config
-	host := c.Host
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	port := c.Port
-	if a, ok := addr.(*net.TCPAddr); ok {
-		port = a.Port
-	}
 	name, protocol, mode := app.Banner(p)
 	workers := fmt.Sprintf("workers=%d", c.Workers)
 	if c.Threads > 1 {
 		workers += fmt.Sprintf(" threads=%d", c.Threads)
 	}
-	line := fmt.Sprintf("🔥 m0serve: %s on http://%s:%d (protocol=%s %s)", name, host, port, protocol, workers)
+	line := fmt.Sprintf("🔥 m0serve: %s on %s (protocol=%s %s)", name, strings.Join(places, ", "), protocol, workers)
 	if mode != "" {
 		line += " " + mode // none when every mount is a hold
 	}
 	return line
+}
+
+// watchdog sends the service manager WATCHDOG=1 as often as it asks, until
+// the function it returns is called.
+func watchdog(n *sdnotify.Notifier) (stop func()) {
+	every := n.WatchdogEvery()
+	if every <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				n.Watchdog()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
 }

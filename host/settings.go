@@ -3,11 +3,13 @@ package host
 import (
 	"fmt"
 	"net"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/m0serve/m0/internal/bind"
 	"github.com/m0serve/m0/internal/wire"
 	"github.com/m0serve/m0/static"
 )
@@ -116,6 +118,42 @@ var settings = []setting{
 		c.Port = n
 		return nil
 	}},
+	{name: "bind", env: "M0_BIND", multi: true, arg: "ADDR", usage: "where to listen: HOST:PORT, unix:PATH or fd://N (repeatable; M0_BIND: comma-separated); in place of --host and --port", set: func(c *Config, v string) error {
+		for _, one := range strings.Split(v, ",") {
+			s, err := bind.Parse(strings.TrimSpace(one))
+			if err != nil {
+				return err
+			}
+			c.Binds = append(c.Binds, s)
+		}
+		return nil
+	}},
+	{name: "uds", env: "M0_UDS", arg: "PATH", usage: "listen on the unix socket PATH, as --bind unix:PATH", set: func(c *Config, v string) error {
+		if _, err := bind.Parse("unix:" + v); err != nil {
+			return err
+		}
+		c.UDS = v
+		return nil
+	}},
+	{name: "unix-mode", env: "M0_UNIX_MODE", def: "666", arg: "OCTAL", usage: "file mode of the unix sockets m0serve makes", set: func(c *Config, v string) error {
+		n, err := strconv.ParseUint(strings.TrimPrefix(v, "0o"), 8, 32)
+		if err != nil || n > 0o777 || n == 0 {
+			return fmt.Errorf("want an octal mode from 1 to 777 such as 660, not %q", v)
+		}
+		c.UnixMode = os.FileMode(n)
+		return nil
+	}},
+	{name: "backlog", env: "M0_BACKLOG", def: "somaxconn", arg: "N", usage: "the listen queue of each socket (somaxconn: the kernel's limit)", set: func(c *Config, v string) error {
+		if v == "somaxconn" {
+			c.Backlog = 0
+			return nil
+		}
+		return setCount(func(c *Config) *int { return &c.Backlog }, 1)(c, v)
+	}},
+	{name: "pid", env: "M0_PID_FILE", arg: "FILE", usage: "write the main process's pid to FILE (removed at exit)", set: func(c *Config, v string) error {
+		c.PIDFile = v
+		return nil
+	}},
 	{name: "app-dir", def: ".", arg: "DIR", usage: "directory put first on sys.path", set: func(c *Config, v string) error {
 		c.AppDir = v
 		return nil
@@ -167,6 +205,10 @@ var settings = []setting{
 	{name: "body-timeout", env: "M0_BODY_TIMEOUT", def: "30", arg: "SECONDS", usage: "a body still arriving this long after its headers gets 408 (0: never)", set: setDuration(func(c *Config) *time.Duration { return &c.BodyTimeout })},
 	{name: "idle-timeout", def: "60", arg: "SECONDS", usage: "close idle keep-alive connections, and responses the client stops reading (0: never)", set: setDuration(func(c *Config) *time.Duration { return &c.IdleTimeout })},
 	{name: "max-keepalive-requests", env: "M0_MAX_KEEPALIVE_REQUESTS", def: "0", arg: "N", usage: "close a connection after N requests (0: never)", set: setCount(func(c *Config) *int { return &c.MaxKeepaliveRequests }, 0)},
+	{name: "max-requests", env: "M0_MAX_REQUESTS", def: "0", arg: "N", usage: "replace a worker once it has served N requests (0: never); runs a supervisor", set: setCount(func(c *Config) *int { return &c.MaxRequests }, 0)},
+	{name: "max-requests-jitter", env: "M0_MAX_REQUESTS_JITTER", def: "0", arg: "J", usage: "add up to J to each worker's --max-requests, so that workers are not replaced together", set: setCount(func(c *Config) *int { return &c.MaxRequestsJitter }, 0)},
+	{name: "workers-max-rss", env: "M0_WORKERS_MAX_RSS", def: "0", arg: "MIB", usage: "replace a worker whose resident memory passes MIB mebibytes (0: never); runs a supervisor", set: setCount(func(c *Config) *int { return &c.WorkersMaxRSS }, 0)},
+	{name: "workers-lifetime", env: "M0_WORKERS_LIFETIME", def: "0", arg: "SECONDS", usage: "replace a worker once it has served this long (0: never); runs a supervisor", set: setDuration(func(c *Config) *time.Duration { return &c.WorkersLifetime })},
 	{name: "access-log", env: "M0_ACCESS_LOG", def: "false", usage: "one JSON line per response on stdout", set: setBool(func(c *Config) *bool { return &c.AccessLog })},
 	{name: "health-path", def: "", arg: "PATH", usage: "answer a liveness JSON at PATH, before Python", set: func(c *Config, v string) error {
 		if v != "" && !strings.HasPrefix(v, "/") {

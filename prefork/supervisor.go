@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +32,9 @@ const (
 	// Exited: the process ended (Status says how). It is a worker's last
 	// event.
 	Exited
+	// Due: the worker asks to be replaced (it has served its
+	// --max-requests); Text says why.
+	Due
 )
 
 // Event is one report of a worker process.
@@ -86,7 +90,39 @@ type Supervisor struct {
 	// Stopping, if set, is called when stop receives, before the workers
 	// are told: no worker is started after it.
 	Stopping func()
+	// Ready, if set, is called when every worker serves: once they all
+	// have at first, and again after each reload, when the new workers
+	// all serve or the change did not load and the old ones serve on.
+	Ready func()
+	// Reloading, if set, is called as a reload begins.
+	Reloading func()
+	// Replace, when it receives, replaces a worker, or with Slot -1 every
+	// worker one at a time (SIGHUP): see Replacement.
+	Replace <-chan Replacement
+	// MaxRSS (bytes) and Lifetime, when above zero, replace a worker whose
+	// resident memory passes MaxRSS, or that has served for Lifetime; both
+	// are looked at every CheckEvery.
+	MaxRSS   int64
+	Lifetime time.Duration
+	// RSS reads a process's resident memory in bytes; nil reads /proc.
+	RSS func(pid int) (int64, error)
 }
+
+// Replacement asks for a worker's replacement. The successor loads the
+// application first; once it has, the worker drains (it stops taking
+// connections, finishes its requests, and its held streams are told to
+// reconnect), and the successor serves in its place as soon as it has
+// exited. Connections that arrive meanwhile wait in the listen queue, or
+// go to the other workers. Replacements happen one at a time, in the order
+// asked; one asked for a worker already waiting for its own is dropped.
+type Replacement struct {
+	Slot int    // the worker, or -1 for every one
+	Why  string // said in the log line: "SIGHUP", "served 1000 requests"
+}
+
+// CheckEvery is how often the supervisor looks at each worker's memory and
+// age, for MaxRSS and Lifetime.
+const CheckEvery = time.Second
 
 // Defaults of a Supervisor's zero fields.
 const (
@@ -115,6 +151,14 @@ type procEvent struct {
 	Event
 }
 
+// replacing is a replacement under way: the successor of old in slot.
+type replacing struct {
+	slot     int
+	old, new *worker
+	why      string
+	done     string // once it is over: "served", "kept" or "respawn"
+}
+
 // Run starts the workers and keeps them serving until stop receives; it
 // then drains them and returns 0. It returns early, with an exit code,
 // when a worker cannot start at first (its code, its message printed
@@ -129,7 +173,35 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 	var retiring []*worker          // the workers a reload replaces
 	starting, reloadAgain := true, false
 	var reloadWhat string
-	everyone := func() []*worker { return append(append(append([]*worker{}, cur...), next...), retiring...) }
+	var queue []Replacement // replacements asked for, in order
+	var repl *replacing     // the one under way
+	everyone := func() []*worker {
+		ws := append(append(append([]*worker{}, cur...), next...), retiring...)
+		if repl != nil {
+			ws = append(ws, repl.new)
+			if repl.old != cur[repl.slot] {
+				ws = append(ws, repl.old)
+			}
+		}
+		return ws
+	}
+	enqueue := func(r Replacement) {
+		for _, q := range queue {
+			if q.Slot == r.Slot {
+				return
+			}
+		}
+		if repl != nil && repl.slot == r.Slot {
+			return
+		}
+		queue = append(queue, r)
+	}
+	var check <-chan time.Time
+	if s.MaxRSS > 0 || s.Lifetime > 0 {
+		t := time.NewTicker(CheckEvery)
+		defer t.Stop()
+		check = t.C
+	}
 	lastFailure := make([]string, s.Workers) // per slot, the text printed last
 
 	for i := range cur {
@@ -141,7 +213,31 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 		}
 		cur[i] = w
 	}
+	announce := true // Ready is owed, once every worker serves
 	for {
+		if reloadAgain && repl == nil && !starting && next == nil && retiring == nil {
+			reloadAgain = false
+			next = s.reload(reloadWhat, ev)
+		}
+		if repl == nil && !starting && next == nil && retiring == nil && len(queue) > 0 {
+			r := queue[0]
+			queue = queue[1:]
+			if old := cur[r.Slot]; old != nil && old.ready && !old.retired {
+				fmt.Fprintf(s.Stderr, "m0serve: replacing worker %d (pid %d): %s\n", r.Slot, old.p.Pid(), r.Why)
+				w, err := s.start(r.Slot, SpawnOptions{Prepare: true, Replaced: true}, ev)
+				if err != nil {
+					fmt.Fprintf(s.Stderr, "m0serve: cannot start worker %d's replacement: %v; it serves on\n", r.Slot, err)
+				} else {
+					repl = &replacing{slot: r.Slot, old: old, new: w, why: r.Why}
+				}
+			}
+		}
+		if announce && repl == nil && !starting && next == nil && retiring == nil && all(cur, func(w *worker) bool { return w != nil && w.ready }) {
+			announce = false
+			if s.Ready != nil {
+				s.Ready()
+			}
+		}
 		select {
 		case <-stop:
 			if s.Stopping != nil {
@@ -149,7 +245,32 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 			}
 			s.stopAll(ev, everyone())
 			return 0
+		case r := <-s.Replace:
+			if r.Slot < 0 {
+				for i := range cur {
+					enqueue(Replacement{Slot: i, Why: r.Why})
+				}
+			} else if r.Slot < len(cur) {
+				enqueue(r)
+			}
+		case <-check:
+			for i, w := range cur {
+				if w == nil || !w.ready || w.retired {
+					continue
+				}
+				if s.Lifetime > 0 && time.Since(w.started) >= s.Lifetime {
+					enqueue(Replacement{Slot: i, Why: fmt.Sprintf("it has served for %s (--workers-lifetime)", s.Lifetime)})
+				} else if s.MaxRSS > 0 {
+					if rss, err := s.rss(w.p.Pid()); err == nil && rss > s.MaxRSS {
+						enqueue(Replacement{Slot: i, Why: fmt.Sprintf("its memory is %d MiB, over %d MiB (--workers-max-rss)", rss>>20, s.MaxRSS>>20)})
+					}
+				}
+			}
 		case what := <-s.Reload:
+			if s.Reloading != nil {
+				s.Reloading()
+			}
+			announce = true
 			if next != nil {
 				// Still loading the last change (stuck at import, say):
 				// it is called off for this one.
@@ -157,7 +278,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 				next = s.reload(what, ev)
 				continue
 			}
-			if starting || retiring != nil {
+			if starting || retiring != nil || repl != nil {
 				reloadAgain, reloadWhat = true, what
 				continue
 			}
@@ -174,7 +295,27 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 			}
 		case e := <-ev:
 			w := e.w
+			if repl != nil && (w == repl.new || w == repl.old) && s.replaced(repl, e, cur, ev) {
+				if e.Kind == Exited && s.Exit != nil {
+					s.Exit(w.slot, w.p.Pid())
+				}
+				if done := repl.done; done != "" {
+					switch done {
+					case "served": // the successor serves
+					case "respawn": // neither serves: as a death
+						cur[repl.slot] = nil
+						slot := repl.slot
+						time.AfterFunc(firstBackoff, func() { respawn <- slot })
+					}
+					repl = nil
+				}
+				continue
+			}
 			switch e.Kind {
+			case Due:
+				if cur[w.slot] == w && !w.retired {
+					enqueue(Replacement{Slot: w.slot, Why: e.Text})
+				}
 			case Ready:
 				w.ready = true
 				if starting && all(cur, func(w *worker) bool { return w != nil && w.ready }) {
@@ -398,4 +539,78 @@ func inReload(w *worker, next []*worker) bool {
 		}
 	}
 	return false
+}
+
+// replaced handles an event of a replacement's worker, and reports whether
+// it did; cur[slot] becomes the successor once the old worker has exited.
+// When the replacement is over it sets r.done.
+func (s *Supervisor) replaced(r *replacing, e procEvent, cur []*worker, ev chan<- procEvent) bool {
+	w := e.w
+	switch {
+	case w == r.new && e.Kind == Prepared:
+		w.prepared = true
+		if r.old.exited {
+			w.p.Go()
+		} else {
+			retire([]*worker{r.old}) // it drains; the successor serves once it is gone
+		}
+	case w == r.new && e.Kind == Ready:
+		w.ready = true
+		cur[r.slot] = w
+		fmt.Fprintf(s.Stderr, "m0serve: worker %d replaced: pid %d serves in place of pid %d\n", r.slot, w.p.Pid(), r.old.p.Pid())
+		r.done = "served"
+	case w == r.new && e.Kind == Failed:
+		w.failure = &e.Event
+		io.WriteString(s.Stderr, e.Text)
+	case w == r.new && e.Kind == Exited:
+		w.exited = true
+		if !r.old.retired && !r.old.exited {
+			s.say(w, e.Event, fmt.Sprintf("worker %d's replacement did not start; worker %d (pid %d) serves on", r.slot, r.slot, r.old.p.Pid()))
+			r.done = "kept"
+		} else {
+			fmt.Fprintf(s.Stderr, "m0serve: worker %d's replacement (pid %d) %s; starting another\n", r.slot, w.p.Pid(), e.Status)
+			r.done = "respawn"
+		}
+	case w == r.old && e.Kind == Exited:
+		w.exited = true
+		if !w.retired {
+			// It died while its successor loaded: the successor serves
+			// as soon as it has.
+			fmt.Fprintf(s.Stderr, "m0serve: worker %d (pid %d) %s while its replacement loaded\n", r.slot, w.p.Pid(), e.Status)
+		}
+		if r.new.prepared {
+			r.new.p.Go()
+		}
+	case w == r.old && e.Kind == Due:
+	case w == r.old && e.Kind == Failed:
+		w.failure = &e.Event
+	default:
+		return false // the old worker's Ready, say: as any worker's
+	}
+	return true
+}
+
+// rss is the resident memory of process pid, in bytes.
+func (s *Supervisor) rss(pid int) (int64, error) {
+	if s.RSS != nil {
+		return s.RSS(pid)
+	}
+	return ProcRSS(pid)
+}
+
+// ProcRSS reads process pid's resident memory from /proc/PID/statm.
+func ProcRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("prefork: /proc/%d/statm: %q", pid, b)
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	return pages * int64(os.Getpagesize()), nil
 }

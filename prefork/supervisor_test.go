@@ -84,20 +84,25 @@ type rig struct {
 	spawns chan *fakeProc
 	stop   chan os.Signal
 	reload chan string
+	repl   chan Replacement
+	ready  chan struct{} // Supervisor.Ready
 	out    *testutil.LockedBuffer
 	code   chan int
 	pid    int
 	onTerm bool
 }
 
-func newRig(t *testing.T, workers int, onTerm bool) *rig {
+func newRig(t *testing.T, workers int, onTerm bool, with ...func(*Supervisor)) *rig {
 	r := &rig{t: t, spawns: make(chan *fakeProc, 64), stop: make(chan os.Signal, 1), reload: make(chan string, 1),
+		repl: make(chan Replacement, 4), ready: make(chan struct{}, 8),
 		out: &testutil.LockedBuffer{}, code: make(chan int, 1), pid: 100, onTerm: onTerm}
 	var mu sync.Mutex
 	s := &Supervisor{
 		Workers: workers,
 		Stderr:  r.out,
 		Reload:  r.reload,
+		Replace: r.repl,
+		Ready:   func() { r.ready <- struct{}{} },
 		Spawn: func(slot int, opts SpawnOptions, report func(Event)) (Proc, error) {
 			mu.Lock()
 			r.pid++
@@ -106,6 +111,9 @@ func newRig(t *testing.T, workers int, onTerm bool) *rig {
 			r.spawns <- p
 			return p, nil
 		},
+	}
+	for _, f := range with {
+		f(s)
 	}
 	go func() { r.code <- s.Run(r.stop) }()
 	return r
@@ -385,6 +393,151 @@ func TestReloadBroken(t *testing.T) {
 			t.Fatal("the next change was not tried")
 		}
 		r.stop <- syscall.SIGTERM
+		if c := r.exitCode(); c != 0 {
+			t.Fatalf("exit %d", c)
+		}
+	})
+}
+
+// TestReplace: a replacement loads first; then the old worker drains, and
+// the successor serves once it has exited; the other worker is left alone.
+func TestReplace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 2, false)
+		ps := r.started(2)
+		r.repl <- Replacement{Slot: 1, Why: "a test"}
+		n := r.spawned()
+		if n.slot != 1 || !n.opts.Prepare || !n.opts.Replaced {
+			t.Fatalf("successor: slot %d, %+v", n.slot, n.opts)
+		}
+		if len(ps[1].signals()) != 0 {
+			t.Fatal("the old worker was told to drain before its successor loaded")
+		}
+		n.report(Event{Kind: Prepared})
+		synctest.Wait()
+		if s := ps[1].signals(); len(s) != 1 || s[0] != syscall.SIGTERM || n.gos() != 0 {
+			t.Fatalf("once prepared: old got %v, successor %d go", s, n.gos())
+		}
+		ps[1].exit("exit status 0")
+		synctest.Wait()
+		if n.gos() != 1 {
+			t.Fatalf("the successor was told to serve %d times once the old one exited", n.gos())
+		}
+		n.report(Event{Kind: Ready})
+		r.none() // the old one's exit is not a death to replace
+		if len(ps[0].signals()) != 0 {
+			t.Fatal("the other worker was signalled")
+		}
+		out := r.out.String()
+		if !strings.Contains(out, "m0serve: replacing worker 1 (pid 102): a test\n") ||
+			!strings.Contains(out, "m0serve: worker 1 replaced: pid 103 serves in place of pid 102\n") {
+			t.Fatalf("stderr: %q", out)
+		}
+		r.stop <- syscall.SIGTERM
+		synctest.Wait()
+		if s := n.signals(); len(s) != 1 || s[0] != syscall.SIGTERM {
+			t.Fatalf("the successor got %v on the stop", s)
+		}
+		ps[0].exit("exit status 0")
+		n.exit("exit status 0")
+		if c := r.exitCode(); c != 0 {
+			t.Fatalf("exit %d", c)
+		}
+	})
+}
+
+// TestRollingReplace: every worker (SIGHUP's Slot -1), one at a time; a
+// successor that cannot load leaves its worker serving, and the next goes
+// on.
+func TestRollingReplace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 3, true)
+		ps := r.started(3)
+		<-r.ready
+		r.repl <- Replacement{Slot: -1, Why: "SIGHUP"}
+		n0 := r.spawned()
+		r.none()                         // one at a time
+		n0.report(Event{Kind: Prepared}) // the old one exits on SIGTERM (onTerm)
+		synctest.Wait()
+		n0.report(Event{Kind: Ready})
+		n1 := r.spawned()
+		if n0.slot != 0 || n1.slot != 1 || n0.gos() != 1 {
+			t.Fatalf("slots %d then %d, go %d", n0.slot, n1.slot, n0.gos())
+		}
+		n1.report(Event{Kind: Failed, Code: 1, Text: "m0serve: ImportError: no\n"})
+		n1.exit("exit status 1")
+		n2 := r.spawned()
+		if n2.slot != 2 {
+			t.Fatalf("after a failed successor: slot %d", n2.slot)
+		}
+		if len(ps[1].signals()) != 0 {
+			t.Fatal("worker 1 was drained though its successor failed")
+		}
+		n2.report(Event{Kind: Prepared})
+		synctest.Wait()
+		n2.report(Event{Kind: Ready})
+		r.none()
+		out := r.out.String()
+		if !strings.Contains(out, "ImportError: no") || !strings.Contains(out, "worker 1's replacement did not start; worker 1 (pid 102) serves on") {
+			t.Fatalf("stderr: %q", out)
+		}
+		select {
+		case <-r.ready:
+			t.Fatal("Ready again after replacements")
+		default:
+		}
+		r.stop <- syscall.SIGTERM
+		if c := r.exitCode(); c != 0 {
+			t.Fatalf("exit %d", c)
+		}
+	})
+}
+
+// TestDueAndLifetime: a worker's Due, and one that has lived Lifetime, are
+// replaced; so is one whose memory passes MaxRSS.
+func TestDueAndLifetime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var big sync.Map
+		r := newRig(t, 2, true, func(s *Supervisor) {
+			s.Lifetime = time.Hour
+			s.MaxRSS = 100 << 20
+			s.RSS = func(pid int) (int64, error) {
+				if _, ok := big.Load(pid); ok {
+					return 200 << 20, nil
+				}
+				return 10 << 20, nil
+			}
+		})
+		ps := r.started(2)
+		ps[0].report(Event{Kind: Due, Text: "it has served 5 requests (--max-requests)"})
+		n := r.spawned()
+		n.report(Event{Kind: Prepared})
+		synctest.Wait()
+		n.report(Event{Kind: Ready})
+		big.Store(ps[1].pid, true)
+		time.Sleep(CheckEvery)
+		m := r.spawned()
+		m.report(Event{Kind: Prepared})
+		synctest.Wait()
+		m.report(Event{Kind: Ready})
+		time.Sleep(time.Hour)
+		l := r.spawned()
+		out := r.out.String()
+		for _, want := range []string{"replacing worker 0 (pid 101): it has served 5 requests (--max-requests)",
+			"replacing worker 1 (pid 102): its memory is 200 MiB, over 100 MiB (--workers-max-rss)",
+			"(pid 103): it has served for 1h0m0s (--workers-lifetime)"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("stderr lacks %q: %q", want, out)
+			}
+		}
+		l.report(Event{Kind: Prepared})
+		synctest.Wait()
+		l.report(Event{Kind: Ready})
+		r.stop <- syscall.SIGTERM
+		synctest.Wait()
+		for _, p := range []*fakeProc{n, m, l} {
+			p.exit("exit status 0")
+		}
 		if c := r.exitCode(); c != 0 {
 			t.Fatalf("exit %d", c)
 		}

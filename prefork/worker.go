@@ -12,8 +12,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/m0serve/m0/internal/sock"
 	"golang.org/x/sys/unix"
 )
+
+// maxListeners bounds the listeners a worker inherits.
+const maxListeners = 64
 
 // WorkerEnv names a worker to itself: "N/WORKERS", then "/prepare" or
 // "/replaced" when SpawnOptions say so. A worker reads it and removes it
@@ -42,21 +46,25 @@ const (
 	msgReady    = "ready"
 	msgPrepared = "prepared"
 	msgFailed   = "failed " // then the exit code, a newline and the text
+	msgDue      = "due "    // then why the worker asks to be replaced
 	msgGo       = "go"
 )
 
 // Mesh is what the supervisor makes once and every worker inherits: the
-// listener, the page, and each worker's inbox with its write end.
+// listeners, the page, and each worker's inbox with its write end.
 type Mesh struct {
 	Listener *os.File
+	// More are the listeners after the first (several --bind places):
+	// each worker serves them all.
+	More     []*os.File
 	Page     *Page
 	inboxes  []*os.File // read ends, kept for replacements
 	outboxes []*os.File // write ends
 }
 
 // NewMesh makes the page and an inbox per worker, around the listener's
-// descriptor.
-func NewMesh(listener *os.File, workers int) (*Mesh, error) {
+// descriptor and any more listeners'.
+func NewMesh(listener *os.File, workers int, more ...*os.File) (*Mesh, error) {
 	if workers > MaxWorkers {
 		return nil, fmt.Errorf("prefork: at most %d workers", MaxWorkers)
 	}
@@ -64,7 +72,7 @@ func NewMesh(listener *os.File, workers int) (*Mesh, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Mesh{Listener: listener, Page: page}
+	m := &Mesh{Listener: listener, More: more, Page: page}
 	for range workers {
 		in, out, err := socketpair(unix.SOCK_DGRAM)
 		if err != nil {
@@ -120,9 +128,12 @@ func (m *Mesh) Exec(argv, env []string, stdout, stderr *os.File) Spawner {
 		if opts.Replaced {
 			name += "/replaced"
 		}
+		if len(m.More) > 0 {
+			name += fmt.Sprintf("/listeners=%d", 1+len(m.More))
+		}
 		files := []*os.File{os.Stdin, stdout, stderr, m.Listener, m.Page.File(), theirs, m.inboxes[slot]}
 		var fds []uintptr
-		for _, f := range append(files, m.outboxes...) {
+		for _, f := range append(append(files, m.outboxes...), m.More...) {
 			fd, err := rawFd(f)
 			if err != nil {
 				mine.Close()
@@ -208,6 +219,8 @@ func (p *execProc) watch(report func(Event)) {
 				report(Event{Kind: Ready})
 			case m == msgPrepared:
 				report(Event{Kind: Prepared})
+			case strings.HasPrefix(m, msgDue):
+				report(Event{Kind: Due, Text: m[len(msgDue):]})
 			case strings.HasPrefix(m, msgFailed):
 				code, text, _ := strings.Cut(m[len(msgFailed):], "\n")
 				c, err := strconv.Atoi(code)
@@ -240,8 +253,11 @@ type Worker struct {
 	// only when Prepared returns.
 	Prepare  bool
 	Listener net.Listener
-	Page     *Page
-	Bus      *Bus
+	// Listeners are the listeners Listener serves, each: one, or one per
+	// place the supervisor listens on.
+	Listeners []net.Listener
+	Page      *Page
+	Bus       *Bus
 
 	ctrl    *net.UnixConn // nil in a process without a supervisor
 	goCh    chan struct{}
@@ -269,20 +285,37 @@ func Inherited() (*Worker, error) {
 	if err1 != nil || err2 != nil || w.Workers < 1 || w.Workers > MaxWorkers || w.Index < 0 || w.Index >= w.Workers {
 		return nil, fmt.Errorf("prefork: %s=%q is not N/WORKERS", WorkerEnv, name)
 	}
+	listeners := 1
 	for _, p := range parts[2:] {
 		w.Prepare = w.Prepare || p == "prepare"
 		w.Replaced = w.Replaced || p == "replaced"
+		if n, ok := strings.CutPrefix(p, "listeners="); ok {
+			if k, err := strconv.Atoi(n); err == nil && k >= 1 && k <= maxListeners {
+				listeners = k
+			} else {
+				return nil, fmt.Errorf("prefork: %s=%q names no count of listeners", WorkerEnv, name)
+			}
+		}
 	}
-	for fd := fdListener; fd < fdBus+w.Workers; fd++ {
+	end := fdBus + w.Workers + listeners - 1
+	for fd := fdListener; fd < end; fd++ {
 		unix.CloseOnExec(fd) // nothing the worker starts holds them unless passed
 	}
-	lf := os.NewFile(fdListener, "listener")
-	ln, err := net.FileListener(lf)
-	lf.Close()
-	if err != nil {
-		return nil, fmt.Errorf("prefork: the inherited listener: %w", err)
+	fds := []int{fdListener}
+	for i := 1; i < listeners; i++ {
+		fds = append(fds, fdBus+w.Workers+i-1)
 	}
-	w.Listener = ln
+	for _, fd := range fds {
+		lf := os.NewFile(uintptr(fd), "listener")
+		ln, err := net.FileListener(lf)
+		lf.Close()
+		if err != nil {
+			return nil, fmt.Errorf("prefork: the inherited listener: %w", err)
+		}
+		w.Listeners = append(w.Listeners, ln)
+	}
+	w.Listener = sock.Merge(w.Listeners...)
+	var err error
 	if w.Page, err = OpenPage(os.NewFile(fdPage, "m0-page")); err != nil {
 		return nil, err
 	}
@@ -351,6 +384,10 @@ func (w *Worker) tell(m string) {
 
 // Ready tells the supervisor the worker serves.
 func (w *Worker) Ready() { w.tell(msgReady) }
+
+// Due asks the supervisor to replace this worker; why is said in its log
+// line. The worker serves on until it is told to drain.
+func (w *Worker) Due(why string) { w.tell(msgDue + why) }
 
 // maxFailure bounds the text of a failure sent to the supervisor.
 const maxFailure = 128 << 10

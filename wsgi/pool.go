@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/wire"
@@ -52,20 +54,36 @@ func poolSize(n int) int {
 // returns ErrClosed.
 func (p *Pool) Shutdown(ctx context.Context) error { return p.slots.shutdown(ctx) }
 
+// Expected is how long a request has held a thread lately (a decaying
+// maximum): a drain cuts off the waiting requests that long before its
+// bound, so that the ones still given a thread can finish within it.
+func (p *Pool) Expected() time.Duration { return time.Duration(p.slots.longest.Load()) }
+
+// Cutoff answers 503 (Retry-After, Connection: close) every request of
+// the pool's handlers waiting for a thread, and from then on every one
+// that finds none free: a server calls it shortly before its drain's bound
+// would end the process with them unanswered. Requests running Python
+// finish as before.
+func (p *Pool) Cutoff() { p.slots.cutoff() }
+
 // pool bounds how many requests run Python at once: one slot per Python
 // thread. A request takes a slot, locks its goroutine to its OS thread and
 // runs the application there, on that thread's own thread state; no
 // request changes OS threads midway, and none waits for a hand-off. When
 // every slot is taken, requests wait in Go.
 type pool struct {
-	slots  chan int // the free slots
-	closed chan struct{}
-	once   sync.Once
-	n      int
+	slots   chan int // the free slots
+	closed  chan struct{}
+	once    sync.Once
+	cut     chan struct{} // closed by Cutoff: a request waits for no slot
+	cutOne  sync.Once
+	n       int
+	began   []int64      // per slot, when its request took it (Unix ns)
+	longest atomic.Int64 // a decaying maximum of how long a request held its slot (ns)
 }
 
 func newPool(n int) *pool {
-	p := &pool{slots: make(chan int, n), closed: make(chan struct{}), n: n}
+	p := &pool{slots: make(chan int, n), closed: make(chan struct{}), cut: make(chan struct{}), n: n, began: make([]int64, n)}
 	for i := range n {
 		p.slots <- i
 	}
@@ -81,20 +99,41 @@ func (p *pool) acquire(ctx context.Context) (int, bool) {
 	}
 	select {
 	case i := <-p.slots: // a free slot: no need to watch ctx (its Done costs net/http a channel)
+		p.began[i] = time.Now().UnixNano()
 		return i, true
 	default:
 	}
 	select {
 	case i := <-p.slots:
+		p.began[i] = time.Now().UnixNano()
 		return i, true
 	case <-ctx.Done():
 		return 0, false
 	case <-p.closed:
 		return 0, false
+	case <-p.cut:
+		return 0, false
 	}
 }
 
-func (p *pool) release(i int) { p.slots <- i }
+// cutoff makes every request waiting for a slot, and every one after that
+// finds none free, give up: answered 503 rather than cut unanswered when
+// the drain's bound ends the process.
+func (p *pool) cutoff() { p.cutOne.Do(func() { close(p.cut) }) }
+
+func (p *pool) release(i int) {
+	d := time.Now().UnixNano() - p.began[i]
+	// The longest recent hold, decaying by a sixteenth a request: one slow
+	// request long ago does not count for ever.
+	for {
+		old := p.longest.Load()
+		next := max(d, old-old/16)
+		if p.longest.CompareAndSwap(old, next) {
+			break
+		}
+	}
+	p.slots <- i
+}
 
 // shutdown refuses new requests and waits for the running ones to leave
 // their threads, or for ctx to end; its error then names the threads still

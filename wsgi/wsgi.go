@@ -151,3 +151,7 @@ func New(handle *m0.App, opts *Options) *Handler {
 // ErrClosed. On a shared pool it is the pool's Shutdown: every handler on
 // the pool stops.
 func (h *Handler) Shutdown(ctx context.Context) error { return h.pool.Shutdown(ctx) }
+
+// Cutoff is the pool's (Pool.Cutoff): the requests waiting for a thread
+// are answered 503 now.
+func (h *Handler) Cutoff() { h.pool.Cutoff() }

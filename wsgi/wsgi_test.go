@@ -552,6 +552,44 @@ func TestShutdown(t *testing.T) {
 	})
 }
 
+// TestCutoff: a request waiting for a thread when Cutoff comes is
+// answered 503 with Retry-After and Connection: close; the one running
+// Python finishes; after it, one that finds the thread free runs.
+func TestCutoff(t *testing.T) {
+	both(t, func(t *testing.T, fe string) {
+		s := serve(t, fe, "sleep", &wsgi.Options{Threads: 1})
+		done := make(chan string)
+		go func() {
+			_, body := get(t, s.URL+"/?1")
+			done <- body
+		}()
+		time.Sleep(200 * time.Millisecond) // the slow request takes the one thread
+		waiting := make(chan *http.Response)
+		go func() {
+			r, err := http.Get(s.URL + "/?0")
+			if err != nil {
+				t.Error(err)
+				waiting <- nil
+				return
+			}
+			r.Body.Close()
+			waiting <- r
+		}()
+		time.Sleep(200 * time.Millisecond) // it waits for the thread
+		s.h.Cutoff()
+		r := <-waiting
+		if r == nil || r.StatusCode != 503 || r.Header.Get("Retry-After") != "1" || !r.Close {
+			t.Fatalf("the waiting request: %+v", r)
+		}
+		if body := <-done; body != "slept" {
+			t.Errorf("the running one: %q", body)
+		}
+		if _, body := get(t, s.URL+"/?0"); body != "slept" {
+			t.Errorf("a request that finds the thread free after the cut-off: %q", body)
+		}
+	})
+}
+
 func TestExcInfo(t *testing.T) {
 	both(t, func(t *testing.T, fe string) {
 		s := serve(t, fe, "exc_keyword", nil)

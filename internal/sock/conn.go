@@ -159,3 +159,80 @@ func WithFD(c net.Conn, f func(fd uintptr)) error {
 	}
 	return rc.Control(f)
 }
+
+// Merge returns one listener for several: Accept returns a connection of
+// any of them, and Close closes them all, the connections they accepted
+// before it returned by Accept first, so that none is dropped unserved.
+// Each is accepted from as AcceptLoop does. One listener is itself.
+func Merge(lns ...net.Listener) net.Listener {
+	if len(lns) == 1 {
+		return lns[0]
+	}
+	m := &merged{lns: lns, conns: make(chan net.Conn, mergeQueue), stopping: make(chan struct{}), closed: make(chan struct{})}
+	m.accepting.Add(len(lns))
+	for _, ln := range lns {
+		go func() {
+			defer m.accepting.Done()
+			AcceptLoop(ln, m.stopping, m.place)
+		}()
+	}
+	return m
+}
+
+// mergeQueue is how many accepted connections may wait for Accept.
+const mergeQueue = 64
+
+type merged struct {
+	lns       []net.Listener
+	conns     chan net.Conn
+	stopping  chan struct{} // closed as Close begins
+	accepting sync.WaitGroup
+	closed    chan struct{} // closed once every accepted connection is in conns
+	once      sync.Once
+	err       error
+}
+
+// place queues c for Accept; once Close has begun, a connection there is
+// no room for is closed.
+func (m *merged) place(c net.Conn) {
+	select {
+	case m.conns <- c:
+	case <-m.stopping:
+		select {
+		case m.conns <- c:
+		default:
+			c.Close()
+		}
+	}
+}
+
+func (m *merged) Accept() (net.Conn, error) {
+	select {
+	case c := <-m.conns:
+		return c, nil
+	case <-m.closed:
+	}
+	select {
+	case c := <-m.conns:
+		return c, nil
+	default:
+		return nil, net.ErrClosed
+	}
+}
+
+func (m *merged) Close() error {
+	m.once.Do(func() {
+		close(m.stopping)
+		var errs []error
+		for _, ln := range m.lns {
+			errs = append(errs, ln.Close())
+		}
+		m.err = errors.Join(errs...)
+		m.accepting.Wait()
+		close(m.closed)
+	})
+	return m.err
+}
+
+// Addr is the first listener's address.
+func (m *merged) Addr() net.Addr { return m.lns[0].Addr() }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -140,5 +141,64 @@ func TestAcceptRetryEnds(t *testing.T) {
 				t.Fatalf("Accept returned %v, want net.ErrClosed", err)
 			}
 		})
+	}
+}
+
+// TestMerge: one listener for two, a TCP one and a unix one; a connection
+// accepted below before Close is still returned by Accept after it.
+func TestMerge(t *testing.T) {
+	a, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := net.Listen("unix", filepath.Join(t.TempDir(), "m.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Merge(a, b)
+	if m.Addr() != a.Addr() {
+		t.Errorf("Addr %v, want the first's", m.Addr())
+	}
+	if Merge(a) != a {
+		t.Error("Merge of one is not itself")
+	}
+	seen := map[string]bool{}
+	for _, ln := range []net.Listener{a, b} {
+		c, err := net.Dial(ln.Addr().Network(), ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		got, err := m.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[got.LocalAddr().Network()] = true
+		got.Close()
+	}
+	if !seen["tcp"] || !seen["unix"] {
+		t.Errorf("accepted from %v", seen)
+	}
+	// Accepted below, not yet by the server: Close keeps it for Accept.
+	c, err := net.Dial("tcp", a.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(m.(*merged).conns) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	m.Close()
+	got, err := m.Accept()
+	if err != nil {
+		t.Fatalf("the connection accepted before Close: %v", err)
+	}
+	got.Close()
+	if _, err := m.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("after: %v", err)
+	}
+	if _, err := net.Dial("tcp", a.Addr().String()); err == nil {
+		t.Error("the listener below is still open")
 	}
 }

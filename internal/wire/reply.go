@@ -34,6 +34,11 @@ func ErrorBody(status int) string {
 	return strconv.Itoa(status) + "\n"
 }
 
+// RetryAfter is the Retry-After of every 503 the server gives itself (a
+// drain's, a cut-off's): one second, by when another worker, or the one
+// replacing this, serves.
+const RetryAfter = "1"
+
 // Error answers status with ErrorBody on net/http. close also ends the
 // connection after it (a drain's 503).
 func Error(w http.ResponseWriter, status int, close bool) {
@@ -54,6 +59,9 @@ func Answer(w http.ResponseWriter, status int, body string, close bool) {
 	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	h["X-Content-Type-Options"] = []string{"nosniff"}
+	if status == http.StatusServiceUnavailable {
+		h["Retry-After"] = []string{RetryAfter}
+	}
 	if close {
 		h["Connection"] = []string{"close"}
 	}
@@ -68,6 +76,9 @@ func FastAnswer(ctx *fasthttp.RequestCtx, status int, body string, close bool) {
 	resp.SetStatusCode(status)
 	resp.Header.SetContentType("text/plain; charset=utf-8")
 	resp.Header.Set("X-Content-Type-Options", "nosniff")
+	if status == http.StatusServiceUnavailable {
+		resp.Header.Set("Retry-After", RetryAfter)
+	}
 	resp.SetBodyString(body)
 	if close {
 		resp.SetConnectionClose()

@@ -243,7 +243,7 @@ class Server:
     """One m0serve subprocess in its own process group."""
 
     def __init__(self, spec, workdir, app_dir=APPS, blocking_threads=None, env=None,
-                 args=(), validated=False, binary=None):
+                 args=(), validated=False, binary=None, places=None, wrap=(), popen=None):
         self.spec = spec
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -252,7 +252,12 @@ class Server:
         self.validated = validated
         # binary: a Go program on the m0 host (examples/go_host), in place of m0serve.
         self.binary = Path(binary or M0SERVE)
-        self.argv = [str(self.binary), "--host", HOST, "--port", str(self.port)]
+        # places: the arguments that say where to listen, in place of
+        # --host and --port (["--bind", "unix:..."], or [] under socket
+        # activation); wrap: a command that runs m0serve (systemd-socket-activate).
+        where = ["--host", HOST, "--port", str(self.port)] if places is None else list(places)
+        self.argv = [*wrap, str(self.binary), *where]
+        self.popen = popen or {}  # more arguments of Popen (pass_fds)
         if app_dir is not None:  # None: a Go program that loads no Python
             self.argv += ["--app-dir", str(app_dir)]
         if blocking_threads is not None:
@@ -273,7 +278,7 @@ class Server:
             pytest.fail(f"{self.binary} not found (build it: go build -o .bin/ ./cmd/m0serve ./examples/go_host ./examples/mixed ./tests/e2e/nethost)")
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                         cwd=self.workdir, env=self.env, start_new_session=True)
+                                         cwd=self.workdir, env=self.env, start_new_session=True, **self.popen)
         return self
 
     def wait_ready(self, timeout=READY_TIMEOUT):

@@ -169,7 +169,8 @@ def test_help_names_every_variable():
     assert proc.returncode == 0
     for var in ["M0_HOST", "M0_PORT", "M0_WORKERS", "M0_THREADS", "M0_BLOCKING_THREADS", "M0_ACCESS_LOG",
                 "M0_QOS", "M0_SPAWN_WORKERS", "M0_MAX_BODY", "M0_BODY_TIMEOUT", "M0_REPLAY_FRAMES",
-                "M0_MAX_KEEPALIVE_REQUESTS", "M0_PG_LISTEN"]:
+                "M0_MAX_KEEPALIVE_REQUESTS", "M0_PG_LISTEN", "M0_BIND", "M0_UDS", "M0_UNIX_MODE", "M0_BACKLOG",
+                "M0_PID_FILE", "M0_MAX_REQUESTS", "M0_MAX_REQUESTS_JITTER", "M0_WORKERS_MAX_RSS", "M0_WORKERS_LIFETIME"]:
         assert var in proc.stdout, var
     for flag in ["--idle-timeout", "--protocol", "--app-dir", "--mount", "--static", "--static-cache-control",
                  "--static-header", "--health-path", "--metrics", "--realtime", "--reload", "--doctor"]:

@@ -83,3 +83,37 @@ def test_drain_does_not_wait_for_connections_without_a_request(serve):
         took = time.monotonic() - started
     assert rc == 0, server.describe()
     assert took < 2, f"the drain waited {took:.1f}s on an unused connection"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_drain_answers_every_request(serve, workers):
+    """200 one-second requests on the default pool, and SIGTERM: each one
+    is answered, in full or, when it had not begun by the time the drain's
+    five-second bound would cut it, 503 with Retry-After and Connection:
+    close; none is closed unanswered."""
+    server = serve("pep3333:application", args=["--workers", str(workers)], validated=True)
+    n = 200
+
+    def one(_):
+        try:
+            r = requests.get(server.url("/sleep?s=1"), timeout=30, headers={"Connection": "close"})
+        except requests.RequestException as exc:  # closed with no answer
+            return ("unanswered", repr(exc))
+        if r.status_code == 503:
+            assert r.headers.get("Retry-After") == "1" and r.headers.get("Connection") == "close", r.headers
+            return ("503", None)
+        assert r.status_code == 200 and r.text == "slept\n", (r.status_code, r.text)
+        return ("200", None)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=n) as pool:
+        futures = [pool.submit(one, i) for i in range(n)]
+        time.sleep(1.5)  # every request has arrived and waits for a thread, or runs
+        started = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        results = [f.result(timeout=60) for f in futures]
+    took = time.monotonic() - started
+    kinds = {k: sum(1 for r in results if r[0] == k) for k in ("200", "503", "unanswered")}
+    assert kinds["unanswered"] == 0, [r for r in results if r[0] == "unanswered"][:3]
+    assert kinds["200"] >= 10 and kinds["503"] > 0, kinds
+    assert server.wait_exit(STOP_TIMEOUT) == 0, server.describe()
+    assert took < 8, f"the drain took {took:.1f}s"
