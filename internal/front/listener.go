@@ -3,6 +3,7 @@ package front
 import (
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/strict"
+	"github.com/valyala/fasthttp"
 )
 
 // Listener wraps ln so that its connections carry the limits the HTTP
@@ -76,22 +78,79 @@ func (l *limitListener) Close() error {
 // it.
 const UnusedGrace = 250 * time.Millisecond
 
-// closeUnused closes the open connections that have not sent a byte: they
-// carry no request, and a drain need not wait for one (a browser's
-// preconnect, say). A connection accepted less than UnusedGrace ago, or
-// whose first bytes are waiting to be read, is left to be served.
-func (l *limitListener) closeUnused() {
+// KeptGrace is how long a drain leaves a kept-alive connection idle
+// before it closes it: a client under load sends its next request within
+// it, and is answered with Connection: close; one that sends later finds
+// the connection closed before it sends, as after an idle timeout.
+const KeptGrace = 500 * time.Millisecond
+
+// closeQuiet closes the open connections that carry no request, and
+// returns how many are left that are not held streams. A connection that
+// has not sent a byte carries none (a browser's preconnect, say), once
+// UnusedGrace has passed since its accept; a kept-alive one carries none
+// once it has been idle for KeptGrace. One whose next bytes are waiting
+// to be read is left to be served.
+func (l *limitListener) closeQuiet() int {
 	l.mu.Lock()
-	var unused []*limitConn
+	var quiet []*limitConn
+	left := 0
+	now := time.Now()
 	for c := range l.conns {
-		if !c.readAny.Load() && time.Since(c.accepted) >= UnusedGrace && !sock.Pending(c.Conn) {
-			unused = append(unused, c)
+		switch st := connPhase(c.phase.Load()); {
+		case st == phaseHijacked:
+			continue
+		case !c.readAny.Load() && now.Sub(c.accepted) >= UnusedGrace,
+			st == phaseIdle && now.Sub(time.Unix(0, c.idleSince.Load())) >= KeptGrace:
+			if !sock.Pending(c.Conn) {
+				quiet = append(quiet, c)
+				continue
+			}
 		}
+		left++
 	}
 	l.mu.Unlock()
-	for _, c := range unused {
+	for _, c := range quiet {
 		c.Close()
 	}
+	return left
+}
+
+// connPhase is where a connection is between requests, as its server
+// reports it (ConnState).
+type connPhase int32
+
+const (
+	phaseNew connPhase = iota
+	phaseActive
+	phaseIdle
+	phaseHijacked
+	phaseClosed
+)
+
+func connState[S fasthttp.ConnState | http.ConnState](st S) connPhase {
+	switch int(st) { // the two servers number their states alike
+	case int(http.StateActive):
+		return phaseActive
+	case int(http.StateIdle):
+		return phaseIdle
+	case int(http.StateHijacked):
+		return phaseHijacked
+	case int(http.StateClosed):
+		return phaseClosed
+	}
+	return phaseNew
+}
+
+// track records a connection's phase, for closeQuiet.
+func track(c net.Conn, p connPhase) {
+	lc, ok := c.(*limitConn)
+	if !ok {
+		return
+	}
+	if p == phaseIdle {
+		lc.idleSince.Store(time.Now().UnixNano())
+	}
+	lc.phase.Store(int32(p))
 }
 
 // limitConn bounds a send that makes no progress, and lingers on a refused
@@ -101,10 +160,12 @@ type limitConn struct {
 	send sock.SendWindow // IdleTimeout wide
 	// explicit: a caller set a write deadline of its own, which Write
 	// keeps rather than renewing its window over it.
-	explicit atomic.Bool
-	readAny  atomic.Bool // a byte has arrived
-	accepted time.Time
-	refused  atomic.Bool
+	explicit  atomic.Bool
+	readAny   atomic.Bool // a byte has arrived
+	accepted  time.Time
+	phase     atomic.Int32 // a connPhase
+	idleSince atomic.Int64 // Unix nanoseconds, when phase last became phaseIdle
+	refused   atomic.Bool
 	// started is when the first bytes of the request being read arrived
 	// (Unix nanoseconds): a Read with data after a Write begins a request.
 	started atomic.Int64

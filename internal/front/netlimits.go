@@ -36,6 +36,7 @@ func netLimits(h http.Handler, lim Limits) *http.Server {
 		// OPTIONS * is answered by limitHandler (strictNet), after the
 		// request count, as on fasthttp.
 		DisableGeneralOptionsHandler: true,
+		ConnState:                    func(c net.Conn, st http.ConnState) { track(c, connState(st)) },
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, observe.ConnKey{}, &observe.Conn{Conn: c})
 		},

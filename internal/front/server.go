@@ -36,12 +36,27 @@ const IdleTimeout = 60 * time.Second
 // New returns the server a worker serves h with, within lim, on a
 // listener it wraps with lim.Listener.
 func New(h http.Handler, lim Limits) Server {
+	ls := &limitedServer{lim: lim, served: make(chan struct{})}
 	if fh, ok := h.(FastHandler); ok {
 		srv := FastServer(fh, lim)
-		return &limitedServer{serve: srv.Serve, shutdown: srv.ShutdownWithContext, lim: lim}
+		inner := srv.Handler
+		srv.Handler = func(ctx *fasthttp.RequestCtx) {
+			inner(ctx)
+			if ls.draining.Load() {
+				ctx.SetConnectionClose() // its last answer
+			}
+		}
+		ls.serve, ls.shutdown = srv.Serve, srv.ShutdownWithContext
+		return ls
 	}
-	srv := netLimits(h, lim)
-	return &limitedServer{serve: srv.Serve, shutdown: srv.Shutdown, lim: lim}
+	srv := netLimits(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ls.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	}), lim)
+	ls.serve, ls.shutdown = srv.Serve, srv.Shutdown
+	return ls
 }
 
 // KeepsHijackedConns is whether FastServer's server leaves a hijacked
@@ -72,6 +87,7 @@ func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
 		// net/http's does: the client does not send its next request on
 		// a connection that is closing.
 		CloseOnShutdown: true,
+		ConnState:       func(c net.Conn, st fasthttp.ConnState) { track(c, connState(st)) },
 		Logger:          log.New(io.Discard, "", 0),
 	}
 	fastLimits(s, lim, obs)
@@ -85,37 +101,52 @@ type limitedServer struct {
 	serve    func(net.Listener) error
 	shutdown func(context.Context) error
 	lim      Limits
-	ln       atomic.Value // the net.Listener served
+	ln       atomic.Value  // the net.Listener served
+	served   chan struct{} // closed when Serve returns: nothing more is accepted
+	draining atomic.Bool   // every answer from now on is its connection's last
 }
 
 func (s *limitedServer) Serve(ln net.Listener) error {
+	defer close(s.served)
 	l := s.lim.Listener(strict.Listen(ln, s.lim.maxBody()))
 	s.ln.Store(l)
 	return s.serve(l)
 }
 
+// Shutdown drains the server without cutting a request: it stops
+// accepting, answers every request from now on with Connection: close (the
+// client sends its next one elsewhere), and closes only the connections
+// that carry none (one that never sent a byte after UnusedGrace, a
+// kept-alive one idle for KeptGrace), until none is left but the held
+// streams, which are the hub's to drain. Both servers' own shutdowns would
+// close every idle kept-alive connection at once, under a client that is
+// sending its next request on it. Past ctx, the server's shutdown says
+// what is still in flight.
 func (s *limitedServer) Shutdown(ctx context.Context) error {
-	return drainUnused(ctx, s.ln.Load(), s.shutdown)
-}
-
-// drainUnused runs a server's shutdown, closing meanwhile every connection
-// that never sent a byte: both servers otherwise wait on such a connection
-// for seconds, though it carries no request.
-func drainUnused(ctx context.Context, ln any, shutdown func(context.Context) error) error {
-	l, ok := ln.(*limitListener)
+	s.draining.Store(true)
+	l, ok := s.ln.Load().(*limitListener)
 	if !ok {
-		return shutdown(ctx)
+		return s.shutdown(ctx)
 	}
-	done := make(chan error, 1)
-	go func() { done <- shutdown(ctx) }()
-	tick := time.NewTicker(50 * time.Millisecond)
+	l.Close()
+	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		l.closeUnused()
+		accepting := true
 		select {
-		case err := <-done:
-			return err
+		case <-s.served:
+			accepting = false
+		default:
+		}
+		if l.closeQuiet() == 0 && !accepting {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return s.shutdown(ctx)
 		case <-tick.C:
+			continue
 		}
 	}
+	return s.shutdown(ctx)
 }

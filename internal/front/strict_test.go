@@ -199,7 +199,7 @@ func TestStrictUnfinishedHeadNotUnused(t *testing.T) {
 	got := make(chan error, 1)
 	go func() { _, err := sc.Read(make([]byte, 4096)); got <- err }()
 	time.Sleep(UnusedGrace + 100*time.Millisecond)
-	ll.closeUnused()
+	ll.closeQuiet()
 	select {
 	case err := <-got:
 		t.Errorf("a connection that had sent %d bytes of a head was closed as unused: %v", len("POST /upload HTTP/1.1\r\nHost: x\r\n"), err)

@@ -2,8 +2,10 @@
 the application loaded anew), --max-requests with its jitter,
 --workers-lifetime and --workers-max-rss. A successor loads the application
 before the worker it replaces drains, so that under a steady load every
-request is answered: the tests count them. Clients open a connection per
-request here (Connection: close)."""
+request is answered: the tests count them, with clients that open a
+connection per request (Connection: close) and clients that keep theirs
+alive: a worker being replaced answers each kept-alive connection's next
+request with Connection: close, and closes none under a request."""
 
 import re
 import signal
@@ -14,6 +16,7 @@ import pytest
 import requests
 
 from conftest import HTTP_TIMEOUT, wait_until
+from test_realtime import SSE
 
 REPLACING_RE = re.compile(r"^m0serve: replacing worker (\d+) \(pid (\d+)\): (.*)$", re.M)
 REPLACED_RE = re.compile(r"^m0serve: worker (\d+) replaced: pid (\d+) serves in place of pid (\d+)$", re.M)
@@ -41,8 +44,9 @@ class Load:
     """A steady load: threads each sending one request after another, a new
     connection for each; every answer is recorded, and every failure."""
 
-    def __init__(self, server, threads=4, path="/"):
+    def __init__(self, server, threads=4, path="/", keepalive=False):
         self.url = server.url(path)
+        self.keepalive = keepalive
         self.ok, self.failed, self.seen = 0, [], []
         self.lock = threading.Lock()
         self.done = threading.Event()
@@ -51,9 +55,11 @@ class Load:
             t.start()
 
     def _run(self):
+        session = requests.Session()
+        headers = {} if self.keepalive else {"Connection": "close"}
         while not self.done.is_set():
             try:
-                r = requests.get(self.url, timeout=HTTP_TIMEOUT, headers={"Connection": "close"})
+                r = session.get(self.url, timeout=HTTP_TIMEOUT, headers=headers)
                 r.raise_for_status()
             except requests.RequestException as exc:
                 with self.lock:
@@ -74,11 +80,12 @@ def replaced(server):
     return REPLACED_RE.findall(server.stderr)
 
 
+@pytest.mark.parametrize("keepalive", [False, True], ids=["close", "keepalive"])
 @pytest.mark.parametrize("workers", [1, 2])
-def test_sighup_replaces_every_worker_with_new_code(serve, tmp_path, workers):
+def test_sighup_replaces_every_worker_with_new_code(serve, tmp_path, workers, keepalive):
     write_app(tmp_path, "v1")
     server = serve("versioned:application", app_dir=tmp_path, args=["--workers", str(workers)])
-    load = Load(server)
+    load = Load(server, keepalive=keepalive)
     time.sleep(0.5)
     write_app(tmp_path, "v2")
     server.send_signal(signal.SIGHUP)
@@ -94,11 +101,12 @@ def test_sighup_replaces_every_worker_with_new_code(serve, tmp_path, workers):
     assert load.ok > 50
 
 
-def test_max_requests_with_jitter(serve, tmp_path):
+@pytest.mark.parametrize("keepalive", [False, True], ids=["close", "keepalive"])
+def test_max_requests_with_jitter(serve, tmp_path, keepalive):
     write_app(tmp_path, "v1")
     server = serve("versioned:application", app_dir=tmp_path,
                    args=["--workers", "2", "--max-requests", "100", "--max-requests-jitter", "20"])
-    load = Load(server)
+    load = Load(server, keepalive=keepalive)
     wait_until(lambda: len(replaced(server)) >= 4, 60, lambda: f"four replacements\n{server.describe()}")
     load.stop()
     assert load.failed == [], load.failed[:3]
@@ -132,3 +140,116 @@ def test_max_rss(serve, tmp_path):
     assert pid == grown and "over 160 MiB (--workers-max-rss)" in why, why
     wait_until(lambda: replaced(server), 30, "the replacement to serve")
     assert before  # the workers served before
+
+
+class Subscriber:
+    """A held SSE stream read as a browser's EventSource reads it: on its
+    end it reconnects with the last id it saw (Last-Event-ID), after the
+    server's retry: (at most 500 ms here). Records the ids of the frames in
+    the order they arrived, and every gap the server reported."""
+
+    def __init__(self, server, channel):
+        self.server, self.path = server, f"/hold?c={channel}"
+        self.ids, self.gaps, self.others, self.errors, self.connects = [], [], [], [], 0
+        self.last = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        retry = 0.05
+        while not self.done.is_set():
+            try:
+                s = SSE(self.server, self.path, last_id=self.last)
+            except (OSError, AssertionError) as exc:
+                self.errors.append(repr(exc))
+                time.sleep(retry)
+                continue
+            self.connects += 1
+            try:
+                if s.status != 200:
+                    self.errors.append(f"status {s.status}")
+                while not self.done.is_set():
+                    b = s.next(timeout=0.5)
+                    if b is None:
+                        if s.reader.eof or s.ended or s.reader.reset:
+                            break
+                        continue
+                    if "retry" in b:
+                        retry = min(int(b["retry"]) / 1000, 0.5)
+                    if b.get("event") == "m0-gap":
+                        self.gaps.append(b)
+                    elif b.get("data") is not None and "id" not in b:
+                        self.others.append(b)
+                    elif b.get("data") is not None and b.get("event") != "m0-position":
+                        self.ids.append(b["id"])
+                        self.last = b["id"]
+                    elif b.get("id"):
+                        self.last = b["id"]
+            finally:
+                s.close()
+            time.sleep(retry)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(timeout=30)
+
+
+@pytest.mark.parametrize("how", ["sighup", "max-requests"])
+def test_held_streams_lose_no_frame_while_workers_are_replaced(serve, how):
+    """Twelve subscribers held on two workers while a publisher sends a
+    frame every 10 ms and the workers are replaced under them (SIGHUP
+    twice, or --max-requests): each subscriber is cut at its worker's
+    drain, reconnects with its last id and is replayed what it missed by
+    the worker it lands on, so that it receives every frame once, in
+    order. Every publish is answered."""
+    from test_prefork import seq_of
+    args = ["--workers", "2", "--realtime", "--replay-frames", "4096"]
+    if how == "max-requests":
+        args += ["--max-requests", "300"]
+    server = serve("prefork_app:application", args=args)
+    subs = [Subscriber(server, "recycle") for _ in range(12)]
+    wait_until(lambda: all(s.connects for s in subs), 20, "every subscriber connected")
+    published, failed = [], []
+    stop = threading.Event()
+
+    def publish():
+        session = requests.Session()
+        i = 0
+        while not stop.is_set():
+            try:
+                r = session.post(server.url("/publish?c=recycle"), data=f"frame {i}", timeout=HTTP_TIMEOUT)
+                r.raise_for_status()
+                published.append(r.json()["id"])
+            except requests.RequestException as exc:
+                failed.append(repr(exc))
+            i += 1
+            time.sleep(0.01)
+
+    publisher = threading.Thread(target=publish, daemon=True)
+    publisher.start()
+    if how == "sighup":
+        for n in (2, 4):
+            time.sleep(1)
+            server.send_signal(signal.SIGHUP)
+            wait_until(lambda: len(replaced(server)) >= n, 60, lambda: f"{n} replacements\n{server.describe()}")
+    else:
+        wait_until(lambda: len(replaced(server)) >= 3, 60, lambda: f"three replacements\n{server.describe()}")
+    time.sleep(1)
+    stop.set()
+    publisher.join(timeout=30)
+    assert failed == [], failed[:3]
+    assert len(published) > 100
+    want = sorted(published, key=seq_of)
+    assert want == published  # one publisher: its ids rise
+    wait_until(lambda: all(s.last == want[-1] for s in subs), 20,
+               lambda: f"every subscriber at {want[-1]}: {[s.last for s in subs]}")
+    for s in subs:
+        s.stop()
+    for k, s in enumerate(subs):
+        assert s.gaps == [], (k, s.gaps[:3])
+        assert s.others == [], (k, s.others[:3])
+        first = want.index(s.ids[0])  # a subscriber sees from where it joined
+        assert s.ids == want[first:], (k, len(s.ids), len(want) - first, s.errors[:3])
+        assert first == 0, (k, "missed the first frames", s.ids[:3], want[:3])
+    assert sum(s.connects for s in subs) > len(subs)  # they were cut, and came back

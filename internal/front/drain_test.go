@@ -1,0 +1,115 @@
+package front
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestShutdownAnswersKeptAliveClients: clients that send one request after
+// another on kept-alive connections while the server drains get every
+// answer, each connection's last with Connection: close; none finds its
+// connection closed under a request it sent. A kept-alive connection left
+// idle is closed once KeptGrace has passed.
+func TestShutdownAnswersKeptAliveClients(t *testing.T) {
+	each(t, func(t *testing.T, fe string) {
+		var h http.Handler = newEcho()
+		if fe == "net/http" {
+			h = netOnly{h.(*echo)}
+		}
+		srv := New(h, Limits{IdleTimeout: 30 * time.Second})
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Serve(ln)
+		addr := ln.Addr().String()
+
+		idle, err := net.Dial("tcp", addr) // one request, then nothing
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer idle.Close()
+		idleBuf := bufio.NewReader(idle)
+		fmt.Fprintf(idle, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		if r, err := http.ReadResponse(idleBuf, nil); err != nil {
+			t.Fatal(err)
+		} else {
+			r.Body.Close()
+		}
+
+		const clients = 8
+		var wg sync.WaitGroup
+		failures := make(chan string, clients)
+		closedBy := make(chan int, clients) // requests answered before Connection: close
+		started := make(chan struct{}, clients)
+		for range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					failures <- err.Error()
+					return
+				}
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for n := 1; ; n++ {
+					if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+						failures <- fmt.Sprintf("request %d: %v", n, err)
+						return
+					}
+					r, err := http.ReadResponse(br, nil)
+					if err != nil {
+						failures <- fmt.Sprintf("request %d: %v", n, err)
+						return
+					}
+					r.Body.Close()
+					if r.StatusCode != 200 {
+						failures <- fmt.Sprintf("request %d: %s", n, r.Status)
+					}
+					if n == 10 {
+						started <- struct{}{}
+					}
+					if r.Close {
+						closedBy <- n
+						return
+					}
+				}
+			}()
+		}
+		for range clients {
+			<-started
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		begun := time.Now()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		took := time.Since(begun)
+		wg.Wait()
+		close(failures)
+		for f := range failures {
+			t.Errorf("a kept-alive client failed: %s", f)
+		}
+		if len(closedBy) != clients {
+			t.Errorf("%d of %d clients were told Connection: close", len(closedBy), clients)
+		}
+		// The idle connection was closed, after KeptGrace and not before.
+		idle.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := idleBuf.ReadByte(); err == nil {
+			t.Error("the idle kept-alive connection sent bytes instead of closing")
+		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Error("the idle kept-alive connection was not closed by the drain")
+		}
+		if took < KeptGrace || took > KeptGrace+2*time.Second {
+			t.Errorf("the drain took %s, want about KeptGrace (%s)", took, KeptGrace)
+		}
+	})
+}
