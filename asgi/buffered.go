@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/internal/cpython"
@@ -28,6 +29,11 @@ type BufferedOptions struct {
 	// before the application runs. Zero means DefaultMaxBody; NoMaxBody
 	// (any negative) no cap.
 	MaxBody int64
+
+	// MaxWait bounds how long a request waits for a pool thread when none
+	// is free: past it the request is answered 503 with Retry-After. Zero,
+	// the default, waits as long as the request lasts.
+	MaxWait time.Duration
 
 	// Logger receives application errors. Nil, the default, means
 	// slog.Default().
@@ -82,7 +88,7 @@ func NewBuffered(handle *m0.App, opts *BufferedOptions) *Buffered {
 	if err != nil {
 		panic("asgi: " + err.Error())
 	}
-	h := wsgi.New(cpython.Wrap(wrapped.App).(*m0.App), &wsgi.Options{Threads: opts.Threads, MaxBody: opts.MaxBody, Logger: opts.Logger, LogPrefix: "asgi",
+	h := wsgi.New(cpython.Wrap(wrapped.App).(*m0.App), &wsgi.Options{Threads: opts.Threads, MaxBody: opts.MaxBody, MaxWait: opts.MaxWait, Logger: opts.Logger, LogPrefix: "asgi",
 		ScriptName: opts.RootPath})
 	log := opts.Logger
 	if log == nil {
@@ -131,6 +137,9 @@ func (b *Buffered) phase(ctx context.Context, name string) (cpython.Outcome, err
 }
 
 // ServeHTTP serves a request that net/http parsed.
+// Stats returns the counts of the handler's pool.
+func (b *Buffered) Stats() wsgi.PoolStats { return b.h.Stats() }
+
 func (b *Buffered) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.h.ServeHTTP(w, r) }
 
 // ServeFastHTTP serves a request fasthttp parsed.

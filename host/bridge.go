@@ -62,6 +62,7 @@ func (c Context) Bridge(app *m0.App, prefix string) http.Handler {
 		// The WSGI applications share one pool; shutting it down stops
 		// them all.
 		c.loop.pool = wsgi.NewPool(poolOption(cfg.BlockingThreads))
+		c.loop.pool.SetMaxWait(cfg.MaxQueueWait)
 		c.Drain(c.loop.pool)
 	}
 	opts := WSGIOptions(cfg, prefix)
@@ -131,7 +132,7 @@ func ASGIOptions(c *Config, prefix string) *asgi.Options {
 // BufferedOptions are the buffered ASGI path's options under prefix with
 // the configuration c: a pool of --blocking-threads and --max-body.
 func BufferedOptions(c *Config, prefix string) *asgi.BufferedOptions {
-	return &asgi.BufferedOptions{Threads: poolOption(c.BlockingThreads), MaxBody: wire.Off(c.MaxBody), RootPath: prefix}
+	return &asgi.BufferedOptions{Threads: poolOption(c.BlockingThreads), MaxBody: wire.Off(c.MaxBody), MaxWait: c.MaxQueueWait, RootPath: prefix}
 }
 
 // HoldOptions are the held streams' options for the views of an

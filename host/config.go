@@ -57,6 +57,8 @@ type Config struct {
 	MaxRequestsJitter    int           // up to this many more, per worker
 	WorkersMaxRSS        int           // MiB of resident memory past which a worker is replaced; 0: never
 	WorkersLifetime      time.Duration // how long a worker serves before it is replaced; 0: never
+	LimitConcurrency     int           // requests in flight per worker past which the next gets 503; 0: none
+	MaxQueueWait         time.Duration // how long a request waits for a Python thread before 503; 0: as long as it lasts
 	ReplayFrames         int
 	PGListen             string
 	HealthPath           string

@@ -131,7 +131,7 @@ func supervise(cfg *Config, app *adapted) int {
 	replace := make(chan prefork.Replacement, 1)
 	go func() {
 		for range hup {
-			replace <- prefork.Replacement{Slot: -1, Why: "SIGHUP"}
+			replace <- prefork.Replacement{Slot: -1, Why: "SIGHUP", Reason: "sighup"}
 		}
 	}()
 	ls, err := openListeners(cfg)
@@ -176,6 +176,7 @@ func supervise(cfg *Config, app *adapted) int {
 		Replace:   replace,
 		MaxRSS:    int64(cfg.WorkersMaxRSS) << 20,
 		Lifetime:  cfg.WorkersLifetime,
+		Count:     mesh.Page.CountReplacement,
 	}
 	defer watchdog(notify)()
 	if cfg.Reload {

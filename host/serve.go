@@ -111,6 +111,7 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 		requests = newCounter(limit, func(n int64) { w.Due(dueLine(n)) })
 	}
 	// One loop per --threads, each with a handler of its own.
+	load := newLoad(cfg, w, stderr)
 	var loops []*Loop
 	for i := range cfg.Threads {
 		l, err := app.Make(Context{Worker: index + i, Workers: workers, Config: cfg, Hub: hub})
@@ -119,7 +120,7 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 		}
 		draining = append(draining, l.Draining...)
 		drain = append(drain, l.Drain...)
-		if l, err = wrapLoop(l, cfg, hub, siblings); err != nil {
+		if l, err = wrapLoop(l, cfg, hub, siblings, load); err != nil {
 			return abort(err)
 		}
 		if requests != nil {

@@ -1,13 +1,17 @@
 package host
 
 import (
+	"fmt"
+	"io"
 	"os"
 
+	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/metrics"
 	"github.com/m0serve/m0/middleware"
 	"github.com/m0serve/m0/prefork"
 	"github.com/m0serve/m0/realtime"
 	"github.com/m0serve/m0/static"
+	"github.com/m0serve/m0/wsgi"
 )
 
 // wrapLoop puts what the flags ask for around a loop's handler, whatever the
@@ -15,7 +19,7 @@ import (
 // outermost (a miss falls through to the next, then to the application),
 // then the health path, the metrics and the access log. Under --workers N
 // the metrics are the whole server's, asked of the siblings.
-func wrapLoop(l *Loop, c *Config, hub *realtime.Hub, siblings *prefork.Bus) (*Loop, error) {
+func wrapLoop(l *Loop, c *Config, hub *realtime.Hub, siblings *prefork.Bus, load *procLoad) (*Loop, error) {
 	var headers []static.Header
 	for _, v := range c.StaticHeaders {
 		hd, err := static.ParseHeader(v)
@@ -25,6 +29,10 @@ func wrapLoop(l *Loop, c *Config, hub *realtime.Hub, siblings *prefork.Bus) (*Lo
 		headers = append(headers, hd)
 	}
 	h := l.Handler
+	if load.limiter != nil {
+		h = load.limiter.Wrap(h)
+	}
+	load.loops = append(load.loops, l)
 	dirs := c.StaticDirs()
 	for i := len(dirs) - 1; i >= 0; i-- {
 		s, err := static.New(dirs[i].Dir, &static.Options{Prefix: dirs[i].Prefix, CacheControl: c.StaticCacheControl,
@@ -42,8 +50,12 @@ func wrapLoop(l *Loop, c *Config, hub *realtime.Hub, siblings *prefork.Bus) (*Lo
 		if hub != nil {
 			opts = append(opts, metrics.Realtime(hub))
 		}
+		opts = append(opts, metrics.Load(load.stats))
 		if siblings != nil {
 			opts = append(opts, metrics.Workers(siblings))
+		}
+		if load.page != nil {
+			opts = append(opts, metrics.Replacements(load.page.Replacements))
 		}
 		h = metrics.Middleware(metrics.Path, opts...)(h)
 	}
@@ -53,4 +65,58 @@ func wrapLoop(l *Loop, c *Config, hub *realtime.Hub, siblings *prefork.Bus) (*Lo
 	w := *l
 	w.Handler = h
 	return &w, nil
+}
+
+// procLoad is what the loops of one process share of the load flags: one
+// --limit-concurrency bound, and what --metrics reads of their pools and
+// of the supervisor's count of replacements (page, under one).
+type procLoad struct {
+	limiter *middleware.Limiter
+	loops   []*Loop
+	page    *prefork.Page
+}
+
+func newLoad(c *Config, w *prefork.Worker, stderr io.Writer) *procLoad {
+	load := &procLoad{}
+	if c.LimitConcurrency > 0 {
+		load.limiter = middleware.NewLimiter(c.LimitConcurrency, func(format string, args ...any) {
+			fmt.Fprintf(stderr, format+"\n", args...)
+		})
+	}
+	if w != nil && w.Listener != nil {
+		load.page = w.Page
+	}
+	if c.Metrics {
+		cpython.CountGILWaits(true)
+	}
+	return load
+}
+
+// stats sums the pools of the loops (every drain with pool counts: the
+// WSGI pool, a buffered ASGI handler's) and reads the refusals.
+func (p *procLoad) stats() metrics.LoadStats {
+	var st metrics.LoadStats
+	var timedOut, cutOff uint64
+	for _, l := range p.loops {
+		for _, d := range l.Drain {
+			s, ok := d.(interface{ Stats() wsgi.PoolStats })
+			if !ok {
+				continue
+			}
+			ps := s.Stats()
+			st.PoolThreads += ps.Threads
+			st.PoolBusy += ps.Busy
+			st.PoolWaiting += ps.Waiting
+			st.PoolWaited += ps.Waited
+			st.PoolWaitTime += ps.WaitTime
+			timedOut += ps.TimedOut
+			cutOff += ps.CutOff
+		}
+	}
+	st.GILWaitTime, st.GILTakes = cpython.GILWaits()
+	st.Refused = map[string]uint64{"max-queue-wait": timedOut, "drain": cutOff}
+	if p.limiter != nil {
+		st.Refused["limit-concurrency"] = p.limiter.Refused()
+	}
+	return st
 }

@@ -80,6 +80,11 @@ func Middleware(path string, opts ...Option) func(http.Handler) http.Handler {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if len(cfg.server) > 0 {
+		whole := prometheus.NewRegistry()
+		whole.MustRegister(cfg.server...)
+		cfg.gather = prometheus.Gatherers{cfg.gather, whole}
+	}
 	m.exposition = promhttp.HandlerFor(cfg.gather, promhttp.HandlerOpts{})
 	fastExposition := fasthttpadaptor.NewFastHTTPHandler(m.exposition)
 	return func(next http.Handler) http.Handler {

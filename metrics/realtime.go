@@ -13,6 +13,7 @@ type Option func(*config)
 type config struct {
 	reg    *prometheus.Registry
 	gather prometheus.Gatherer
+	server []prometheus.Collector // the whole server's, gathered once, unlabelled
 }
 
 // Realtime adds the counts of a realtime hub, read from Hub.Stats at each

@@ -25,17 +25,25 @@ import (
 //	8   epoch: the counter's boot epoch, Unix milliseconds
 //	16  seq: the newest sequence number allocated; read and written only
 //	    under a POSIX write lock (fcntl F_SETLKW) on bytes 16 to 23
+//	24  the workers replaced, for each of ReplacementReasons in order (the
+//	    supervisor's count; atomic adds)
 //	64  for each worker i, at 64+16*i: its open connections, and its pid
 //	    while it accepts handed-off connections (0 otherwise)
 const (
 	pageSize   = 4096
 	offEpoch   = 8
 	offSeq     = 16
+	offReplace = 24
 	offSlots   = 64
 	slotSize   = 16
 	pageMagic  = "m0page\x00\x01"
 	MaxWorkers = (pageSize - offSlots) / slotSize // 252
 )
+
+// ReplacementReasons are why a supervisor replaces a worker, as the page
+// counts them: SIGHUP, --max-requests, --workers-max-rss,
+// --workers-lifetime, and a death.
+var ReplacementReasons = []string{"sighup", "max-requests", "max-rss", "lifetime", "died"}
 
 // Page is the shared page of a server's workers. Its IDs are a
 // realtime.IDSource: unique and increasing across every process that maps
@@ -178,4 +186,23 @@ func (p *Page) Release(i, pid int) {
 func (p *Page) Reset(i int) {
 	p.serving(i).Store(0)
 	p.Open(i).Store(0)
+}
+
+// CountReplacement counts a worker replaced for reason, one of
+// ReplacementReasons (any other is not counted).
+func (p *Page) CountReplacement(reason string) {
+	for i, r := range ReplacementReasons {
+		if r == reason {
+			(*atomic.Uint64)(unsafe.Pointer(&p.mem[offReplace+8*i])).Add(1)
+		}
+	}
+}
+
+// Replacements returns the workers replaced so far, by reason.
+func (p *Page) Replacements() map[string]uint64 {
+	out := make(map[string]uint64, len(ReplacementReasons))
+	for i, r := range ReplacementReasons {
+		out[r] = (*atomic.Uint64)(unsafe.Pointer(&p.mem[offReplace+8*i])).Load()
+	}
+	return out
 }

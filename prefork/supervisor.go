@@ -106,6 +106,10 @@ type Supervisor struct {
 	Lifetime time.Duration
 	// RSS reads a process's resident memory in bytes; nil reads /proc.
 	RSS func(pid int) (int64, error)
+	// Count, if set, is told of every replacement as it begins, and of
+	// every worker started in place of one that died ("died"), with its
+	// reason, one of ReplacementReasons (Page.CountReplacement).
+	Count func(reason string)
 }
 
 // Replacement asks for a worker's replacement. The successor loads the
@@ -116,8 +120,9 @@ type Supervisor struct {
 // go to the other workers. Replacements happen one at a time, in the order
 // asked; one asked for a worker already waiting for its own is dropped.
 type Replacement struct {
-	Slot int    // the worker, or -1 for every one
-	Why  string // said in the log line: "SIGHUP", "served 1000 requests"
+	Slot   int    // the worker, or -1 for every one
+	Why    string // said in the log line: "SIGHUP", "served 1000 requests"
+	Reason string // counted as, one of ReplacementReasons ("sighup")
 }
 
 // CheckEvery is how often the supervisor looks at each worker's memory and
@@ -224,6 +229,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 			queue = queue[1:]
 			if old := cur[r.Slot]; old != nil && old.ready && !old.retired {
 				fmt.Fprintf(s.Stderr, "m0serve: replacing worker %d (pid %d): %s\n", r.Slot, old.p.Pid(), r.Why)
+				s.count(r.Reason)
 				w, err := s.start(r.Slot, SpawnOptions{Prepare: true, Replaced: true}, ev)
 				if err != nil {
 					fmt.Fprintf(s.Stderr, "m0serve: cannot start worker %d's replacement: %v; it serves on\n", r.Slot, err)
@@ -248,7 +254,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 		case r := <-s.Replace:
 			if r.Slot < 0 {
 				for i := range cur {
-					enqueue(Replacement{Slot: i, Why: r.Why})
+					enqueue(Replacement{Slot: i, Why: r.Why, Reason: r.Reason})
 				}
 			} else if r.Slot < len(cur) {
 				enqueue(r)
@@ -259,10 +265,10 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 					continue
 				}
 				if s.Lifetime > 0 && time.Since(w.started) >= s.Lifetime {
-					enqueue(Replacement{Slot: i, Why: fmt.Sprintf("it has served for %s (--workers-lifetime)", s.Lifetime)})
+					enqueue(Replacement{Slot: i, Why: fmt.Sprintf("it has served for %s (--workers-lifetime)", s.Lifetime), Reason: "lifetime"})
 				} else if s.MaxRSS > 0 {
 					if rss, err := s.rss(w.p.Pid()); err == nil && rss > s.MaxRSS {
-						enqueue(Replacement{Slot: i, Why: fmt.Sprintf("its memory is %d MiB, over %d MiB (--workers-max-rss)", rss>>20, s.MaxRSS>>20)})
+						enqueue(Replacement{Slot: i, Why: fmt.Sprintf("its memory is %d MiB, over %d MiB (--workers-max-rss)", rss>>20, s.MaxRSS>>20), Reason: "max-rss"})
 					}
 				}
 			}
@@ -314,7 +320,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 			switch e.Kind {
 			case Due:
 				if cur[w.slot] == w && !w.retired {
-					enqueue(Replacement{Slot: w.slot, Why: e.Text})
+					enqueue(Replacement{Slot: w.slot, Why: e.Text, Reason: "max-requests"})
 				}
 			case Ready:
 				w.ready = true
@@ -395,11 +401,18 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 						fmt.Fprintf(s.Stderr, " in %s", wait)
 					}
 					fmt.Fprintln(s.Stderr)
+					s.count("died")
 					slot := w.slot
 					time.AfterFunc(wait, func() { respawn <- slot })
 				}
 			}
 		}
+	}
+}
+
+func (s *Supervisor) count(reason string) {
+	if s.Count != nil {
+		s.Count(reason)
 	}
 }
 

@@ -24,8 +24,9 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		wire.FastError(ctx, status, false)
 	} else if err := h.serve(context.Background(), x, &x.env, body); err != nil {
 		// Not ctx: its Done closes when the server starts to drain, and a
-		// request waiting for a thread then must still be served.
-		wire.FastError(ctx, fasthttp.StatusServiceUnavailable, true)
+		// request waiting for a thread then must still be served. A drain's
+		// 503 closes the connection; a full pool's keeps it.
+		wire.FastError(ctx, fasthttp.StatusServiceUnavailable, err != errBusy)
 	}
 	if x.s == nil {
 		x.release()

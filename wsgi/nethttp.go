@@ -63,7 +63,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if err := h.serve(r.Context(), x, &x.env, body); err != nil {
 		if r.Context().Err() == nil {
-			wire.Error(w, http.StatusServiceUnavailable, true)
+			wire.Error(w, http.StatusServiceUnavailable, err != errBusy)
 		}
 		return
 	}

@@ -59,6 +59,30 @@ func (p *Pool) Shutdown(ctx context.Context) error { return p.slots.shutdown(ctx
 // bound, so that the ones still given a thread can finish within it.
 func (p *Pool) Expected() time.Duration { return time.Duration(p.slots.longest.Load()) }
 
+// SetMaxWait bounds how long a request waits for a thread when none is
+// free: past d it is answered 503 with Retry-After, before the application
+// sees it (FrankenPHP's max_wait_time, m0serve's --max-queue-wait). Zero,
+// the default, waits as long as the request lasts. Safe at any time.
+func (p *Pool) SetMaxWait(d time.Duration) { p.slots.maxWait.Store(int64(max(d, 0))) }
+
+// PoolStats are a pool's counts, since it was made unless said otherwise.
+type PoolStats struct {
+	Threads  int           // Python threads
+	Busy     int           // threads running a request now
+	Waiting  int64         // requests waiting for a thread now
+	Waited   uint64        // requests that found no thread free and waited for one
+	WaitTime time.Duration // how long they waited, in all
+	TimedOut uint64        // answered 503 after SetMaxWait's bound
+	CutOff   uint64        // answered 503 by a drain (Cutoff, Shutdown)
+}
+
+// Stats returns the pool's counts.
+func (p *Pool) Stats() PoolStats {
+	s := p.slots
+	return PoolStats{Threads: s.n, Busy: s.n - len(s.slots), Waiting: s.waiting.Load(), Waited: s.waited.Load(),
+		WaitTime: time.Duration(s.waitNs.Load()), TimedOut: s.timedOut.Load(), CutOff: s.cutOff.Load()}
+}
+
 // Cutoff answers 503 (Retry-After, Connection: close) every request of
 // the pool's handlers waiting for a thread, and from then on every one
 // that finds none free: a server calls it shortly before its drain's bound
@@ -80,7 +104,23 @@ type pool struct {
 	n       int
 	began   []int64      // per slot, when its request took it (Unix ns)
 	longest atomic.Int64 // a decaying maximum of how long a request held its slot (ns)
+	maxWait atomic.Int64 // SetMaxWait's bound (ns); 0 none
+
+	waiting          atomic.Int64
+	waited, timedOut atomic.Uint64
+	cutOff           atomic.Uint64
+	waitNs           atomic.Int64
 }
+
+// Why a request was given no slot.
+type refusal int
+
+const (
+	given     refusal = iota
+	drained           // the pool is shut down, or cut off
+	waitedOut         // SetMaxWait's bound passed
+	gone              // the request's context ended
+)
 
 func newPool(n int) *pool {
 	p := &pool{slots: make(chan int, n), closed: make(chan struct{}), cut: make(chan struct{}), n: n, began: make([]int64, n)}
@@ -90,30 +130,53 @@ func newPool(n int) *pool {
 	return p
 }
 
-// acquire takes a slot; false when ctx ends first or the pool is shut down.
-func (p *pool) acquire(ctx context.Context) (int, bool) {
+// acquire takes a slot, or says why it took none: the pool is shut down
+// or cut off, its wait bound passed, or ctx ended first.
+func (p *pool) acquire(ctx context.Context) (int, refusal) {
 	select {
 	case <-p.closed:
-		return 0, false
+		p.cutOff.Add(1)
+		return 0, drained
 	default:
 	}
 	select {
 	case i := <-p.slots: // a free slot: no need to watch ctx (its Done costs net/http a channel)
 		p.began[i] = time.Now().UnixNano()
-		return i, true
+		return i, given
 	default:
 	}
-	select {
-	case i := <-p.slots:
-		p.began[i] = time.Now().UnixNano()
-		return i, true
-	case <-ctx.Done():
-		return 0, false
-	case <-p.closed:
-		return 0, false
-	case <-p.cut:
-		return 0, false
+	start := time.Now()
+	p.waiting.Add(1)
+	var bound <-chan time.Time
+	if d := p.maxWait.Load(); d > 0 {
+		t := time.NewTimer(time.Duration(d))
+		defer t.Stop()
+		bound = t.C
 	}
+	why := given
+	i := 0
+	select {
+	case i = <-p.slots:
+		p.began[i] = time.Now().UnixNano()
+	case <-ctx.Done():
+		why = gone
+	case <-p.closed:
+		why = drained
+	case <-p.cut:
+		why = drained
+	case <-bound:
+		why = waitedOut
+	}
+	p.waiting.Add(-1)
+	p.waited.Add(1)
+	p.waitNs.Add(int64(time.Since(start)))
+	switch why {
+	case drained:
+		p.cutOff.Add(1)
+	case waitedOut:
+		p.timedOut.Add(1)
+	}
+	return i, why
 }
 
 // cutoff makes every request waiting for a slot, and every one after that

@@ -55,6 +55,7 @@ func decide(head bool, t cpython.Thread, status int, s *stream) reply {
 
 var (
 	errUnavailable = errors.New("wsgi: shutting down")
+	errBusy        = errors.New("wsgi: no thread free within the wait bound")
 	errWrongThread = errors.New("wsgi: ServeFastHTTP must run on fasthttp's own goroutine (not under a wrapper such as TimeoutHandler)")
 )
 
@@ -62,8 +63,12 @@ var (
 // thread (or, with no pool, on the one Python thread) and hands the
 // response to x.
 func (h *Handler) serve(ctx context.Context, x exchange, env *cpython.Environ, body []byte) error {
-	slot, ok := h.pool.slots.acquire(ctx)
-	if !ok {
+	slot, why := h.pool.slots.acquire(ctx)
+	switch why {
+	case given:
+	case waitedOut:
+		return errBusy
+	default:
 		return errUnavailable
 	}
 	if h.pool.one != nil {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/internal/cpython"
@@ -69,6 +70,13 @@ type Options struct {
 	// default, nil, is a pool of the handler's own, of Threads threads.
 	Pool *Pool
 
+	// MaxWait bounds how long a request waits for a thread of the
+	// handler's own pool when none is free: past it the request is
+	// answered 503 with Retry-After, before the application sees it. Zero,
+	// the default, waits as long as the request lasts. A shared pool's is
+	// its own (Pool.SetMaxWait).
+	MaxWait time.Duration
+
 	// ScriptName is SCRIPT_NAME: the prefix the application is mounted
 	// under ("/flask"; trailing slashes are dropped), decoded as PATH_INFO
 	// is (not percent-encoded). PATH_INFO is then what
@@ -83,6 +91,10 @@ type Options struct {
 func DefaultOptions() *Options {
 	return &Options{Threads: AutoThreads, MaxBody: DefaultMaxBody}
 }
+
+// Stats returns the counts of the pool the handler runs on (shared or its
+// own).
+func (h *Handler) Stats() PoolStats { return h.pool.Stats() }
 
 // ErrClosed is returned by a second Shutdown; errors.Is finds
 // http.ErrServerClosed in it, as in every m0 handler's.
@@ -123,6 +135,7 @@ func New(handle *m0.App, opts *Options) *Handler {
 	p := opts.Pool
 	if p == nil {
 		p = NewPool(opts.Threads)
+		p.SetMaxWait(opts.MaxWait)
 	}
 	w, err := rt.NewWSGI(app, p.slots.n > 1, opts.Multiprocess)
 	if err != nil {

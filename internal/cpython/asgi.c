@@ -1843,7 +1843,7 @@ int m0_asgi_run(m0_thread *t, int id, uintptr_t app, const char *opts)
 	aexec *ex = exec_of(id);
 	if (!ex)
 		return -1;
-	py.PyEval_RestoreThread(t->ts);
+	m0_attach(t->ts);
 	int rc = 0;
 	PyObject *fn = py.PyDict_GetItemString(m0_dict, "_asgi_run");
 	PyObject *i = py.PyLong_FromLong(id);

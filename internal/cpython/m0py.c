@@ -136,6 +136,17 @@ static __thread m0_thread *m0_here;
 static PyObject **m0_keys; /* interned environ keys, by id - 1 */
 static int m0_nkeys;
 
+int m0_gil_counting;
+uint64_t m0_gil_wait_ns, m0_gil_waits;
+
+void m0_count_gil_waits(int on) { __atomic_store_n(&m0_gil_counting, on, __ATOMIC_RELAXED); }
+
+void m0_gil_wait_totals(uint64_t *ns, uint64_t *n)
+{
+	*ns = __atomic_load_n(&m0_gil_wait_ns, __ATOMIC_RELAXED);
+	*n = __atomic_load_n(&m0_gil_waits, __ATOMIC_RELAXED);
+}
+
 static PyObject *m0_log(PyObject *self, PyObject *args)
 {
 	(void)self;
@@ -145,7 +156,7 @@ static PyObject *m0_log(PyObject *self, PyObject *args)
 		return NULL;
 	PyThreadState *ts = py.PyEval_SaveThread(); /* never block in Go holding the GIL */
 	go_log(level, (char *)msg);
-	py.PyEval_RestoreThread(ts);
+	m0_attach(ts);
 	py.Py_IncRef(Py_None);
 	return Py_None;
 }
@@ -169,7 +180,7 @@ static PyObject *m0_publish(PyObject *self, PyObject *args)
 	char id[64];
 	PyThreadState *ts = py.PyEval_SaveThread(); /* never block in Go holding the GIL */
 	int rc = go_publish((char *)c, (size_t)clen, d, (size_t)dlen, id, sizeof id);
-	py.PyEval_RestoreThread(ts);
+	m0_attach(ts);
 	if (rc < 0) {
 		py.Py_IncRef(Py_None);
 		return Py_None;
@@ -366,7 +377,7 @@ m0_thread *m0_thread_here(void)
 		free(t);
 		return NULL;
 	}
-	py.PyEval_RestoreThread(t->ts);
+	m0_attach(t->ts);
 	t->ident = py.PyThread_get_thread_ident();
 	if (bind_wsgi(t) < 0)
 		capture_error(t);
@@ -379,7 +390,7 @@ m0_thread *m0_thread_here(void)
 
 int m0_exec(m0_thread *t, const char *code)
 {
-	py.PyEval_RestoreThread(t->ts);
+	m0_attach(t->ts);
 	int rc = 0;
 	PyObject *main = py.PyImport_ImportModule("__main__");
 	PyObject *c = main ? py.Py_CompileString(code, "<m0>", Py_file_input) : NULL;
@@ -416,7 +427,7 @@ static int put_str(m0_thread *t, PyObject *o)
 /* m0_eval_str evaluates expr in __main__ and puts str() of the result in t->body. */
 int m0_eval_str(m0_thread *t, const char *expr)
 {
-	py.PyEval_RestoreThread(t->ts);
+	m0_attach(t->ts);
 	int rc = -1;
 	PyObject *main = py.PyImport_ImportModule("__main__");
 	PyObject *c = main ? py.Py_CompileString(expr, "<m0>", Py_eval_input) : NULL;
@@ -439,7 +450,7 @@ int m0_eval_str(m0_thread *t, const char *expr)
 /* m0_call_helper calls _m0.NAME(arg) and hands back a new reference to the result. */
 int m0_call_helper(m0_thread *t, const char *name, const char *arg, uintptr_t *out)
 {
-	py.PyEval_RestoreThread(t->ts);
+	m0_attach(t->ts);
 	int rc = -1;
 	PyObject *fn = py.PyDict_GetItemString(m0_dict, name); /* borrowed */
 	PyObject *a = py.PyUnicode_FromString(arg);
@@ -461,7 +472,7 @@ int m0_call_helper(m0_thread *t, const char *name, const char *arg, uintptr_t *o
 /* m0_str puts str(obj) in t->body. */
 int m0_str(m0_thread *t, uintptr_t obj)
 {
-	py.PyEval_RestoreThread(t->ts);
+	m0_attach(t->ts);
 	int rc = put_str(t, (PyObject *)obj);
 	if (rc < 0)
 		capture_error(t);
@@ -472,7 +483,7 @@ int m0_str(m0_thread *t, uintptr_t obj)
 /* m0_getattr hands back a new reference to getattr(obj, name). */
 int m0_getattr(m0_thread *t, uintptr_t obj, const char *name, uintptr_t *out)
 {
-	py.PyEval_RestoreThread(t->ts);
+	m0_attach(t->ts);
 	PyObject *r = py.PyObject_GetAttrString((PyObject *)obj, name);
 	if (r)
 		*out = (uintptr_t)r;
@@ -484,7 +495,7 @@ int m0_getattr(m0_thread *t, uintptr_t obj, const char *name, uintptr_t *out)
 
 void m0_decref(m0_thread *t, uintptr_t obj)
 {
-	py.PyEval_RestoreThread(t->ts);
+	m0_attach(t->ts);
 	py.Py_DecRef((PyObject *)obj);
 	t->ts = py.PyEval_SaveThread();
 }
@@ -727,7 +738,7 @@ static int wsgi_call(m0_thread *t, uintptr_t app, uintptr_t tmpl, const char *re
 
 int m0_wsgi_set_keys(m0_thread *t, const char *packed, size_t len, int n)
 {
-	py.PyEval_RestoreThread(t->ts);
+	m0_attach(t->ts);
 	int rc = 0;
 	m0_keys = calloc((size_t)n, sizeof *m0_keys);
 	key_input = py.PyUnicode_InternFromString("wsgi.input");
@@ -748,7 +759,7 @@ int m0_wsgi_set_keys(m0_thread *t, const char *packed, size_t len, int n)
 /* m0_wsgi_template returns a new reference to the dict every environ is copied from. */
 uintptr_t m0_wsgi_template(m0_thread *t, int multithread, int multiprocess)
 {
-	py.PyEval_RestoreThread(t->ts);
+	m0_attach(t->ts);
 	PyObject *fn = py.PyDict_GetItemString(m0_dict, "_wsgi_template");
 	PyObject *mt = py.PyBool_FromLong(multithread), *mp = py.PyBool_FromLong(multiprocess);
 	PyObject *r = fn ? py.PyObject_CallFunctionObjArgs(fn, mt, mp, NULL) : NULL;
@@ -929,7 +940,7 @@ m0_thread *m0_wsgi_call(uintptr_t app, uintptr_t tmpl, const char *req, size_t r
 static int wsgi_call(m0_thread *t, uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen,
 		     const char *body, size_t bodylen, int allow_stream)
 {
-	py.PyEval_RestoreThread(t->ts);
+	m0_attach(t->ts);
 	reset_request(t);
 	int rc = M0_WSGI_ERROR;
 	PyObject *env = build_environ((PyObject *)tmpl, req, reqlen, body, bodylen);
@@ -1002,7 +1013,7 @@ fail:
 
 int m0_wsgi_next(m0_thread *t)
 {
-	py.PyEval_RestoreThread(t->ts);
+	m0_attach(t->ts);
 	int rc = M0_WSGI_ERROR;
 	t->body.len = 0;
 	if (!t->iter) {
@@ -1031,7 +1042,7 @@ out:
 
 void m0_wsgi_close(m0_thread *t)
 {
-	py.PyEval_RestoreThread(t->ts);
+	m0_attach(t->ts);
 	/* An interrupt that has not fired would fire in close(). */
 	clear_interrupt(t);
 	t->err.len = 0;
@@ -1041,14 +1052,14 @@ void m0_wsgi_close(m0_thread *t)
 
 void m0_wsgi_clear_interrupt(m0_thread *self, m0_thread *target)
 {
-	py.PyEval_RestoreThread(self->ts);
+	m0_attach(self->ts);
 	clear_interrupt(target);
 	self->ts = py.PyEval_SaveThread();
 }
 
 int m0_wsgi_interrupt(m0_thread *self, m0_thread *target)
 {
-	py.PyEval_RestoreThread(self->ts);
+	m0_attach(self->ts);
 	int n = py.PyThreadState_SetAsyncExc(target->ident, EXC(PyExc_GeneratorExit));
 	target->interrupted = n > 0;
 	self->ts = py.PyEval_SaveThread();

@@ -96,6 +96,13 @@ void m0_restore_signals(void);
  * tests. Any thread; no GIL needed. */
 uintptr_t m0_signal_handler(int sig);
 
+/* m0_count_gil_waits turns on (1) or off (0) the timing of every wait for
+ * the GIL the C side makes (m0_attach); m0_gil_wait_totals reads the
+ * nanoseconds waited and the waits counted since the start. Any thread; no
+ * GIL needed; neither allocates. */
+void m0_count_gil_waits(int on);
+void m0_gil_wait_totals(uint64_t *ns, uint64_t *n);
+
 /* m0_set_qos sets the scheduling class each Python thread takes when it is
  * made; m0_apply_qos gives it to the calling thread (0, or -1 and errno).
  * Any thread; no GIL needed. */

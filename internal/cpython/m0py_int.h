@@ -6,6 +6,8 @@
 
 #include "m0py.h"
 
+#include <time.h>
+
 #define METH_VARARGS 0x0001
 #define METH_KEYWORDS 0x0002
 #define METH_O 0x0008
@@ -115,6 +117,26 @@ struct m0_pytable {
 #undef X
 };
 extern struct m0_pytable py;
+
+/* m0_attach takes the GIL for ts, as PyEval_RestoreThread does (every
+ * attach of the C side goes through it), timing the wait while
+ * m0_count_gil_waits has turned the count on. */
+extern int m0_gil_counting;
+extern uint64_t m0_gil_wait_ns, m0_gil_waits;
+static inline void m0_attach(PyThreadState *ts)
+{
+	if (!__atomic_load_n(&m0_gil_counting, __ATOMIC_RELAXED)) {
+		py.PyEval_RestoreThread(ts);
+		return;
+	}
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	py.PyEval_RestoreThread(ts);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	uint64_t ns = (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)b.tv_nsec - (uint64_t)a.tv_nsec;
+	__atomic_add_fetch(&m0_gil_wait_ns, ns, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&m0_gil_waits, 1, __ATOMIC_RELAXED);
+}
 
 #define Py_None ((PyObject *)py._Py_NoneStruct)
 #define EXC(name) (*(PyObject **)py.name)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -248,6 +249,18 @@ type Object uintptr
 
 // signalHandler returns the address of the process's handler for sig.
 func signalHandler(sig int) uintptr { return uintptr(C.m0_signal_handler(C.int(sig))) }
+
+// CountGILWaits turns on the timing of every wait of the server's threads
+// for the GIL (GILWaits); off, the default, costs nothing per request.
+func CountGILWaits(on bool) { C.m0_count_gil_waits(cbool(on)) }
+
+// GILWaits returns how long the server's threads have waited for the GIL,
+// in all, and how many times they took it, while CountGILWaits was on.
+func GILWaits() (time.Duration, uint64) {
+	var ns, n C.uint64_t
+	C.m0_gil_wait_totals(&ns, &n)
+	return time.Duration(ns), uint64(n)
+}
 
 // SetQoS gives every Python thread a nice level, and SCHED_BATCH if batch:
 // the main thread at once, and each other one as it is made. The error is

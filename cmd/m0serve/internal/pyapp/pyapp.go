@@ -114,6 +114,25 @@ func (a *App) Check(p *host.Plan) {
 			m.eventLoop = p.EventLoop
 		}
 	}
+	a.checkQueueWait(p)
+}
+
+// checkQueueWait refuses --max-queue-wait where no application waits for
+// a pool thread: an ASGI application on the event loop takes none.
+func (a *App) checkQueueWait(p *host.Plan) {
+	c := p.Config
+	if c.MaxQueueWait <= 0 {
+		return
+	}
+	for _, m := range a.apps {
+		if m.app != nil && m.mode(c) != "executor" {
+			p.Checks = append(p.Checks, host.Check{Name: "max-queue-wait", OK: true})
+			return
+		}
+	}
+	p.Checks = append(p.Checks, host.Check{Name: "max-queue-wait", Exit: host.ExitConfig,
+		Detail: fmt.Sprintf("--max-queue-wait %s, and no application here waits for a Python pool thread: an ASGI application runs on its event loop", c.MaxQueueWait),
+		Fix:    "pass --blocking-threads N to run the ASGI application on a pool (the buffered path), bound it with --limit-concurrency, or leave --max-queue-wait out"})
 }
 
 // checkMounts imports each mount's application.

@@ -1,0 +1,102 @@
+"""Load beyond capacity: --limit-concurrency (uvicorn's) answers 503 with
+Retry-After past N requests in flight in a worker, before Python, and held
+streams do not count against it; --max-queue-wait (FrankenPHP's
+max_wait_time) answers 503 a request that has waited that long for a
+Python thread. Both on fasthttp (m0serve) and on net/http (a Go program on
+the public host, tests/e2e/nethost), and the metrics count what was
+refused and why."""
+
+import concurrent.futures
+import re
+import time
+
+import pytest
+import requests
+
+from conftest import FRONT_ENDS, HTTP_TIMEOUT, serve_on, wait_until
+from test_realtime import SSE
+
+SPEC = "prefork_app:application"
+
+
+def metric(server, name, labels=""):
+    text = requests.get(server.url("/__metrics"), timeout=HTTP_TIMEOUT).text
+    m = re.search(rf"^{re.escape(name)}{re.escape(labels)} (\S+)$", text, re.M)
+    assert m, f"{name}{labels} not in\n{text[:4000]}"
+    return float(m.group(1))
+
+
+def burst(server, n, path):
+    """n requests at once, each on its own connection: their answers."""
+    with concurrent.futures.ThreadPoolExecutor(n) as pool:
+        return list(pool.map(lambda _: requests.get(server.url(path), timeout=HTTP_TIMEOUT), range(n)))
+
+
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+def test_limit_concurrency(serve, front_end):
+    server = serve_on(serve, front_end, SPEC, args=["--limit-concurrency", "2", "--blocking-threads", "4", "--metrics"])
+    answers = burst(server, 5, "/sleep?s=1")
+    codes = sorted(r.status_code for r in answers)
+    assert codes == [200, 200, 503, 503, 503], codes
+    refused = [r for r in answers if r.status_code == 503]
+    assert all(r.headers["Retry-After"] == "1" for r in refused), [r.headers for r in refused]
+    # Answered before Python: at once, not after the second the others slept.
+    assert all(r.elapsed.total_seconds() < 0.5 for r in refused), [r.elapsed for r in refused]
+    assert "Connection" not in refused[0].headers or refused[0].headers["Connection"].lower() != "close"
+    assert requests.get(server.url("/pid"), timeout=HTTP_TIMEOUT).status_code == 200  # the bound is free again
+    assert metric(server, "m0_requests_refused_total", '{reason="limit-concurrency"}') == 3
+    assert "refused a request with 503: 2 requests in flight (--limit-concurrency 2)" in server.stderr
+    assert server.stderr.count("--limit-concurrency 2)") == 1  # said once
+
+
+def test_held_streams_do_not_count(serve):
+    server = serve(SPEC, args=["--limit-concurrency", "2", "--realtime"])
+    streams = [SSE(server, "/hold?c=limit") for _ in range(4)]
+    assert all(s.status == 200 for s in streams), [s.status for s in streams]
+    answers = burst(server, 2, "/sleep?s=0.2")
+    assert [r.status_code for r in answers] == [200, 200]
+    for s in streams:
+        s.close()
+
+
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+def test_max_queue_wait(serve, front_end):
+    server = serve_on(serve, front_end, SPEC, args=["--blocking-threads", "1", "--max-queue-wait", "0.3", "--metrics"])
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        slow = pool.submit(requests.get, server.url("/sleep?s=1.5"), timeout=HTTP_TIMEOUT)
+        time.sleep(0.2)  # the slow one holds the one thread
+        began = time.monotonic()
+        waited = requests.get(server.url("/pid"), timeout=HTTP_TIMEOUT)
+        took = time.monotonic() - began
+        assert slow.result().status_code == 200
+    assert waited.status_code == 503 and waited.headers["Retry-After"] == "1", (waited.status_code, waited.headers)
+    assert 0.25 < took < 1.2, took  # after the bound, before the slow one ended
+    assert requests.get(server.url("/pid"), timeout=HTTP_TIMEOUT).status_code == 200
+    assert metric(server, "m0_requests_refused_total", '{reason="max-queue-wait"}') == 1
+    assert metric(server, "m0_pool_waits_total") >= 1
+    assert metric(server, "m0_pool_wait_seconds_total") >= 0.25
+    # One thread for the application; nethost's own ASGI mount runs on a
+    # pool of its own under --blocking-threads.
+    assert metric(server, "m0_pool_threads") == (1 if front_end == "fasthttp" else 2)
+
+
+def test_pool_and_gil_metrics_under_workers(serve):
+    server = serve(SPEC, args=["--workers", "2", "--blocking-threads", "2", "--metrics", "--max-requests", "50"])
+    for _ in range(150):
+        requests.get(server.url("/pid"), timeout=HTTP_TIMEOUT)
+    wait_until(lambda: "m0serve: worker" in server.stderr and " replaced: " in server.stderr, 30, "a replacement")
+    text = requests.get(server.url("/__metrics"), timeout=HTTP_TIMEOUT).text
+    # Per worker, labelled; the replacements once, for the server.
+    assert re.search(r'^m0_pool_threads\{worker="0"\} 2$', text, re.M), text[:3000]
+    assert re.search(r'^m0_pool_threads\{worker="1"\} 2$', text, re.M), text[:3000]
+    takes = [float(v) for v in re.findall(r'^m0_gil_takes_total\{worker="\d"\} (\S+)$', text, re.M)]
+    assert len(takes) == 2 and all(t > 0 for t in takes), takes
+    n = re.search(r'^m0_worker_replacements_total\{reason="max-requests"\} (\S+)$', text, re.M)
+    assert n and float(n.group(1)) >= 1, text[-3000:]
+    assert re.search(r'^m0_worker_replacements_total\{reason="sighup"\} 0$', text, re.M)
+
+
+def test_max_queue_wait_refused_for_asgi_on_its_loop(serve):
+    server = serve("recorder:app", args=["--max-queue-wait", "1"], wait=False)
+    assert server.wait_exit(30) == 78
+    assert "no application here waits for a Python pool thread" in server.stderr, server.stderr
