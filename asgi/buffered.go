@@ -35,6 +35,11 @@ type BufferedOptions struct {
 	// the default, waits as long as the request lasts.
 	MaxWait time.Duration
 
+	// Timeout bounds how long a request may run before its response
+	// begins: past it, it is interrupted, every thread's stack is logged,
+	// and it is answered 504 (wsgi.Pool.SetTimeout). Zero is no bound.
+	Timeout time.Duration
+
 	// Logger receives application errors. Nil, the default, means
 	// slog.Default().
 	Logger *slog.Logger
@@ -88,7 +93,7 @@ func NewBuffered(handle *m0.App, opts *BufferedOptions) *Buffered {
 	if err != nil {
 		panic("asgi: " + err.Error())
 	}
-	h := wsgi.New(cpython.Wrap(wrapped.App).(*m0.App), &wsgi.Options{Threads: opts.Threads, MaxBody: opts.MaxBody, MaxWait: opts.MaxWait, Logger: opts.Logger, LogPrefix: "asgi",
+	h := wsgi.New(cpython.Wrap(wrapped.App).(*m0.App), &wsgi.Options{Threads: opts.Threads, MaxBody: opts.MaxBody, MaxWait: opts.MaxWait, Timeout: opts.Timeout, Logger: opts.Logger, LogPrefix: "asgi",
 		ScriptName: opts.RootPath})
 	log := opts.Logger
 	if log == nil {

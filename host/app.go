@@ -25,7 +25,8 @@ type Context struct {
 	// application has a producer; nil otherwise.
 	Hub *realtime.Hub
 
-	loop *Loop // what Ready and Drain add to, for the loop being made
+	loop  *Loop  // what Ready and Drain add to, for the loop being made
+	stuck func() // called when every Python thread is past --timeout at once
 }
 
 // Ready adds a step the host runs before it listens: an ASGI handler's

@@ -63,6 +63,7 @@ func (c Context) Bridge(app *m0.App, prefix string) http.Handler {
 		// them all.
 		c.loop.pool = wsgi.NewPool(poolOption(cfg.BlockingThreads))
 		c.loop.pool.SetMaxWait(cfg.MaxQueueWait)
+		c.loop.pool.SetTimeout(cfg.Timeout, c.stuck)
 		c.Drain(c.loop.pool)
 	}
 	opts := WSGIOptions(cfg, prefix)
@@ -132,7 +133,7 @@ func ASGIOptions(c *Config, prefix string) *asgi.Options {
 // BufferedOptions are the buffered ASGI path's options under prefix with
 // the configuration c: a pool of --blocking-threads and --max-body.
 func BufferedOptions(c *Config, prefix string) *asgi.BufferedOptions {
-	return &asgi.BufferedOptions{Threads: poolOption(c.BlockingThreads), MaxBody: wire.Off(c.MaxBody), MaxWait: c.MaxQueueWait, RootPath: prefix}
+	return &asgi.BufferedOptions{Threads: poolOption(c.BlockingThreads), MaxBody: wire.Off(c.MaxBody), MaxWait: c.MaxQueueWait, Timeout: c.Timeout, RootPath: prefix}
 }
 
 // HoldOptions are the held streams' options for the views of an

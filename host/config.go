@@ -59,6 +59,7 @@ type Config struct {
 	WorkersLifetime      time.Duration // how long a worker serves before it is replaced; 0: never
 	LimitConcurrency     int           // requests in flight per worker past which the next gets 503; 0: none
 	MaxQueueWait         time.Duration // how long a request waits for a Python thread before 503; 0: as long as it lasts
+	Timeout              time.Duration // how long a request may run the application before its response begins; 0: no bound
 	ReplayFrames         int
 	PGListen             string
 	HealthPath           string

@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/m0serve/m0/internal/observe"
 	"github.com/m0serve/m0/middleware"
+	"github.com/m0serve/m0/prefork"
 	"github.com/valyala/fasthttp"
 )
 
@@ -92,3 +94,22 @@ func (c *fastCounter) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 // dueLine is what a worker that has served its requests says it is due
 // for.
 func dueLine(n int64) string { return fmt.Sprintf("it has served %d requests (--max-requests)", n) }
+
+// stuckPool is what a worker does when every Python thread of its pool has
+// run one request past --timeout at once: under a supervisor it asks to be
+// replaced (its requests still running are cut at the drain's bound); a
+// single process says that it cannot be.
+func stuckPool(c *Config, w *prefork.Worker, stderr io.Writer) func() {
+	if c.Timeout <= 0 {
+		return nil
+	}
+	if w != nil && w.Supervised() {
+		return func() {
+			w.Due(fmt.Sprintf("every Python thread has run one request for more than %s (--timeout)", c.Timeout))
+		}
+	}
+	return func() {
+		fmt.Fprintf(stderr, "m0serve: every Python thread has run one request for more than %s (--timeout); "+
+			"a single process cannot replace itself: run with --workers 1 or more for a supervisor that replaces it\n", c.Timeout)
+	}
+}

@@ -114,7 +114,7 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 	load := newLoad(cfg, w, stderr)
 	var loops []*Loop
 	for i := range cfg.Threads {
-		l, err := app.Make(Context{Worker: index + i, Workers: workers, Config: cfg, Hub: hub})
+		l, err := app.Make(Context{Worker: index + i, Workers: workers, Config: cfg, Hub: hub, stuck: stuckPool(cfg, w, stderr)})
 		if err != nil {
 			return abort(makeErr("the application's make", err))
 		}

@@ -211,6 +211,7 @@ var settings = []setting{
 	{name: "workers-lifetime", env: "M0_WORKERS_LIFETIME", def: "0", arg: "SECONDS", usage: "replace a worker once it has served this long (0: never); runs a supervisor", set: setDuration(func(c *Config) *time.Duration { return &c.WorkersLifetime })},
 	{name: "limit-concurrency", env: "M0_LIMIT_CONCURRENCY", def: "0", arg: "N", usage: "past N requests in flight in a worker, answer the next 503 before Python (0: no bound)", set: setCount(func(c *Config) *int { return &c.LimitConcurrency }, 0)},
 	{name: "max-queue-wait", env: "M0_MAX_QUEUE_WAIT", def: "0", arg: "SECONDS", usage: "answer 503 a request that waits this long for a Python thread (0: it waits)", set: setDuration(func(c *Config) *time.Duration { return &c.MaxQueueWait })},
+	{name: "timeout", env: "M0_TIMEOUT", def: "0", arg: "SECONDS", usage: "a request still running the application this long is interrupted, its stack logged, and answered 504 (0: never)", set: setDuration(func(c *Config) *time.Duration { return &c.Timeout })},
 	{name: "access-log", env: "M0_ACCESS_LOG", def: "false", usage: "one JSON line per response on stdout", set: setBool(func(c *Config) *bool { return &c.AccessLog })},
 	{name: "health-path", def: "", arg: "PATH", usage: "answer a liveness JSON at PATH, before Python", set: func(c *Config, v string) error {
 		if v != "" && !strings.HasPrefix(v, "/") {

@@ -63,7 +63,7 @@ func (x *fastExchange) describe() (string, string) {
 	return string(x.ctx.Method()), wire.Path(x.ctx)
 }
 
-func (x *fastExchange) fail() { wire.FastError(x.ctx, fasthttp.StatusInternalServerError, false) }
+func (x *fastExchange) fail(status int) { wire.FastError(x.ctx, status, false) }
 
 func (x *fastExchange) head() bool { return x.ctx.IsHead() }
 

@@ -109,7 +109,7 @@ func (x *netExchange) release() {
 
 func (x *netExchange) describe() (string, string) { return x.r.Method, x.r.URL.Path }
 
-func (x *netExchange) fail() { wire.Error(x.w, http.StatusInternalServerError, false) }
+func (x *netExchange) fail(status int) { wire.Error(x.w, status, false) }
 
 // smallBody is written at once: it fits the response buffer, so the write
 // cannot block on a slow client while the thread is held. A larger one is

@@ -65,6 +65,27 @@ func (p *Pool) Expected() time.Duration { return time.Duration(p.slots.longest.L
 // the default, waits as long as the request lasts. Safe at any time.
 func (p *Pool) SetMaxWait(d time.Duration) { p.slots.maxWait.Store(int64(max(d, 0))) }
 
+// SetTimeout bounds how long a request may run the application before its
+// response begins (m0serve's --timeout, gunicorn's worker timeout): past d,
+// a line naming the request and then every Python thread's stack
+// (faulthandler) go to standard error as one record, the request's thread
+// is interrupted (_m0.RequestTimeout, a BaseException, is raised in it at
+// its next bytecode) and the request is answered 504. A thread blocked in
+// one C call (a query waiting on its database) hears of it when the call
+// returns. A response already streaming is not bounded. stuck, if not nil,
+// is called once each time every thread of the pool is past d at once
+// (m0serve replaces the worker). Call it before the pool serves; zero is no
+// bound.
+func (p *Pool) SetTimeout(d time.Duration, stuck func()) {
+	if d <= 0 || p.one != nil {
+		return
+	}
+	s := p.slots
+	s.timeout.Store(int64(d))
+	s.stuck = stuck
+	s.watcher.Do(func() { go s.watchdog(d) })
+}
+
 // PoolStats are a pool's counts, since it was made unless said otherwise.
 type PoolStats struct {
 	Threads  int           // Python threads
@@ -106,6 +127,11 @@ type pool struct {
 	longest atomic.Int64 // a decaying maximum of how long a request held its slot (ns)
 	maxWait atomic.Int64 // SetMaxWait's bound (ns); 0 none
 
+	timeout atomic.Int64              // SetTimeout's bound (ns); 0 none
+	watch   []atomic.Pointer[watched] // per slot, the request running the application, under a timeout
+	stuck   func()                    // SetTimeout's
+	watcher sync.Once
+
 	waiting          atomic.Int64
 	waited, timedOut atomic.Uint64
 	cutOff           atomic.Uint64
@@ -123,7 +149,8 @@ const (
 )
 
 func newPool(n int) *pool {
-	p := &pool{slots: make(chan int, n), closed: make(chan struct{}), cut: make(chan struct{}), n: n, began: make([]int64, n)}
+	p := &pool{slots: make(chan int, n), closed: make(chan struct{}), cut: make(chan struct{}), n: n, began: make([]int64, n),
+		watch: make([]atomic.Pointer[watched], n)}
 	for i := range n {
 		p.slots <- i
 	}
@@ -241,4 +268,80 @@ func (p *pool) shutdown(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// watched is a request running the application on a pool thread under a
+// timeout.
+type watched struct {
+	mu           sync.Mutex
+	t            cpython.Thread // the thread running it
+	method, path string
+	began        time.Time
+	done         bool // its response has begun, or it failed: not to be interrupted
+	timedOut     bool // interrupted for its timeout
+}
+
+// watchdog looks at every slot a few times per timeout until the pool
+// shuts down.
+func (p *pool) watchdog(d time.Duration) {
+	every := min(max(d/4, 50*time.Millisecond), time.Second)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	stuck := false
+	for {
+		select {
+		case <-p.closed:
+			return
+		case <-tick.C:
+		}
+		over := 0
+		for i := range p.watch {
+			w := p.watch[i].Load()
+			if w == nil || time.Since(w.began) < d {
+				continue
+			}
+			over++
+			w.mu.Lock()
+			if !w.done && !w.timedOut {
+				w.timedOut = true
+				header := fmt.Sprintf("m0serve: wsgi: python-%d has run %s %s for %s, past the timeout of %s (--timeout): "+
+					"it is interrupted and answered 504; every Python thread's stack follows, its own as thread %#016x\n",
+					i+1, w.method, w.path, time.Since(w.began).Round(100*time.Millisecond), d, w.t.Ident())
+				w.t.TimedOut(header)
+			}
+			w.mu.Unlock()
+		}
+		if all := over == p.n; all && !stuck && p.stuck != nil {
+			p.stuck()
+		} else if !all {
+			stuck = false
+			continue
+		}
+		stuck = true
+	}
+}
+
+// watchStart records, under a timeout, the request taking slot on this
+// goroutine's thread; watchEnd says its response has begun, and whether
+// it was interrupted for its timeout.
+func (p *pool) watchStart(slot int, method, path string) *watched {
+	if p.timeout.Load() == 0 {
+		return nil
+	}
+	w := &watched{t: cpython.Here(), method: method, path: path, began: time.Now()}
+	p.watch[slot].Store(w)
+	return w
+}
+
+func (p *pool) watchEnd(slot int, w *watched) bool {
+	if w == nil {
+		return false
+	}
+	p.watch[slot].Store(nil)
+	w.mu.Lock()
+	w.done = true
+	timedOut := w.timedOut
+	w.mu.Unlock()
+	w.t.Release()
+	return timedOut
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -19,8 +20,8 @@ type exchange interface {
 	describe() (method, path string)
 	// head tells a HEAD request.
 	head() bool
-	// fail answers 500.
-	fail()
+	// fail answers status: 500, or a timeout's 504.
+	fail(status int)
 	// send renders rep, with the application's headers read from t. With a
 	// stream (rep.s), it owns the stream and must see s.close called when
 	// the body ends, however it ends.
@@ -80,7 +81,18 @@ func (h *Handler) serve(ctx context.Context, x exchange, env *cpython.Environ, b
 		})
 		return nil
 	}
+	var w *watched
+	if h.pool.slots.timeout.Load() != 0 {
+		method, path := x.describe()
+		w = h.pool.slots.watchStart(slot, method, path)
+	}
 	t, res, err := h.app.Call(env, body, h.pool.stream)
+	if h.pool.slots.watchEnd(slot, w) && err != nil {
+		defer h.pool.slots.release(slot)
+		defer t.Release()
+		h.timedOut(x)
+		return nil
+	}
 	if err == nil && res.Stream {
 		x.send(t, decide(x.head(), t, res.Status, &stream{h: h, x: x, t: t, slot: slot, part: t.Body()}))
 		return nil
@@ -91,11 +103,23 @@ func (h *Handler) serve(ctx context.Context, x exchange, env *cpython.Environ, b
 	return nil
 }
 
+// timedOut answers a request interrupted for its timeout: 504, and one log
+// line (its stack went out when it was interrupted).
+func (h *Handler) timedOut(x exchange) {
+	method, path := x.describe()
+	prefix := h.prefix
+	if prefix == "" {
+		prefix = "wsgi"
+	}
+	h.log.Error(prefix+": request timed out", "method", method, "path", path)
+	x.fail(http.StatusGatewayTimeout)
+}
+
 // finish hands a buffered response, or the failure, to x.
 func (h *Handler) finish(x exchange, t cpython.Thread, res cpython.Result, err error) {
 	if err != nil {
 		h.logError(x, "wsgi: application error", err)
-		x.fail()
+		x.fail(http.StatusInternalServerError)
 		return
 	}
 	x.send(t, decide(x.head(), t, res.Status, nil))

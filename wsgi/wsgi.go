@@ -77,6 +77,12 @@ type Options struct {
 	// its own (Pool.SetMaxWait).
 	MaxWait time.Duration
 
+	// Timeout bounds how long a request may run the application on the
+	// handler's own pool before its response begins (Pool.SetTimeout):
+	// past it, it is interrupted, every thread's stack is logged, and it is
+	// answered 504. Zero, the default, is no bound.
+	Timeout time.Duration
+
 	// ScriptName is SCRIPT_NAME: the prefix the application is mounted
 	// under ("/flask"; trailing slashes are dropped), decoded as PATH_INFO
 	// is (not percent-encoded). PATH_INFO is then what
@@ -136,6 +142,7 @@ func New(handle *m0.App, opts *Options) *Handler {
 	if p == nil {
 		p = NewPool(opts.Threads)
 		p.SetMaxWait(opts.MaxWait)
+		p.SetTimeout(opts.Timeout, nil)
 	}
 	w, err := rt.NewWSGI(app, p.slots.n > 1, opts.Multiprocess)
 	if err != nil {

@@ -12,6 +12,22 @@ def _format_exc(etype, value, tb):
     return "".join(traceback.format_exception(etype, value, tb)).rstrip("\n")
 
 
+class RequestTimeout(BaseException):
+    """Raised in the thread of a request that has run past the server's
+    --timeout, at its next bytecode."""
+
+
+def _timed_out(header):
+    """Writes header, then every Python thread's stack, on standard error
+    (fd 2), as one record: a request has run past --timeout."""
+    import faulthandler
+    import os
+    sys.stderr.flush()
+    os.write(2, header.encode("utf-8", "replace"))
+    faulthandler.dump_traceback(file=2, all_threads=True)
+    return ""
+
+
 class FileWrapper:
     """wsgi.file_wrapper: iterates a file-like object in blocks."""
 

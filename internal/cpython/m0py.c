@@ -1066,6 +1066,16 @@ int m0_wsgi_interrupt(m0_thread *self, m0_thread *target)
 	return n;
 }
 
+int m0_wsgi_timeout(m0_thread *self, m0_thread *target)
+{
+	m0_attach(self->ts);
+	PyObject *exc = py.PyDict_GetItemString(m0_dict, "RequestTimeout"); /* borrowed: the module holds it */
+	int n = exc ? py.PyThreadState_SetAsyncExc(target->ident, exc) : 0;
+	target->interrupted = target->interrupted || n > 0;
+	self->ts = py.PyEval_SaveThread();
+	return n;
+}
+
 /* m0_signal_handler returns the address of the handler installed for sig. */
 uintptr_t m0_signal_handler(int sig)
 {

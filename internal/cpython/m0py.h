@@ -181,6 +181,13 @@ void m0_wsgi_close(m0_thread *t);
  * modified (1, or 0 when target has no thread state). */
 int m0_wsgi_interrupt(m0_thread *self, m0_thread *target);
 
+/* m0_wsgi_timeout is m0_wsgi_interrupt with _m0.RequestTimeout (a
+ * BaseException, so that an application's `except Exception` does not
+ * swallow it) in place of GeneratorExit: a request that has run past its
+ * bound. Same thread, GIL and reference rules; the exception class is
+ * borrowed from the module, which keeps it for the life of the process. */
+int m0_wsgi_timeout(m0_thread *self, m0_thread *target);
+
 /* m0_wsgi_clear_interrupt takes back an interrupt of target's that was
  * not raised yet (the body ended first). Called on self's thread, target's
  * or another; the GIL is taken through self and released on return. */

@@ -241,6 +241,23 @@ func (t Thread) Interrupt() bool {
 	return C.m0_wsgi_interrupt(me.c, t.c) > 0
 }
 
+// Ident is t's thread id as Python knows it (threading.get_ident), as
+// faulthandler names the thread in a dump.
+func (t Thread) Ident() uint64 { return uint64(t.c.ident) }
+
+// TimedOut reports that t's request has run past its bound: header, then
+// every Python thread's stack (faulthandler), on standard error as one
+// record, and raises _m0.RequestTimeout in the code t runs at its next
+// bytecode, as Interrupt raises GeneratorExit. From another goroutine than
+// t's, with t's request in progress; t's next call takes back an exception
+// not yet raised. It reports whether the exception was set.
+func (t Thread) TimedOut(header string) bool {
+	me := Here()
+	defer me.Release()
+	me.CallHelperStr("_timed_out", header)
+	return C.m0_wsgi_timeout(me.c, t.c) > 0
+}
+
 // ClearInterrupt takes back an Interrupt that was not raised yet: the
 // body ended before the application ran again. From any goroutine.
 func (t Thread) ClearInterrupt() {

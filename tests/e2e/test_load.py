@@ -99,4 +99,49 @@ def test_pool_and_gil_metrics_under_workers(serve):
 def test_max_queue_wait_refused_for_asgi_on_its_loop(serve):
     server = serve("recorder:app", args=["--max-queue-wait", "1"], wait=False)
     assert server.wait_exit(30) == 78
-    assert "no application here waits for a Python pool thread" in server.stderr, server.stderr
+    assert "no application here runs on a Python pool thread" in server.stderr, server.stderr
+
+
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+def test_timeout_interrupts_and_answers_504(serve, front_end):
+    """A request still running the application past --timeout: a line
+    naming it and every Python thread's stack on stderr, the request
+    interrupted and answered 504, one log line; the server serves on."""
+    server = serve_on(serve, front_end, SPEC, args=["--timeout", "1", "--blocking-threads", "2"])
+    began = time.monotonic()
+    r = requests.get(server.url("/spin?s=20"), timeout=HTTP_TIMEOUT)
+    took = time.monotonic() - began
+    assert r.status_code == 504, (r.status_code, r.text)
+    assert 0.9 < took < 4, took
+    wait_until(lambda: "request timed out" in server.stderr, 5, "the timeout's log line")
+    err = server.stderr
+    assert re.search(r"^m0serve: wsgi: python-\d has run GET /spin for \d+(\.\d)?s, past the timeout of 1s \(--timeout\)", err, re.M), err
+    # faulthandler's dump: every thread, the one spinning in the view.
+    dump = err[err.index("past the timeout of 1s"):]
+    ident = re.search(r"its own as thread (0x[0-9a-f]{16})", dump).group(1)
+    own = dump[dump.index(f"Thread {ident} (most recent call first):"):]
+    assert own.splitlines()[1].strip().startswith('File "') and "prefork_app.py" in own.splitlines()[1] \
+        and own.splitlines()[1].endswith("in application"), dump[:3000]
+    assert err.count("past the timeout of 1s") == 1
+    assert requests.get(server.url("/pid"), timeout=HTTP_TIMEOUT).status_code == 200
+    # A request within the bound is untouched.
+    assert requests.get(server.url("/spin?s=0.2"), timeout=HTTP_TIMEOUT).json()["spun"] is True
+
+
+def test_timeout_replaces_a_worker_whose_every_thread_is_stuck(serve):
+    """Threads blocked in a C call (time.sleep) hear the interrupt only when
+    it returns: with every pool thread stuck, the supervisor replaces the
+    worker, and the successor serves meanwhile."""
+    server = serve(SPEC, args=["--workers", "1", "--timeout", "1", "--blocking-threads", "1"])
+    first = requests.get(server.url("/pid"), timeout=HTTP_TIMEOUT).json()["pid"]
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        stuck = pool.submit(requests.get, server.url("/sleep?s=30"), timeout=HTTP_TIMEOUT)
+        wait_until(lambda: "every Python thread has run one request for more than 1s (--timeout)" in server.stderr, 20,
+                   lambda: f"the replacement\n{server.describe()}")
+        wait_until(lambda: re.search(r"^m0serve: worker 0 replaced: pid \d+ serves in place of pid %d$" % first,
+                                     server.stderr, re.M), 30, lambda: f"the successor\n{server.describe()}")
+        assert requests.get(server.url("/pid"), timeout=HTTP_TIMEOUT).json()["pid"] != first
+        try:
+            stuck.result()
+        except requests.RequestException:
+            pass  # cut with the old worker at its drain's bound

@@ -83,6 +83,11 @@ def application(environ, start_response):
         seconds = float(query.get("s", "1"))
         time.sleep(seconds)
         return _json(start_response, {"pid": os.getpid(), "slept": seconds})
+    if path == "/spin":  # pure Python, never leaving the interpreter: interruptible at once
+        end = time.monotonic() + float(query.get("s", "1"))
+        while time.monotonic() < end:
+            pass
+        return _json(start_response, {"pid": os.getpid(), "spun": True})
     if path == "/hold":
         start_response("200 OK", [("M0-Hold", "stream"), ("M0-Channel", channel), ("X-Pid", str(os.getpid()))])
         return []

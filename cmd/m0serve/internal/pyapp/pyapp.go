@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/cmd/m0serve/internal/mount"
@@ -114,25 +115,36 @@ func (a *App) Check(p *host.Plan) {
 			m.eventLoop = p.EventLoop
 		}
 	}
-	a.checkQueueWait(p)
+	a.checkPoolBounds(p)
 }
 
-// checkQueueWait refuses --max-queue-wait where no application waits for
-// a pool thread: an ASGI application on the event loop takes none.
-func (a *App) checkQueueWait(p *host.Plan) {
+// checkPoolBounds refuses --max-queue-wait and --timeout where no
+// application runs on a pool thread: an ASGI application on the event loop
+// takes none, and its requests are not bounded by them.
+func (a *App) checkPoolBounds(p *host.Plan) {
 	c := p.Config
-	if c.MaxQueueWait <= 0 {
-		return
-	}
+	pooled := false
 	for _, m := range a.apps {
-		if m.app != nil && m.mode(c) != "executor" {
-			p.Checks = append(p.Checks, host.Check{Name: "max-queue-wait", OK: true})
-			return
+		pooled = pooled || (m.app != nil && m.mode(c) != "executor")
+	}
+	for _, b := range []struct {
+		name string
+		d    time.Duration
+		fix  string
+	}{
+		{"max-queue-wait", c.MaxQueueWait, "bound it with --limit-concurrency"},
+		{"timeout", c.Timeout, "bound its requests in the application (asyncio.timeout)"},
+	} {
+		switch {
+		case b.d <= 0:
+		case pooled:
+			p.Checks = append(p.Checks, host.Check{Name: b.name, OK: true})
+		default:
+			p.Checks = append(p.Checks, host.Check{Name: b.name, Exit: host.ExitConfig,
+				Detail: fmt.Sprintf("--%s %s, and no application here runs on a Python pool thread: an ASGI application runs on its event loop", b.name, b.d),
+				Fix:    fmt.Sprintf("pass --blocking-threads N to run the ASGI application on a pool (the buffered path), %s, or leave --%s out", b.fix, b.name)})
 		}
 	}
-	p.Checks = append(p.Checks, host.Check{Name: "max-queue-wait", Exit: host.ExitConfig,
-		Detail: fmt.Sprintf("--max-queue-wait %s, and no application here waits for a Python pool thread: an ASGI application runs on its event loop", c.MaxQueueWait),
-		Fix:    "pass --blocking-threads N to run the ASGI application on a pool (the buffered path), bound it with --limit-concurrency, or leave --max-queue-wait out"})
 }
 
 // checkMounts imports each mount's application.
