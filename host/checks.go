@@ -55,6 +55,9 @@ func configChecks(c *Config) []Check {
 	add("max-requests-jitter", c.MaxRequestsJitter == 0 || c.MaxRequests > 0,
 		fmt.Sprintf("--max-requests-jitter %d without --max-requests", c.MaxRequestsJitter),
 		"pass --max-requests N too (the jitter is added to it), or leave the jitter unset")
+	add("access-log-fields", len(c.AccessLogFields) == 0 || c.AccessLogFormat == "",
+		"--access-log-fields "+strings.Join(c.AccessLogFields, ",")+" beside --access-log-format: the fields are the JSON lines'",
+		"put the headers in the format instead (%({User-Agent}i)s, %({Referer}i)s, %({X-Request-ID}i)s), or leave --access-log-format out")
 	add("threads-and-workers", !(c.Threads > 1 && c.Workers > 1),
 		fmt.Sprintf("--threads %d beside --workers %d", c.Threads, c.Workers),
 		"use one of --threads and --workers, not both")

@@ -47,6 +47,8 @@ type Config struct {
 	Protocol             string // "", "wsgi" or "asgi"
 	Loop                 string // the ASGI event loop: "auto", "uvloop" or "asyncio"
 	AccessLog            bool
+	AccessLogFormat      string   // gunicorn's atoms; "" JSON lines
+	AccessLogFields      []string // more JSON fields (middleware.AccessFields)
 	QoS                  string // the scheduling class of the Python threads
 	SpawnWorkers         bool
 	MaxBody              int64         // bytes; 0 none

@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/m0serve/m0/internal/bind"
 	"github.com/m0serve/m0/internal/wire"
+	"github.com/m0serve/m0/middleware"
 	"github.com/m0serve/m0/static"
 )
 
@@ -213,6 +215,30 @@ var settings = []setting{
 	{name: "max-queue-wait", env: "M0_MAX_QUEUE_WAIT", def: "0", arg: "SECONDS", usage: "answer 503 a request that waits this long for a Python thread (0: it waits)", set: setDuration(func(c *Config) *time.Duration { return &c.MaxQueueWait })},
 	{name: "timeout", env: "M0_TIMEOUT", def: "0", arg: "SECONDS", usage: "a request still running the application this long is interrupted, its stack logged, and answered 504 (0: never)", set: setDuration(func(c *Config) *time.Duration { return &c.Timeout })},
 	{name: "access-log", env: "M0_ACCESS_LOG", def: "false", usage: "one JSON line per response on stdout", set: setBool(func(c *Config) *bool { return &c.AccessLog })},
+	{name: "access-log-format", env: "M0_ACCESS_LOG_FORMAT", def: "", arg: "FORMAT", usage: "access lines as text in gunicorn's format (%(h)s %(r)s %(s)s ...; turns the access log on)", set: func(c *Config, v string) error {
+		if v == "" {
+			c.AccessLogFormat = ""
+			return nil
+		}
+		if v == "gunicorn" {
+			v = middleware.DefaultAccessFormat
+		}
+		if _, err := middleware.AccessLogWith(io.Discard, middleware.AccessLogOptions{Format: v}); err != nil {
+			return err
+		}
+		c.AccessLogFormat = v
+		return nil
+	}},
+	{name: "access-log-fields", env: "M0_ACCESS_LOG_FIELDS", def: "", arg: "LIST", usage: "add user_agent, referer, request_id (comma-separated) to each JSON access line", set: func(c *Config, v string) error {
+		c.AccessLogFields = nil
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				c.AccessLogFields = append(c.AccessLogFields, f)
+			}
+		}
+		_, err := middleware.AccessLogWith(io.Discard, middleware.AccessLogOptions{Fields: c.AccessLogFields})
+		return err
+	}},
 	{name: "health-path", def: "", arg: "PATH", usage: "answer a liveness JSON at PATH, before Python", set: func(c *Config, v string) error {
 		if v != "" && !strings.HasPrefix(v, "/") {
 			return fmt.Errorf("a path starts with /, not %q", v)

@@ -59,8 +59,12 @@ func wrapLoop(l *Loop, c *Config, hub *realtime.Hub, siblings *prefork.Bus, load
 		}
 		h = metrics.Middleware(metrics.Path, opts...)(h)
 	}
-	if c.AccessLog {
-		h = middleware.AccessLog(os.Stdout)(h)
+	if c.accessLogged() {
+		log, err := middleware.AccessLogWith(os.Stdout, middleware.AccessLogOptions{Format: c.AccessLogFormat, Fields: c.AccessLogFields})
+		if err != nil {
+			return nil, &UsageError{Msg: err.Error()}
+		}
+		h = log(h)
 	}
 	w := *l
 	w.Handler = h
@@ -120,3 +124,7 @@ func (p *procLoad) stats() metrics.LoadStats {
 	}
 	return st
 }
+
+// accessLogged is whether responses are logged: --access-log, or a format
+// given.
+func (c *Config) accessLogged() bool { return c.AccessLog || c.AccessLogFormat != "" }

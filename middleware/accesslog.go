@@ -27,10 +27,19 @@ import (
 // its body ends. Lines are written whole, one Write each.
 //
 // Around a [FastHandler], the handler returned is one too.
-func AccessLog(w io.Writer) func(http.Handler) http.Handler {
+func AccessLog(w io.Writer) func(http.Handler) http.Handler { return accessLogJSON(w, nil) }
+
+// accessLogJSON is AccessLog with the request's fields named in fields
+// (AccessFields) added to each line.
+func accessLogJSON(w io.Writer, fields []string) func(http.Handler) http.Handler {
 	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{ReplaceAttr: utcMillis}))
+	var extra []jsonField
+	for _, f := range fields {
+		extra = append(extra, jsonField{key: f, header: map[string]string{
+			"user_agent": "User-Agent", "referer": "Referer", "request_id": "X-Request-ID"}[f]})
+	}
 	return func(next http.Handler) http.Handler {
-		l := &accessLog{log: log, next: next}
+		l := &accessLog{log: log, next: next, extra: extra}
 		if fh, ok := next.(FastHandler); ok {
 			return &fastAccessLog{accessLog: l, fast: fh}
 		}
@@ -47,35 +56,52 @@ func utcMillis(groups []string, a slog.Attr) slog.Attr {
 }
 
 type accessLog struct {
-	log  *slog.Logger
-	next http.Handler
+	log   *slog.Logger
+	next  http.Handler
+	extra []jsonField
 }
+
+// jsonField is a field of AccessLogOptions.Fields: its key, and the
+// request header it is read from.
+type jsonField struct{ key, header string }
 
 func (l *accessLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := observe.Observe(w, r, l.next)
-	l.write(r.Method, r.URL.Path, rec.Outcome(r))
+	var get func(string) string
+	if len(l.extra) > 0 {
+		get = r.Header.Get
+	}
+	l.write(r.Method, r.URL.Path, rec.Outcome(r), get)
 }
 
-func (l *accessLog) write(method, path string, o observe.Outcome) {
+func (l *accessLog) write(method, path string, o observe.Outcome, header func(string) string) {
 	attrs := [...]slog.Attr{
 		slog.String("method", method),
 		slog.String("path", path),
 		slog.Int("status", o.Status),
 		slog.Int64("dur_us", o.Dur.Microseconds()),
 		slog.Int64("bytes", o.Bytes),
-		{},
+		{}, {}, {}, {},
 	}
-	n := len(attrs) - 1
+	n := 5
 	if o.Remote.IsValid() {
 		attrs[n] = slog.String("remote_addr", o.Remote.String())
 		n++
+	}
+	if header != nil {
+		for _, f := range l.extra {
+			if v := header(f.header); v != "" {
+				attrs[n] = slog.String(f.key, v)
+				n++
+			}
+		}
 	}
 	l.log.LogAttrs(context.Background(), slog.LevelInfo, "access", attrs[:n]...)
 }
 
 // Refused logs a response the server gave before the handler was reached.
 func (l *accessLog) Refused(method, path string, o observe.Outcome) {
-	l.write(method, path, o)
+	l.write(method, path, o, nil)
 	observe.PassRefused(l.next, method, path, o)
 }
 
@@ -86,7 +112,11 @@ type fastAccessLog struct {
 
 func (l *fastAccessLog) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	observe.ObserveFast(ctx, l.fast.ServeFastHTTP, func(ctx *fasthttp.RequestCtx, o observe.Outcome) {
-		l.write(string(ctx.Method()), wire.Path(ctx), o)
+		var get func(string) string
+		if len(l.extra) > 0 {
+			get = func(n string) string { return string(ctx.Request.Header.Peek(n)) }
+		}
+		l.write(string(ctx.Method()), wire.Path(ctx), o, get)
 	})
 }
 

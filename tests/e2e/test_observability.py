@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from conftest import HTTP_TIMEOUT, wait_until
+from conftest import FRONT_ENDS, HTTP_TIMEOUT, serve_on, wait_until
 
 TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 FIELDS = ["time", "level", "msg", "method", "path", "status", "dur_us", "bytes", "remote_addr"]
@@ -108,3 +108,51 @@ def test_duration_counts_from_the_headers(serve):
     wait_until(lambda: access_lines(server), 5, "the access line")
     line = access_lines(server)[-1]
     assert line["path"] == "/input" and line["dur_us"] >= 550_000, line
+
+
+GUNICORN_LINE = re.compile(r'^(?P<h>\S+) - (?P<u>\S+) \[(?P<t>\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4})\] '
+                           r'"(?P<r>[^"]*)" (?P<s>\d{3}) (?P<b>\S+) "(?P<f>[^"]*)" "(?P<a>[^"]*)"$')
+
+
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+def test_access_log_in_gunicorns_format(serve, front_end):
+    """--access-log-format gunicorn is gunicorn's default line, field for
+    field, for pipelines that parse it; more atoms by name."""
+    server = serve_on(serve, front_end, "pep3333:application", args=["--access-log-format", "gunicorn"])
+    requests.get(server.url("/ok?x=1"), auth=("bob", "pw"), headers={"Referer": "http://ref/", "User-Agent": "probe/1"},
+                  timeout=HTTP_TIMEOUT)
+    requests.post(server.url("/input"), data=b"x" * 10, timeout=HTTP_TIMEOUT)
+    wait_until(lambda: len([ln for ln in server.stdout.splitlines() if GUNICORN_LINE.match(ln)]) >= 2, 5,
+               lambda: f"two access lines\n{server.stdout}")
+    lines = [GUNICORN_LINE.match(ln).groupdict() for ln in server.stdout.splitlines() if GUNICORN_LINE.match(ln)]
+    get, post = lines[0], lines[1]
+    assert get == {**get, "h": "127.0.0.1", "u": "bob", "r": "GET /ok?x=1 HTTP/1.1", "s": "200", "b": "3",
+                   "f": "http://ref/", "a": "probe/1"}, get
+    assert post["r"] == "POST /input HTTP/1.1" and post["u"] == "-" and post["f"] == "-", post
+    # The access log is on with a format alone, and writes no JSON line.
+    assert access_lines(server) == []
+
+
+def test_access_log_format_atoms(serve):
+    fmt = '%(m)s %(U)s %(q)s %(H)s %(s)s %(B)s %(D)s %(p)s %({X-Trace}i)s %({Content-Type}o)s %({M0_TEST_ENV}e)s 100%%'
+    server = serve("pep3333:application", args=["--access-log-format", fmt], env={"M0_TEST_ENV": "staging"})
+    requests.get(server.url("/ok?y=2"), headers={"X-Trace": "t-1"}, timeout=HTTP_TIMEOUT)
+    wait_until(lambda: "GET /ok" in server.stdout, 5, "the access line")
+    line = next(ln for ln in server.stdout.splitlines() if ln.startswith("GET /ok"))
+    m = re.fullmatch(r"GET /ok y=2 HTTP/1.1 200 3 (\d+) <(\d+)> t-1 (.+) staging 100%", line)
+    assert m and int(m.group(1)) > 0 and int(m.group(2)) == server.proc.pid, line
+    assert m.group(3).startswith("text/plain"), line
+
+
+def test_access_log_fields_and_refusals(serve):
+    server = serve("pep3333:application", args=["--access-log", "--access-log-fields", "user_agent,referer,request_id"])
+    requests.get(server.url("/ok"), headers={"User-Agent": "probe/2", "Referer": "http://r/", "X-Request-ID": "req-9"},
+                 timeout=HTTP_TIMEOUT)
+    wait_until(lambda: access_lines(server), 5, "the access line")
+    line = access_lines(server)[0]
+    assert list(line) == FIELDS + ["user_agent", "referer", "request_id"], line
+    assert (line["user_agent"], line["referer"], line["request_id"]) == ("probe/2", "http://r/", "req-9")
+    bad = serve("pep3333:application", args=["--access-log-format", "%(h)s", "--access-log-fields", "referer"], wait=False)
+    assert bad.wait_exit(30) == 78 and "put the headers in the format instead" in bad.stderr
+    unknown = serve("pep3333:application", args=["--access-log-format", "%(zz)s"], wait=False)
+    assert unknown.wait_exit(30) == 2 and "no atom %(zz)s" in unknown.stderr
