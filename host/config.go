@@ -49,7 +49,7 @@ type Config struct {
 	AccessLog            bool
 	AccessLogFormat      string   // gunicorn's atoms; "" JSON lines
 	AccessLogFields      []string // more JSON fields (middleware.AccessFields)
-	QoS                  string // the scheduling class of the Python threads
+	QoS                  string   // the scheduling class of the Python threads
 	SpawnWorkers         bool
 	MaxBody              int64         // bytes; 0 none
 	BodyTimeout          time.Duration // 0: never
