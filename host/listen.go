@@ -94,8 +94,14 @@ func listenChecks(c *Config) []Check {
 	}
 	if c.PIDFile != "" {
 		pid, live := pidFileOwner(c.PIDFile)
+		if handedOver() != nil && pid == os.Getppid() {
+			live = false // the process this one replaces (SIGUSR2)
+		}
 		add("pid", !live, fmt.Sprintf("--pid %s names pid %d, which is running", c.PIDFile, pid),
 			"stop that server first, or pass another --pid (a file naming a process that is gone is replaced)")
+	}
+	if handedOver() != nil {
+		return cs // the listeners are the ones the process this one replaces hands it
 	}
 	sys, err := activated()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/m0serve/m0/prefork"
@@ -134,11 +135,12 @@ func supervise(cfg *Config, app *adapted) int {
 			replace <- prefork.Replacement{Slot: -1, Why: "SIGHUP", Reason: "sighup"}
 		}
 	}()
-	ls, err := openListeners(cfg)
+	lsn, err := listen(cfg)
 	if err != nil {
 		return report(os.Stderr, err)
 	}
-	defer closeListeners(ls) // the unix socket files go once every worker has
+	ls := lsn.ls
+	defer closeListeners(ls) // the unix socket files go once every worker has, unless handed on
 	// The workers serve the listeners; the supervisor keeps a copy of
 	// each, which it lets go of as the drain begins.
 	files := make([]*os.File, len(ls))
@@ -171,7 +173,7 @@ func supervise(cfg *Config, app *adapted) int {
 		Stderr:    os.Stderr,
 		Drain:     DrainTimeout,
 		Exit:      mesh.Page.Release,
-		Ready:     func() { notify.Ready(status) },
+		Ready:     func() { notify.Ready(status); lsn.ready() },
 		Reloading: func() { notify.Reloading("reloading: new workers load the application") },
 		Replace:   replace,
 		MaxRSS:    int64(cfg.WorkersMaxRSS) << 20,
@@ -195,8 +197,25 @@ func supervise(cfg *Config, app *adapted) int {
 	// On SIGTERM the supervisor lets go of the listener first: once the
 	// workers have let go of theirs (each as its drain begins), a new
 	// connection is refused at once rather than queued for no one.
+	// SIGUSR2 starts a successor with the listeners; once it serves, this
+	// supervisor drains its workers and exits 0.
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	defer signal.Stop(usr2)
+	var handedOn atomic.Bool
+	go func() {
+		for range usr2 {
+			if lsn.handOver("SIGUSR2", os.Stderr) {
+				handedOn.Store(true)
+				stop <- syscall.SIGTERM
+				return
+			}
+		}
+	}()
 	sup.Stopping = func() {
-		notify.Stopping("draining")
+		if !handedOn.Load() { // the successor is the service now
+			notify.Stopping("draining")
+		}
 		for _, f := range files {
 			f.Close()
 		}

@@ -150,17 +150,20 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 	}
 	var ln net.Listener
 	var places []string // the ready line's
+	var up *listening   // a process that listens itself: SIGUSR2 hands its listeners on
 	if w != nil && w.Listener != nil {
 		ln = w.Balance(w.Listener, cfg.NoHandoff)
 		for _, l := range w.Listeners {
 			places = append(places, bind.URLOf(l.Addr(), cfg.Places()...))
 		}
 	} else {
-		ls, err := openListeners(cfg)
+		lsn, err := listen(cfg)
 		if err != nil {
 			return abort(err)
 		}
-		defer closeListeners(ls) // after the drain: a unix socket's file goes
+		up = lsn
+		ls := lsn.ls
+		defer closeListeners(ls) // after the drain: a unix socket's file goes, unless handed on
 		removePID, err := writePID(cfg.PIDFile)
 		if err != nil {
 			closeListeners(ls)
@@ -202,17 +205,42 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 	notify.Ready("serving on " + strings.Join(places, ", "))
 	stopWatchdog := watchdog(notify)
 	defer stopWatchdog()
+	var usr2 chan os.Signal
+	if up != nil {
+		up.ready()
+		// SIGUSR2 hands the listeners to a successor; so does SIGHUP, in a
+		// process with no supervisor to replace its workers: the
+		// application is loaded anew either way.
+		usr2 = make(chan os.Signal, 1)
+		signal.Notify(usr2, syscall.SIGUSR2, syscall.SIGHUP)
+		defer signal.Stop(usr2)
+	}
 
 	var failed error
-	select {
-	case <-stop:
-	case <-gone: // the supervisor was killed: drain, as it would have asked
-	case err := <-served:
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			failed = &startupError{Msg: "serving stopped: " + err.Error()}
+	handedOn := false
+wait:
+	for {
+		select {
+		case <-stop:
+		case <-gone: // the supervisor was killed: drain, as it would have asked
+		case err := <-served:
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				failed = &startupError{Msg: "serving stopped: " + err.Error()}
+			}
+		case sig := <-usr2:
+			name := "SIGUSR2"
+			if sig == syscall.SIGHUP {
+				name = "SIGHUP"
+			}
+			if handedOn = up.handOver(name, stderr); !handedOn {
+				continue
+			}
 		}
+		break wait
 	}
-	notify.Stopping("draining")
+	if !handedOn { // the successor is the service now
+		notify.Stopping("draining")
+	}
 	if q, ok := ln.(interface{ Quiesce() }); ok {
 		q.Quiesce() // siblings stop handing this worker connections
 	}

@@ -272,6 +272,17 @@ func (l *Listener) Release() {
 	l.made = nil
 }
 
+// Adopt is a listener handed over by the process this one replaces, as
+// s names it: a unix socket's file is this process's to remove from now
+// on, while it is still the one ln listens on.
+func Adopt(s Spec, ln net.Listener) *Listener {
+	l := &Listener{Listener: ln, Spec: s}
+	if s.Kind == Unix {
+		l.made = idOf(s.Path)
+	}
+	return l
+}
+
 // Keep gives up the removal of the socket file: the file is another
 // process's now (the listener was handed on).
 func (l *Listener) Keep() { l.made = nil }

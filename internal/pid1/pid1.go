@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/m0serve/m0/internal/boot"
+	"github.com/m0serve/m0/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -67,6 +68,11 @@ func RunAsInit() (code int, ok bool) {
 			}
 			if pid == child {
 				switch {
+				case ws.Exited() && ws.ExitStatus() == 0 && successor() > 0:
+					// The server handed its listeners to a successor
+					// (SIGUSR2), an orphan of this init now: it is the
+					// server from here on.
+					child = successor()
 				case ws.Exited():
 					return ws.ExitStatus(), true
 				case ws.Signaled():
@@ -76,4 +82,15 @@ func RunAsInit() (code int, ok bool) {
 		}
 	}
 	return boot.ExitStartup, true
+}
+
+// successor is the child of this init that a server's re-exec started,
+// or 0.
+func successor() int {
+	for _, pid := range proc.Children(os.Getpid()) {
+		if proc.Upgraded(pid) {
+			return pid
+		}
+	}
+	return 0
 }

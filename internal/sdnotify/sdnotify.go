@@ -48,6 +48,21 @@ func FromEnv() *Notifier {
 	return n
 }
 
+// Env is the environment that hands the notify socket on to a process
+// that takes this one's place (a re-exec): NOTIFY_SOCKET, and
+// WATCHDOG_USEC without a WATCHDOG_PID, which the successor's pid would
+// have to be. Nil for none.
+func (n *Notifier) Env() []string {
+	if n == nil {
+		return nil
+	}
+	env := []string{"NOTIFY_SOCKET=" + n.addr.Name}
+	if n.watchdog > 0 {
+		env = append(env, "WATCHDOG_USEC="+strconv.FormatInt(n.watchdog.Microseconds(), 10))
+	}
+	return env
+}
+
 // Send sends one message of the lines given ("READY=1", "STATUS=...").
 func (n *Notifier) Send(lines ...string) error {
 	if n == nil {
