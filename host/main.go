@@ -109,6 +109,12 @@ func supervised(c *Config) bool {
 	return c.Workers > 1 || c.Sources["workers"] != FromDefault || c.Reload || c.recycling()
 }
 
+// workerSlots is how many workers a supervisor started with n has room
+// for: n, and n more (4 more at least) for SIGTTIN, within
+// prefork.MaxWorkers. Each spare slot costs a socket pair and nothing
+// else until it runs a worker.
+func workerSlots(n int) int { return min(n+max(n, 4), max(prefork.MaxWorkers, n)) }
+
 // supervise runs the supervisor: it binds the listener, starts the workers
 // (this binary again, with the same arguments), and keeps them serving
 // until SIGTERM or SIGINT. It never loads Python: the configuration's
@@ -157,11 +163,29 @@ func supervise(cfg *Config, app *adapted) int {
 		return report(os.Stderr, err)
 	}
 	defer removePID()
-	mesh, err := prefork.NewMesh(files[0], cfg.Workers, files[1:]...)
+	slots := workerSlots(cfg.Workers)
+	mesh, err := prefork.NewMesh(files[0], slots, files[1:]...)
 	if err != nil {
 		return report(os.Stderr, &startupError{Msg: err.Error()})
 	}
 	defer mesh.Close()
+	for i := range cfg.Workers {
+		mesh.Page.SetInUse(i, true)
+	}
+	// SIGTTIN adds a worker, SIGTTOU drains the last, as gunicorn's.
+	ttin := make(chan os.Signal, 4)
+	signal.Notify(ttin, syscall.SIGTTIN, syscall.SIGTTOU)
+	defer signal.Stop(ttin)
+	scale := make(chan int, 4)
+	go func() {
+		for sig := range ttin {
+			if sig == syscall.SIGTTIN {
+				scale <- 1
+			} else {
+				scale <- -1
+			}
+		}
+	}()
 	notify := notifier()
 	status := fmt.Sprintf("%d workers serving on %s", cfg.Workers, strings.Join(places, ", "))
 	if cfg.Workers == 1 {
@@ -179,6 +203,9 @@ func supervise(cfg *Config, app *adapted) int {
 		MaxRSS:    int64(cfg.WorkersMaxRSS) << 20,
 		Lifetime:  cfg.WorkersLifetime,
 		Count:     mesh.Page.CountReplacement,
+		Slots:     slots,
+		Scale:     scale,
+		InUse:     mesh.Page.SetInUse,
 	}
 	defer watchdog(notify)()
 	if cfg.Reload {

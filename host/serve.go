@@ -77,9 +77,9 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 	var siblings *prefork.Bus
 	who := ""
 	if w != nil && w.Listener != nil { // a worker of a supervisor
-		index, workers = w.Index, w.Workers
+		index, workers = w.Index, max(w.Live(), 1)
 		who = fmt.Sprintf("worker %d (pid %d): ", w.Index, os.Getpid())
-		if w.Workers > 1 {
+		if w.Workers > 1 { // slots: SIGTTIN may add a sibling later
 			siblings = w.Bus
 		}
 	}
@@ -214,6 +214,7 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 		usr2 = make(chan os.Signal, 1)
 		signal.Notify(usr2, syscall.SIGUSR2, syscall.SIGHUP)
 		defer signal.Stop(usr2)
+		defer noWorkers(stderr)()
 	}
 
 	var failed error
@@ -412,4 +413,22 @@ func watchdog(n *sdnotify.Notifier) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// noWorkers answers SIGTTIN and SIGTTOU in a single process, which has no
+// workers to add or drain (rather than being stopped, their default), until
+// the returned function is called.
+func noWorkers(stderr io.Writer) (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTTIN, syscall.SIGTTOU)
+	go func() {
+		for sig := range sigs {
+			name := "SIGTTIN"
+			if sig == syscall.SIGTTOU {
+				name = "SIGTTOU"
+			}
+			fmt.Fprintf(stderr, "m0serve: %s: a single process has no workers to add or drain; run with --workers N for a supervisor\n", name)
+		}
+	}()
+	return func() { signal.Stop(sigs); close(sigs) }
 }

@@ -70,6 +70,7 @@ type Bus struct {
 	out  []*net.UnixConn // every worker's inbox, this one's included
 	q    []chan []byte   // per sibling, drained by a sender of its own
 
+	inUse   func(i int) bool // the slots that run a worker (Page.InUse); nil: every one
 	hub     atomic.Pointer[realtime.Hub]
 	conns   chan net.Conn
 	gather  atomic.Pointer[func() []byte]
@@ -174,7 +175,7 @@ func (b *Bus) Close() error {
 func (b *Bus) Send(f *realtime.Frame) error {
 	m := appendFrame(header(kindFrame, b.self), f.ID, f.Channel, f.Data)
 	for i := range b.out {
-		if i != b.self {
+		if i != b.self && b.runs(i) {
 			b.enqueue(i, m)
 		}
 	}
@@ -433,21 +434,29 @@ func (b *Bus) Metrics(ctx context.Context, ask []int) map[int][]byte {
 		stop func()
 	}
 	var all []asked
+	var asking []int
 	for _, i := range ask {
+		if !b.runs(i) {
+			continue // a spare slot: no worker to answer
+		}
 		ch, stop := b.ask(kindMetrics, i)
 		all = append(all, asked{ch, stop})
+		asking = append(asking, i)
 	}
 	got := map[int][]byte{}
 	for k, a := range all {
 		select {
 		case m := <-a.ch:
-			got[ask[k]] = m.body
+			got[asking[k]] = m.body
 		case <-ctx.Done():
 		}
 		a.stop()
 	}
 	return got
 }
+
+// runs reports whether slot i runs a worker.
+func (b *Bus) runs(i int) bool { return b.inUse == nil || b.inUse(i) }
 
 // Self is this worker's number.
 func (b *Bus) Self() int { return b.self }

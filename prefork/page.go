@@ -29,6 +29,8 @@ import (
 //	    supervisor's count; atomic adds)
 //	64  for each worker i, at 64+16*i: its open connections, and its pid
 //	    while it accepts handed-off connections (0 otherwise)
+//	4032 the slots in use, a bit each (worker i: bit i%64 of word i/64):
+//	    the supervisor's, which SIGTTIN and SIGTTOU change
 const (
 	pageSize   = 4096
 	offEpoch   = 8
@@ -36,8 +38,9 @@ const (
 	offReplace = 24
 	offSlots   = 64
 	slotSize   = 16
+	offInUse   = pageSize - 64
 	pageMagic  = "m0page\x00\x01"
-	MaxWorkers = (pageSize - offSlots) / slotSize // 252
+	MaxWorkers = (offInUse - offSlots) / slotSize // 248
 )
 
 // ReplacementReasons are why a supervisor replaces a worker, as the page
@@ -169,6 +172,31 @@ func (p *Page) serving(i int) *atomic.Int64 {
 // SetServing marks worker i as taking connections handed to it (pid) or
 // not (0).
 func (p *Page) SetServing(i, pid int) { p.serving(i).Store(int64(pid)) }
+
+// SetInUse marks slot i as one the supervisor runs a worker in, or not:
+// siblings send nothing to a slot not in use (a spare one, for SIGTTIN).
+func (p *Page) SetInUse(i int, on bool) {
+	w, bit := p.word(offInUse+8*(i/64)), uint64(1)<<(i%64)
+	if on {
+		w.Or(bit)
+	} else {
+		w.And(^bit)
+	}
+}
+
+// InUse reports whether slot i runs a worker.
+func (p *Page) InUse(i int) bool { return p.word(offInUse+8*(i/64)).Load()&(1<<(i%64)) != 0 }
+
+// Live is how many slots of n are in use.
+func (p *Page) Live(n int) int {
+	live := 0
+	for i := range n {
+		if p.InUse(i) {
+			live++
+		}
+	}
+	return live
+}
 
 // Serving reports whether worker i takes connections handed to it.
 func (p *Page) Serving(i int) bool { return p.serving(i).Load() != 0 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -106,6 +107,18 @@ type Supervisor struct {
 	Lifetime time.Duration
 	// RSS reads a process's resident memory in bytes; nil reads /proc.
 	RSS func(pid int) (int64, error)
+	// Slots is how many workers there may be at most: Scale adds one up to
+	// it. Zero means Workers.
+	Slots int
+	// Scale, when it receives, adds a worker (+1, SIGTTIN) in the next
+	// slot, or drains the last one (-1, SIGTTOU), as gunicorn does; never
+	// fewer than one, nor more than Slots. A change waits for a
+	// replacement or reload under way to end.
+	Scale <-chan int
+	// InUse, if set, is told as a slot begins to run a worker (SIGTTIN)
+	// and once the last of them has gone (SIGTTOU): Page.SetInUse. The
+	// first Workers slots are the caller's to mark.
+	InUse func(slot int, on bool)
 	// Count, if set, is told of every replacement as it begins, and of
 	// every worker started in place of one that died ("died"), with its
 	// reason, one of ReplacementReasons (Page.CountReplacement).
@@ -171,17 +184,19 @@ type replacing struct {
 func (s *Supervisor) Run(stop <-chan os.Signal) int {
 	s.defaults()
 	ev := make(chan procEvent, 64)
-	respawn := make(chan int, s.Workers)
+	respawn := make(chan int, s.Slots)
 	cur := make([]*worker, s.Workers)
-	quick := make([]int, s.Workers) // quick deaths in a row, per slot
-	var next []*worker              // a reload's workers
-	var retiring []*worker          // the workers a reload replaces
+	quick := make([]int, s.Slots) // quick deaths in a row, per slot
+	var leaving []*worker         // drained by SIGTTOU
+	scale := 0                    // SIGTTIN (+) and SIGTTOU (-) not applied yet
+	var next []*worker            // a reload's workers
+	var retiring []*worker        // the workers a reload replaces
 	starting, reloadAgain := true, false
 	var reloadWhat string
 	var queue []Replacement // replacements asked for, in order
 	var repl *replacing     // the one under way
 	everyone := func() []*worker {
-		ws := append(append(append([]*worker{}, cur...), next...), retiring...)
+		ws := append(append(append(append([]*worker{}, cur...), next...), retiring...), leaving...)
 		if repl != nil {
 			ws = append(ws, repl.new)
 			if repl.old != cur[repl.slot] {
@@ -207,7 +222,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 		defer t.Stop()
 		check = t.C
 	}
-	lastFailure := make([]string, s.Workers) // per slot, the text printed last
+	lastFailure := make([]string, s.Slots) // per slot, the text printed last
 
 	for i := range cur {
 		w, err := s.start(i, SpawnOptions{}, ev)
@@ -223,6 +238,42 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 		if reloadAgain && repl == nil && !starting && next == nil && retiring == nil {
 			reloadAgain = false
 			next = s.reload(reloadWhat, ev)
+		}
+		for scale != 0 && repl == nil && !starting && next == nil && retiring == nil {
+			if scale > 0 {
+				scale--
+				if len(cur) >= s.Slots {
+					fmt.Fprintf(s.Stderr, "m0serve: SIGTTIN: %d workers already, the most this supervisor has room for (%d slots); restart with a larger --workers for more\n", len(cur), s.Slots)
+					continue
+				}
+				slot := len(cur)
+				s.inUse(slot, true)
+				w, err := s.start(slot, SpawnOptions{Replaced: true}, ev)
+				if err != nil {
+					s.inUse(slot, false)
+					fmt.Fprintf(s.Stderr, "m0serve: SIGTTIN: cannot start worker %d: %v\n", slot, err)
+					continue
+				}
+				cur = append(cur, w)
+				quick[slot], lastFailure[slot] = 0, ""
+				fmt.Fprintf(s.Stderr, "m0serve: SIGTTIN: worker %d (pid %d) added; %d workers\n", slot, w.p.Pid(), len(cur))
+				continue
+			}
+			scale++
+			if len(cur) <= 1 {
+				fmt.Fprintf(s.Stderr, "m0serve: SIGTTOU: one worker left, which serves on\n")
+				continue
+			}
+			last := len(cur) - 1
+			w := cur[last]
+			cur = cur[:last]
+			if w == nil { // dead, waiting to be started again: it is not
+				s.inUse(last, false)
+				fmt.Fprintf(s.Stderr, "m0serve: SIGTTOU: worker %d (not running) removed; %d workers\n", last, len(cur))
+				continue
+			}
+			leaving = append(leaving, retire([]*worker{w})...)
+			fmt.Fprintf(s.Stderr, "m0serve: SIGTTOU: worker %d (pid %d) drains; %d workers\n", last, w.p.Pid(), len(cur))
 		}
 		if repl == nil && !starting && next == nil && retiring == nil && len(queue) > 0 {
 			r := queue[0]
@@ -251,6 +302,8 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 			}
 			s.stopAll(ev, everyone())
 			return 0
+		case d := <-s.Scale:
+			scale += d
 		case r := <-s.Replace:
 			if r.Slot < 0 {
 				for i := range cur {
@@ -290,7 +343,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 			}
 			next = s.reload(what, ev)
 		case i := <-respawn:
-			if cur[i] == nil {
+			if i < len(cur) && cur[i] == nil {
 				w, err := s.start(i, SpawnOptions{Replaced: true}, ev)
 				if err != nil {
 					fmt.Fprintf(s.Stderr, "m0serve: cannot start worker %d: %v; giving up\n", i, err)
@@ -356,6 +409,11 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 					s.Exit(w.slot, w.p.Pid())
 				}
 				switch {
+				case w.retired && slices.Contains(leaving, w):
+					leaving = slices.DeleteFunc(leaving, func(x *worker) bool { return x == w })
+					if w.slot >= len(cur) {
+						s.inUse(w.slot, false)
+					}
 				case w.retired:
 					if retiring != nil && all(retiring, func(w *worker) bool { return w.exited }) {
 						retiring = nil
@@ -410,6 +468,12 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 	}
 }
 
+func (s *Supervisor) inUse(slot int, on bool) {
+	if s.InUse != nil {
+		s.InUse(slot, on)
+	}
+}
+
 func (s *Supervisor) count(reason string) {
 	if s.Count != nil {
 		s.Count(reason)
@@ -419,6 +483,9 @@ func (s *Supervisor) count(reason string) {
 func (s *Supervisor) defaults() {
 	if s.Drain <= 0 {
 		s.Drain = DefaultDrain
+	}
+	if s.Slots < s.Workers {
+		s.Slots = s.Workers
 	}
 	if s.Grace <= 0 {
 		s.Grace = DefaultGrace

@@ -543,3 +543,72 @@ func TestDueAndLifetime(t *testing.T) {
 		}
 	})
 }
+
+// TestScale: SIGTTIN starts a worker in the next slot, up to Slots;
+// SIGTTOU drains the last, never the only one; the slots in use are told.
+func TestScale(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		scale := make(chan int, 8)
+		var mu sync.Mutex
+		inUse := map[int]bool{0: true, 1: true}
+		r := newRig(t, 2, false, func(s *Supervisor) {
+			s.Slots, s.Scale = 3, scale
+			s.InUse = func(slot int, on bool) { mu.Lock(); inUse[slot] = on; mu.Unlock() }
+		})
+		ps := r.started(2)
+		scale <- 1
+		n := r.spawned()
+		if n.slot != 2 || n.opts.Prepare {
+			t.Fatalf("added: slot %d, %+v", n.slot, n.opts)
+		}
+		n.report(Event{Kind: Ready})
+		scale <- 1 // past Slots
+		r.none()
+		scale <- -1
+		synctest.Wait()
+		if s := n.signals(); len(s) != 1 || s[0] != syscall.SIGTERM {
+			t.Fatalf("the last worker got %v", s)
+		}
+		mu.Lock()
+		if !inUse[2] {
+			t.Error("slot 2 was let go before its worker exited")
+		}
+		mu.Unlock()
+		n.exit("exit status 0")
+		r.none() // not respawned
+		mu.Lock()
+		if inUse[2] {
+			t.Error("slot 2 is still in use after its worker left")
+		}
+		mu.Unlock()
+		scale <- -1
+		synctest.Wait()
+		if s := ps[1].signals(); len(s) != 1 {
+			t.Fatalf("worker 1 got %v", s)
+		}
+		ps[1].exit("exit status 0")
+		scale <- -1 // one left
+		r.none()
+		if len(ps[0].signals()) != 0 {
+			t.Fatal("the only worker was drained")
+		}
+		out := r.out.String()
+		for _, want := range []string{
+			"m0serve: SIGTTIN: worker 2 (pid 103) added; 3 workers\n",
+			"m0serve: SIGTTIN: 3 workers already, the most this supervisor has room for (3 slots); restart with a larger --workers for more\n",
+			"m0serve: SIGTTOU: worker 2 (pid 103) drains; 2 workers\n",
+			"m0serve: SIGTTOU: worker 1 (pid 102) drains; 1 workers\n",
+			"m0serve: SIGTTOU: one worker left, which serves on\n",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, out)
+			}
+		}
+		r.stop <- syscall.SIGTERM
+		synctest.Wait()
+		ps[0].exit("exit status 0")
+		if c := r.exitCode(); c != 0 {
+			t.Fatalf("exit %d", c)
+		}
+	})
+}

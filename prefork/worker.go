@@ -245,6 +245,8 @@ func (p *execProc) watch(report func(Event)) {
 // Worker is what a worker process inherited from its supervisor: which
 // worker it is, the listener, the page and the bus.
 type Worker struct {
+	// Index is this worker's slot; Workers the mesh's slots, spare ones
+	// (for SIGTTIN) included: Live counts those that run a worker.
 	Index, Workers int
 	// Replaced: this worker replaces one that died; warm the journal from
 	// a sibling before serving.
@@ -265,6 +267,9 @@ type Worker struct {
 	goOnce  sync.Once
 	writeMu sync.Mutex
 }
+
+// Live is how many of the mesh's slots run a worker now.
+func (w *Worker) Live() int { return w.Page.Live(w.Workers) }
 
 // Inherited returns what this process inherited as a worker, or nil when
 // it is not one.
@@ -329,6 +334,7 @@ func Inherited() (*Worker, error) {
 	if w.Bus, err = NewBus(w.Index, os.NewFile(fdInbox, "m0-inbox"), out); err != nil {
 		return nil, err
 	}
+	w.Bus.inUse = w.Page.InUse
 	go w.watch()
 	return w, nil
 }

@@ -253,3 +253,40 @@ def test_held_streams_lose_no_frame_while_workers_are_replaced(serve, how):
         assert s.ids == want[first:], (k, len(s.ids), len(want) - first, s.errors[:3])
         assert first == 0, (k, "missed the first frames", s.ids[:3], want[:3])
     assert sum(s.connects for s in subs) > len(subs)  # they were cut, and came back
+
+
+SCALE_RE = re.compile(r"^m0serve: SIGTT(IN|OU): worker (\d+) \(pid (\d+)\) (added|drains); (\d+) workers$", re.M)
+
+
+def test_sigttin_and_sigttou(serve, tmp_path):
+    """SIGTTIN adds a worker, SIGTTOU drains the last (never the only
+    one), under a load of kept-alive clients that lose no request."""
+    write_app(tmp_path, "v1")
+    server = serve("versioned:application", app_dir=tmp_path, args=["--workers", "2"])
+    load = Load(server, keepalive=False)
+    kept = Load(server, threads=2, keepalive=True)
+    server.send_signal(signal.SIGTTIN)
+    wait_until(lambda: ("IN", "2") in [(k, w) for k, w, _, _, _ in SCALE_RE.findall(server.stderr)], 30,
+               lambda: f"worker 2\n{server.describe()}")
+    added = next(int(p) for k, w, p, _, _ in SCALE_RE.findall(server.stderr) if k == "IN")
+    wait_until(lambda: str(added) in {pid for _, pid in load.seen}, 30, "the added worker to serve")
+    for _ in range(3):
+        server.send_signal(signal.SIGTTOU)
+        time.sleep(0.5)
+    wait_until(lambda: "one worker left, which serves on" in server.stderr, 30, lambda: server.describe())
+    mark = len(load.seen)
+    time.sleep(1)
+    load.stop()
+    kept.stop()
+    assert load.failed == [] and kept.failed == [], (load.failed[:3], kept.failed[:3])
+    assert [(k, w, n) for k, w, _, _, n in SCALE_RE.findall(server.stderr)] == \
+        [("IN", "2", "3"), ("OU", "2", "2"), ("OU", "1", "1")], server.stderr
+    assert len({pid for _, pid in load.seen[mark + 20:]}) == 1  # one worker serves at the end
+
+
+def test_sigttin_in_a_single_process(serve):
+    server = serve("prefork_app:application")
+    server.send_signal(signal.SIGTTIN)
+    wait_until(lambda: "SIGTTIN: a single process has no workers to add or drain" in server.stderr, 10,
+               lambda: server.describe())
+    assert requests.get(server.url("/pid"), timeout=HTTP_TIMEOUT).status_code == 200
