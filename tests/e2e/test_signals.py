@@ -117,3 +117,33 @@ def test_a_drain_answers_every_request(serve, workers):
     assert kinds["200"] >= 10 and kinds["503"] > 0, kinds
     assert server.wait_exit(STOP_TIMEOUT) == 0, server.describe()
     assert took < 8, f"the drain took {took:.1f}s"
+
+
+def test_a_replacement_answers_every_request(serve):
+    """The same 200 one-second requests on two workers, and SIGHUP: each
+    worker drains in turn while its successor serves, and every request is
+    answered, in full or 503 with Retry-After; none is closed unanswered."""
+    server = serve("pep3333:application", args=["--workers", "2"], validated=True)
+    n = 200
+
+    def one(_):
+        try:
+            r = requests.get(server.url("/sleep?s=1"), timeout=60, headers={"Connection": "close"})
+        except requests.RequestException as exc:
+            return ("unanswered", repr(exc))
+        if r.status_code == 503:
+            assert r.headers.get("Retry-After") == "1", r.headers
+            return ("503", None)
+        assert r.status_code == 200 and r.text == "slept\n", (r.status_code, r.text)
+        return ("200", None)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=n) as pool:
+        futures = [pool.submit(one, i) for i in range(n)]
+        time.sleep(1.5)
+        server.send_signal(signal.SIGHUP)
+        results = [f.result(timeout=120) for f in futures]
+    kinds = {k: sum(1 for r in results if r[0] == k) for k in ("200", "503", "unanswered")}
+    assert kinds["unanswered"] == 0, [r for r in results if r[0] == "unanswered"][:3]
+    assert kinds["200"] >= 20, kinds
+    wait_until(lambda: len(re.findall(r"^m0serve: worker \d replaced: ", server.stderr, re.M)) == 2, 60,
+               lambda: server.describe())
