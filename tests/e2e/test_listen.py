@@ -15,6 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import requests
 import pytest
 
 from conftest import FRONT_ENDS, HOST, HTTP_TIMEOUT, M0SERVE, READY_PREFIX, ROOT, free_port, serve_on, wait_until
@@ -447,3 +448,37 @@ def test_nginx_in_front_over_a_unix_socket(serve, tmp_path):
     finally:
         nginx.send_signal(signal.SIGQUIT)
         nginx.wait(timeout=10)
+
+
+def test_the_kubernetes_deployment_as_written(serve):
+    """examples/deploy/kubernetes.yaml: its container's command and
+    environment serve (the application and the port the test's own), the
+    probes' path answers before Python, and the stop fits the grace period:
+    preStop's sleep, the five-second drain and a margin."""
+    import yaml
+    doc = yaml.safe_load((DEPLOY / "kubernetes.yaml").read_text())
+    assert doc["kind"] == "Deployment"
+    pod = doc["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    args = list(c["args"])
+    assert c["command"] == ["m0serve"] and args[-1] == "myproject.wsgi:application", (c["command"], args)
+    port = c["ports"][0]["containerPort"]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert c[probe]["httpGet"]["port"] in ("http", port), c[probe]
+    health = c["readinessProbe"]["httpGet"]["path"]
+    assert c["livenessProbe"]["httpGet"]["path"] == health
+    assert args[args.index("--health-path") + 1] == health
+    sleep = c["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert pod["terminationGracePeriodSeconds"] >= sleep + 5 + 1, (pod["terminationGracePeriodSeconds"], sleep)
+    env = {e["name"]: e["value"] for e in c["env"]}
+    where = args.index("--host")
+    del args[where:where + 4]  # --host 0.0.0.0 --port 8000: the test's own
+    server = serve(APP, args=args[:-1], env=env)
+    assert "workers=2" in server.ready_line
+    r = requests.get(server.url(health), timeout=HTTP_TIMEOUT)
+    assert r.status_code == 200 and r.json()["status"] == "ok"
+    assert requests.get(server.url("/"), timeout=HTTP_TIMEOUT).status_code == 200
+    assert "m0_http_requests_in_flight" in requests.get(server.url("/__metrics"), timeout=HTTP_TIMEOUT).text
+    began = time.monotonic()
+    assert server.stop() == 0
+    assert time.monotonic() - began < pod["terminationGracePeriodSeconds"] - sleep
