@@ -25,6 +25,10 @@
 //   - fds: the server under a low RLIMIT_NOFILE (prlimit), its descriptors
 //     exhausted with connections: the accept-retry lines and CPU while
 //     exhausted, and a request served once the connections close.
+//   - ops: a steady load at half of capacity while workers are recycled,
+//     SIGHUP, SIGTTIN, SIGTTOU and SIGUSR2 arrive, beside gunicorn and
+//     granian (from bench/.venv), with held SSE streams counted frame by
+//     frame under m0serve (ops.go).
 //   - huge: a 1 GiB streamed response to a reader that reads slowly and to
 //     one that never reads, WSGI and ASGI: the server's RSS meanwhile.
 //
@@ -58,7 +62,7 @@ type config struct {
 func main() {
 	var cfg config
 	var suites, minors string
-	flag.StringVar(&suites, "suite", "wsgi,asgi,ws,sse", "suites to run, in order: wsgi, asgi, ws, sse, slow, faults, fds, huge")
+	flag.StringVar(&suites, "suite", "wsgi,asgi,ws,sse", "suites to run, in order: wsgi, asgi, ws, sse, slow, faults, fds, huge, ops")
 	flag.StringVar(&minors, "python", "3.10,3.11,3.12,3.13", "CPython minors, each served from .venv/py3.X")
 	flag.StringVar(&cfg.m0serve, "m0serve", ".bin/m0serve", "the m0serve binary")
 	flag.StringVar(&cfg.root, "root", ".", "the repository (its .venv and tests/e2e/apps)")
@@ -143,6 +147,8 @@ func runSuite(cfg *config, suite string, py *python) ([]string, error) {
 		return fdSuite(cfg, py)
 	case "huge":
 		return hugeSuite(cfg, py)
+	case "ops":
+		return opsSuite(cfg, py)
 	}
 	return nil, fmt.Errorf("unknown suite %q", suite)
 }
