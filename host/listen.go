@@ -75,7 +75,13 @@ var activated = sync.OnceValues(bind.Activated)
 
 // notifier is the service manager's (NOTIFY_SOCKET), read once by the
 // main process; nil in a worker and without one.
-var notifier = sync.OnceValue(sdnotify.FromEnv)
+var notifier = sync.OnceValue(func() *sdnotify.Notifier {
+	n := sdnotify.FromEnv()
+	if h := handedOver(); h != nil && h.Notify != "" { // a successor: its predecessor's
+		n = sdnotify.New(h.Notify, h.Watchdog)
+	}
+	return n
+})
 
 // listenChecks are the checks of where to listen, in the order serving
 // applies them.

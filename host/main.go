@@ -45,8 +45,21 @@ func serve(cfg *Config, getenv func(string) string, app *adapted) int {
 	cfg.worker = w != nil
 	if w == nil {
 		// Before Python starts, and before a worker is: the service
-		// manager's variables are the main process's alone.
+		// manager's variables are the main process's alone, and a
+		// successor's hand-over (SIGUSR2) its own.
+		takeOver()
 		notifier()
+	} else if w.Supervised() {
+		// The supervisor's signals, which reach a worker too when the
+		// service manager signals the whole group: not the worker's.
+		// Caught rather than ignored, so that what the application
+		// starts does not inherit them ignored.
+		theirs := make(chan os.Signal, 1)
+		signal.Notify(theirs, syscall.SIGHUP, syscall.SIGUSR2, syscall.SIGTTIN, syscall.SIGTTOU)
+		go func() {
+			for range theirs {
+			}
+		}()
 	}
 	if w == nil { // the supervisor says them, not each worker again
 		for _, note := range cfg.Notes {
@@ -135,6 +148,15 @@ func supervise(cfg *Config, app *adapted) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// SIGUSR2 starts a successor with the listeners; once it serves, this
+	// supervisor drains its workers and exits 0.
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	defer signal.Stop(usr2)
+	// SIGTTIN adds a worker, SIGTTOU drains the last, as gunicorn's.
+	ttin := make(chan os.Signal, 4)
+	signal.Notify(ttin, syscall.SIGTTIN, syscall.SIGTTOU)
+	defer signal.Stop(ttin)
 	replace := make(chan prefork.Replacement, 1)
 	go func() {
 		for range hup {
@@ -172,10 +194,6 @@ func supervise(cfg *Config, app *adapted) int {
 	for i := range cfg.Workers {
 		mesh.Page.SetInUse(i, true)
 	}
-	// SIGTTIN adds a worker, SIGTTOU drains the last, as gunicorn's.
-	ttin := make(chan os.Signal, 4)
-	signal.Notify(ttin, syscall.SIGTTIN, syscall.SIGTTOU)
-	defer signal.Stop(ttin)
 	scale := make(chan int, 4)
 	go func() {
 		for sig := range ttin {
@@ -224,11 +242,6 @@ func supervise(cfg *Config, app *adapted) int {
 	// On SIGTERM the supervisor lets go of the listener first: once the
 	// workers have let go of theirs (each as its drain begins), a new
 	// connection is refused at once rather than queued for no one.
-	// SIGUSR2 starts a successor with the listeners; once it serves, this
-	// supervisor drains its workers and exits 0.
-	usr2 := make(chan os.Signal, 1)
-	signal.Notify(usr2, syscall.SIGUSR2)
-	defer signal.Stop(usr2)
 	var handedOn atomic.Bool
 	go func() {
 		for range usr2 {
@@ -242,6 +255,7 @@ func supervise(cfg *Config, app *adapted) int {
 	sup.Stopping = func() {
 		if !handedOn.Load() { // the successor is the service now
 			notify.Stopping("draining")
+			lsn.stop() // the sockets close with the workers' copies; a successor on its way is stopped
 		}
 		for _, f := range files {
 			f.Close()

@@ -105,7 +105,7 @@ func stuckPool(c *Config, w *prefork.Worker, stderr io.Writer) func() {
 	}
 	if w != nil && w.Supervised() {
 		return func() {
-			w.Due(fmt.Sprintf("every Python thread has run one request for more than %s (--timeout)", c.Timeout))
+			w.Due("timeout", fmt.Sprintf("every Python thread has run one request for more than %s (--timeout)", c.Timeout))
 		}
 	}
 	return func() {

@@ -72,6 +72,17 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(stop)
+	var usr2 chan os.Signal
+	if w == nil || w.Listener == nil { // this process listens itself
+		// SIGUSR2 hands the listeners to a successor; so does SIGHUP, in a
+		// process with no supervisor to replace its workers: the
+		// application is loaded anew either way. Caught from the start:
+		// one before the process serves waits for it.
+		usr2 = make(chan os.Signal, 1)
+		signal.Notify(usr2, syscall.SIGUSR2, syscall.SIGHUP)
+		defer signal.Stop(usr2)
+		defer noWorkers(stderr)()
+	}
 
 	index, workers := 0, cfg.Threads
 	var siblings *prefork.Bus
@@ -108,7 +119,7 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 	// --max-requests: the worker counts what every loop serves.
 	var requests *counter
 	if limit := cfg.requestLimit(); limit > 0 && w != nil && w.Supervised() {
-		requests = newCounter(limit, func(n int64) { w.Due(dueLine(n)) })
+		requests = newCounter(limit, func(n int64) { w.Due("max-requests", dueLine(n)) })
 	}
 	// One loop per --threads, each with a handler of its own.
 	load := newLoad(cfg, w, stderr)
@@ -205,20 +216,13 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 	notify.Ready("serving on " + strings.Join(places, ", "))
 	stopWatchdog := watchdog(notify)
 	defer stopWatchdog()
-	var usr2 chan os.Signal
 	if up != nil {
 		up.ready()
-		// SIGUSR2 hands the listeners to a successor; so does SIGHUP, in a
-		// process with no supervisor to replace its workers: the
-		// application is loaded anew either way.
-		usr2 = make(chan os.Signal, 1)
-		signal.Notify(usr2, syscall.SIGUSR2, syscall.SIGHUP)
-		defer signal.Stop(usr2)
-		defer noWorkers(stderr)()
 	}
 
 	var failed error
 	handedOn := false
+	var handing chan bool // a hand-over under way
 wait:
 	for {
 		select {
@@ -233,7 +237,16 @@ wait:
 			if sig == syscall.SIGHUP {
 				name = "SIGHUP"
 			}
-			if handedOn = up.handOver(name, stderr); !handedOn {
+			if up == nil || handing != nil {
+				fmt.Fprintf(stderr, "m0serve: %s: a new process is on its way already; this one serves on\n", name)
+				continue
+			}
+			handing = make(chan bool, 1)
+			go func() { handing <- up.handOver(name, stderr) }()
+			continue
+		case handedOn = <-handing:
+			handing = nil
+			if !handedOn {
 				continue
 			}
 		}
@@ -241,6 +254,9 @@ wait:
 	}
 	if !handedOn { // the successor is the service now
 		notify.Stopping("draining")
+		if up != nil {
+			up.stop() // the sockets close with this process's copies; a successor on its way is stopped
+		}
 	}
 	if q, ok := ln.(interface{ Quiesce() }); ok {
 		q.Quiesce() // siblings stop handing this worker connections

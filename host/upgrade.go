@@ -4,15 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/cloudflare/tableflip"
 	"github.com/m0serve/m0/internal/bind"
 	"github.com/m0serve/m0/internal/proc"
+	"golang.org/x/sys/unix"
 )
 
 // SIGUSR2 re-executes the process that listens (the supervisor, or a
@@ -28,46 +29,68 @@ import (
 // be ready.
 const UpgradeTimeout = time.Minute
 
-// upgradeEnv carries, to the successor, the places of the listeners it is
-// handed, in order (JSON, bind.Spec strings): it serves those, whatever its
-// flags say, since the sockets are the ones clients reach already.
-const upgradeEnv = "M0_UPGRADE_LISTENERS"
-
 // tableflipEnv is the variable by which tableflip tells a successor that it
-// has a parent; it is taken out of the environment once read, so that what
-// the successor starts (its workers, the application's subprocesses) does
-// not see it.
+// has a parent. A successor reads it and takes it out of the environment
+// before Python starts (takeOver), so that neither the application nor a
+// process it starts sees it.
 const tableflipEnv = proc.UpgradeMark
 
-// handedOver are the places a process started by SIGUSR2 was handed, read
-// once (and taken out of the environment); nil for any other process.
-var handedOver = sync.OnceValue(func() []bind.Spec {
-	v, ok := os.LookupEnv(upgradeEnv)
-	if !ok {
-		return nil
-	}
-	os.Unsetenv(upgradeEnv)
-	var names []string
-	if json.Unmarshal([]byte(v), &names) != nil {
-		return nil
-	}
-	specs := make([]bind.Spec, 0, len(names))
-	for _, n := range names {
-		s, err := bind.Parse(n)
-		if err != nil {
-			return nil
-		}
-		specs = append(specs, s)
-	}
-	return specs
-})
+// handOffFile is the name under which the predecessor hands its successor
+// a handOff, as a file beside the listeners.
+const handOffFile = "m0-handoff"
 
-// upgrader is the process's tableflip.Upgrader, made by the first process
+// handOff is what a process started by SIGUSR2 is handed besides its
+// listeners: where they listen, in order (the successor serves those,
+// whatever its flags say, since the sockets are the ones clients reach
+// already), and the service manager's notify socket, which the
+// predecessor took out of its environment at its start.
+type handOff struct {
+	Places   []string      `json:"places"` // bind.Spec strings
+	Notify   string        `json:"notify,omitempty"`
+	Watchdog time.Duration `json:"watchdog,omitempty"`
+}
+
+// successorAtStart is whether this process was started by a re-exec:
+// tableflip's mark in the environment it was started with.
+var successorAtStart = os.Getenv(tableflipEnv) != ""
+
+// takeOver makes a successor's upgrader before Python starts: it reads
+// what the predecessor handed over and takes the mark out of the
+// environment. Any other process makes its upgrader when it listens.
+func takeOver() {
+	if successorAtStart {
+		upgrader()
+	}
+}
+
+// upgrader is the process's tableflip.Upgrader, made once by a process
 // that listens; workers and the doctor never make one.
 var upgrader = sync.OnceValues(func() (*tableflip.Upgrader, error) {
 	u, err := tableflip.New(tableflip.Options{UpgradeTimeout: UpgradeTimeout})
 	os.Unsetenv(tableflipEnv)
 	return u, err
+})
+
+// handedOver is what the predecessor handed this process, read once; nil
+// for a process no re-exec started.
+var handedOver = sync.OnceValue(func() *handOff {
+	if !successorAtStart {
+		return nil
+	}
+	upg, err := upgrader()
+	if err != nil || !upg.HasParent() {
+		return nil
+	}
+	f, err := upg.Fds.File(handOffFile)
+	if err != nil || f == nil {
+		return nil
+	}
+	defer f.Close()
+	var h handOff
+	if json.NewDecoder(f).Decode(&h) != nil {
+		return nil
+	}
+	return &h
 })
 
 // listening is what a process that listens holds: its listeners, and the
@@ -78,38 +101,72 @@ type listening struct {
 }
 
 // listen opens the listeners of c, or takes those the process it replaces
-// handed it, and registers them to be handed on by SIGUSR2.
+// handed it, and registers them, with a handOff, to be handed on by
+// SIGUSR2.
 func listen(c *Config) (*listening, error) {
 	upg, err := upgrader()
 	if err != nil {
 		return nil, &startupError{Msg: "cannot prepare for SIGUSR2: " + err.Error()}
 	}
 	l := &listening{upg: upg}
-	if specs := handedOver(); upg.HasParent() && specs != nil {
-		for i, s := range specs {
-			ln, err := upg.Fds.Listener("m0", strconv.Itoa(i))
+	if h := handedOver(); h != nil {
+		for i, place := range h.Places {
+			s, err := bind.Parse(place)
+			var ln net.Listener
+			if err == nil {
+				ln, err = upg.Fds.Listener("m0", strconv.Itoa(i))
+			}
 			if err != nil || ln == nil {
 				closeListeners(l.ls)
-				return nil, &startupError{Msg: fmt.Sprintf("the listener of %s was not handed over (SIGUSR2): %v", s, err)}
+				return nil, &startupError{Msg: fmt.Sprintf("the listener of %s was not handed over (SIGUSR2): %v", place, err)}
 			}
 			l.ls = append(l.ls, bind.Adopt(s, ln))
 		}
-		return l, nil
-	}
-	if l.ls, err = openListeners(c); err != nil {
-		return nil, err
-	}
-	for i, b := range l.ls {
-		tl, ok := b.Listener.(tableflip.Listener)
-		if !ok {
-			continue // not one that can be handed on; SIGUSR2 says so
+	} else {
+		if l.ls, err = openListeners(c); err != nil {
+			return nil, err
 		}
-		if err := upg.Fds.AddListener("m0", strconv.Itoa(i), tl); err != nil {
-			closeListeners(l.ls)
-			return nil, &startupError{Msg: "cannot prepare the listener for SIGUSR2: " + err.Error()}
+		for i, b := range l.ls {
+			tl, ok := b.Listener.(tableflip.Listener)
+			if !ok {
+				continue // none of bind's; SIGUSR2 would not hand it on
+			}
+			if err := upg.Fds.AddListener("m0", strconv.Itoa(i), tl); err != nil {
+				closeListeners(l.ls)
+				return nil, &startupError{Msg: "cannot prepare the listener for SIGUSR2: " + err.Error()}
+			}
 		}
+	}
+	if err := l.addHandOff(); err != nil {
+		closeListeners(l.ls)
+		return nil, &startupError{Msg: "cannot prepare for SIGUSR2: " + err.Error()}
 	}
 	return l, nil
+}
+
+// addHandOff registers the handOff a successor is to be given.
+func (l *listening) addHandOff() error {
+	h := handOff{Notify: notifier().Path(), Watchdog: 2 * notifier().WatchdogEvery()}
+	for _, b := range l.ls {
+		h.Places = append(h.Places, b.Spec.String())
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.MemfdCreate(handOffFile, unix.MFD_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), handOffFile)
+	defer f.Close() // tableflip keeps a copy
+	if _, err := f.Write(b); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	return l.upg.Fds.AddFile(handOffFile, f)
 }
 
 // ready tells the process this one replaces, if any, that it serves.
@@ -119,29 +176,23 @@ func (l *listening) ready() {
 	}
 }
 
+// stop lets go of the copies of the listeners kept for a successor, as a
+// drain begins that hands nothing on: the sockets close with this
+// process's own, so that a new connection is refused at once rather than
+// queued for no one. A successor on its way is stopped.
+func (l *listening) stop() { l.upg.Stop() }
+
 // handOver starts the successor (on sig: SIGUSR2, or SIGHUP in a single
 // process) and waits for it to be ready. It reports whether the successor
 // took over; the caller then drains. Either way one line on stderr says
-// what happened.
+// what happened, unless the caller stopped it meanwhile (a SIGTERM).
 func (l *listening) handOver(sig string, stderr io.Writer) bool {
-	names := make([]string, len(l.ls))
-	for i, b := range l.ls {
-		names[i] = b.Spec.String()
-	}
-	b, _ := json.Marshal(names)
-	env := append([]string{upgradeEnv + "=" + string(b)}, notifier().Env()...)
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		os.Setenv(k, v)
-	}
 	before := children()
 	err := l.upg.Upgrade()
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		os.Unsetenv(k)
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "m0serve: %s: the new process did not take over (%v); pid %d serves on\n", sig, err, os.Getpid())
+		if err.Error() != "terminating" {
+			fmt.Fprintf(stderr, "m0serve: %s: the new process did not take over (%v); pid %d serves on\n", sig, err, os.Getpid())
+		}
 		return false
 	}
 	pid := successor(before)

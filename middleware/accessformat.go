@@ -49,9 +49,12 @@ const DefaultAccessFormat = `%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s"
 //
 // A value that is missing is "-". An unknown atom or Field is an error.
 func AccessLogWith(w io.Writer, opts AccessLogOptions) (func(http.Handler) http.Handler, error) {
-	for _, f := range opts.Fields {
+	for i, f := range opts.Fields {
 		if !contains(AccessFields, f) {
 			return nil, fmt.Errorf("access log: no field %q (the fields are %s)", f, strings.Join(AccessFields, ", "))
+		}
+		if contains(opts.Fields[:i], f) {
+			return nil, fmt.Errorf("access log: the field %q is named twice", f)
 		}
 	}
 	if opts.Format == "" {

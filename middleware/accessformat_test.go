@@ -35,6 +35,9 @@ func TestAccessLogFormat(t *testing.T) {
 			t.Errorf("format %q accepted", bad)
 		}
 	}
+	if _, err := middleware.AccessLogWith(&out, middleware.AccessLogOptions{Fields: []string{"referer", "referer"}}); err == nil {
+		t.Error("a field named twice was accepted")
+	}
 	if _, err := middleware.AccessLogWith(&out, middleware.AccessLogOptions{Fields: []string{"cookie"}}); err == nil || !strings.Contains(err.Error(), "user_agent") {
 		t.Errorf("an unknown field: %v", err)
 	}

@@ -106,8 +106,9 @@ func (h *fastLimited) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		wire.FastError(ctx, fasthttp.StatusServiceUnavailable, false)
 		return
 	}
-	defer h.l.leave()
-	h.fast.ServeFastHTTP(ctx)
+	// Out when the response is over: a streamed body's end, which comes
+	// after the handler returns (a held stream's, at once).
+	observe.ObserveFast(ctx, h.fast.ServeFastHTTP, func(*fasthttp.RequestCtx, observe.Outcome) { h.l.leave() })
 }
 
 var websocket = []byte("websocket")

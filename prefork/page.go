@@ -25,28 +25,28 @@ import (
 //	8   epoch: the counter's boot epoch, Unix milliseconds
 //	16  seq: the newest sequence number allocated; read and written only
 //	    under a POSIX write lock (fcntl F_SETLKW) on bytes 16 to 23
-//	24  the workers replaced, for each of ReplacementReasons in order (the
-//	    supervisor's count; atomic adds)
 //	64  for each worker i, at 64+16*i: its open connections, and its pid
 //	    while it accepts handed-off connections (0 otherwise)
-//	4032 the slots in use, a bit each (worker i: bit i%64 of word i/64):
+//	3968 the slots in use, a bit each (worker i: bit i%64 of word i/64):
 //	    the supervisor's, which SIGTTIN and SIGTTOU change
+//	4000 the workers replaced, a word for each of ReplacementReasons in
+//	    order (the supervisor's count; atomic adds)
 const (
 	pageSize   = 4096
 	offEpoch   = 8
 	offSeq     = 16
-	offReplace = 24
 	offSlots   = 64
 	slotSize   = 16
-	offInUse   = pageSize - 64
+	offInUse   = pageSize - 128
+	offReplace = offInUse + 32
 	pageMagic  = "m0page\x00\x01"
-	MaxWorkers = (offInUse - offSlots) / slotSize // 248
+	MaxWorkers = (offInUse - offSlots) / slotSize // 244
 )
 
 // ReplacementReasons are why a supervisor replaces a worker, as the page
 // counts them: SIGHUP, --max-requests, --workers-max-rss,
-// --workers-lifetime, and a death.
-var ReplacementReasons = []string{"sighup", "max-requests", "max-rss", "lifetime", "died"}
+// --workers-lifetime, a death, and every thread stuck past --timeout.
+var ReplacementReasons = []string{"sighup", "max-requests", "max-rss", "lifetime", "died", "timeout"}
 
 // Page is the shared page of a server's workers. Its IDs are a
 // realtime.IDSource: unique and increasing across every process that maps

@@ -44,6 +44,7 @@ type Event struct {
 	Code   int
 	Text   string
 	Status string // for Exited: "exit status 1", "signal: killed"
+	Reason string // for Due: as counted, one of ReplacementReasons
 }
 
 // Proc is a worker process as its supervisor drives it.
@@ -160,6 +161,7 @@ type worker struct {
 	ready    bool
 	prepared bool
 	retired  bool // being drained: its exit is not replaced
+	added    bool // started by SIGTTIN
 	exited   bool
 	failure  *Event
 }
@@ -237,10 +239,14 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 	for {
 		if reloadAgain && repl == nil && !starting && next == nil && retiring == nil {
 			reloadAgain = false
-			next = s.reload(reloadWhat, ev)
+			next = s.reload(reloadWhat, len(cur), ev)
 		}
+	scaling:
 		for scale != 0 && repl == nil && !starting && next == nil && retiring == nil {
 			if scale > 0 {
+				if slices.ContainsFunc(leaving, func(x *worker) bool { return x.slot == len(cur) }) {
+					break scaling // the slot's last worker still drains: not two in one slot
+				}
 				scale--
 				if len(cur) >= s.Slots {
 					fmt.Fprintf(s.Stderr, "m0serve: SIGTTIN: %d workers already, the most this supervisor has room for (%d slots); restart with a larger --workers for more\n", len(cur), s.Slots)
@@ -254,6 +260,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 					fmt.Fprintf(s.Stderr, "m0serve: SIGTTIN: cannot start worker %d: %v\n", slot, err)
 					continue
 				}
+				w.added = true
 				cur = append(cur, w)
 				quick[slot], lastFailure[slot] = 0, ""
 				fmt.Fprintf(s.Stderr, "m0serve: SIGTTIN: worker %d (pid %d) added; %d workers\n", slot, w.p.Pid(), len(cur))
@@ -267,6 +274,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 			last := len(cur) - 1
 			w := cur[last]
 			cur = cur[:last]
+			queue = slices.DeleteFunc(queue, func(r Replacement) bool { return r.Slot >= len(cur) })
 			if w == nil { // dead, waiting to be started again: it is not
 				s.inUse(last, false)
 				fmt.Fprintf(s.Stderr, "m0serve: SIGTTOU: worker %d (not running) removed; %d workers\n", last, len(cur))
@@ -278,6 +286,9 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 		if repl == nil && !starting && next == nil && retiring == nil && len(queue) > 0 {
 			r := queue[0]
 			queue = queue[1:]
+			if r.Slot >= len(cur) {
+				continue // its worker was drained by SIGTTOU since
+			}
 			if old := cur[r.Slot]; old != nil && old.ready && !old.retired {
 				fmt.Fprintf(s.Stderr, "m0serve: replacing worker %d (pid %d): %s\n", r.Slot, old.p.Pid(), r.Why)
 				s.count(r.Reason)
@@ -334,14 +345,14 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 				// Still loading the last change (stuck at import, say):
 				// it is called off for this one.
 				retire(next)
-				next = s.reload(what, ev)
+				next = s.reload(what, len(cur), ev)
 				continue
 			}
 			if starting || retiring != nil || repl != nil {
 				reloadAgain, reloadWhat = true, what
 				continue
 			}
-			next = s.reload(what, ev)
+			next = s.reload(what, len(cur), ev)
 		case i := <-respawn:
 			if i < len(cur) && cur[i] == nil {
 				w, err := s.start(i, SpawnOptions{Replaced: true}, ev)
@@ -372,8 +383,8 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 			}
 			switch e.Kind {
 			case Due:
-				if cur[w.slot] == w && !w.retired {
-					enqueue(Replacement{Slot: w.slot, Why: e.Text, Reason: "max-requests"})
+				if w.slot < len(cur) && cur[w.slot] == w && !w.retired {
+					enqueue(Replacement{Slot: w.slot, Why: e.Text, Reason: e.Reason})
 				}
 			case Ready:
 				w.ready = true
@@ -381,7 +392,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 					starting = false
 					if reloadAgain {
 						reloadAgain = false
-						next = s.reload(reloadWhat, ev)
+						next = s.reload(reloadWhat, len(cur), ev)
 					}
 				}
 			case Prepared:
@@ -420,7 +431,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 						s.goAll(cur)
 						if reloadAgain {
 							reloadAgain = false
-							next = s.reload(reloadWhat, ev)
+							next = s.reload(reloadWhat, len(cur), ev)
 						}
 					}
 				case inReload(w, next):
@@ -431,7 +442,17 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 					code := s.say(w, e.Event, "")
 					s.stopAll(ev, everyone())
 					return code
+				case w.added && !w.ready && w.slot == len(cur)-1 && cur[w.slot] == w:
+					// SIGTTIN's worker could not load the application:
+					// it is not started again, and the others serve on.
+					cur = cur[:w.slot]
+					s.inUse(w.slot, false)
+					fmt.Fprintf(s.Stderr, "m0serve: SIGTTIN: worker %d (pid %d) did not start (%s); %d workers\n",
+						w.slot, w.p.Pid(), e.Status, len(cur))
 				default:
+					if w.slot >= len(cur) {
+						break
+					}
 					cur[w.slot] = nil
 					lived := time.Since(w.started)
 					if lived >= s.QuickDeath {
@@ -512,11 +533,11 @@ func (s *Supervisor) start(slot int, opts SpawnOptions, ev chan<- procEvent) (*w
 }
 
 // reload starts a worker to replace each, prepared to serve on Go.
-func (s *Supervisor) reload(what string, ev chan<- procEvent) []*worker {
+func (s *Supervisor) reload(what string, n int, ev chan<- procEvent) []*worker {
 	if what != "" {
 		fmt.Fprintf(s.Stderr, "m0serve: %s changed; reloading\n", what)
 	}
-	next := make([]*worker, s.Workers)
+	next := make([]*worker, n) // as many as serve now, SIGTTIN's and SIGTTOU's included
 	for i := range next {
 		w, err := s.start(i, SpawnOptions{Prepare: true}, ev)
 		if err != nil {

@@ -2,6 +2,7 @@ package prefork
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -603,6 +604,63 @@ func TestScale(t *testing.T) {
 			if !strings.Contains(out, want) {
 				t.Errorf("stderr lacks %q:\n%s", want, out)
 			}
+		}
+		r.stop <- syscall.SIGTERM
+		synctest.Wait()
+		ps[0].exit("exit status 0")
+		if c := r.exitCode(); c != 0 {
+			t.Fatalf("exit %d", c)
+		}
+	})
+}
+
+// TestScaleEdges: a SIGTTIN while the last SIGTTOU'd worker still drains
+// waits for it (not two workers in one slot); a replacement queued for a
+// slot SIGTTOU removed is dropped; a SIGTTIN worker that cannot start is
+// not started again and leaves the others serving.
+func TestScaleEdges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		scale := make(chan int, 8)
+		r := newRig(t, 2, false, func(s *Supervisor) { s.Slots, s.Scale = 4, scale })
+		ps := r.started(2)
+		scale <- -1
+		synctest.Wait()
+		if s := ps[1].signals(); len(s) != 1 {
+			t.Fatalf("worker 1 got %v", s)
+		}
+		scale <- 1
+		r.none() // slot 1 still drains
+		ps[1].exit("exit status 0")
+		n := r.spawned()
+		if n.slot != 1 {
+			t.Fatalf("added in slot %d", n.slot)
+		}
+		n.report(Event{Kind: Ready})
+		// A worker due for replacement, then SIGTTOU of its slot.
+		n.report(Event{Kind: Due, Reason: "max-requests", Text: "it has served 10 requests (--max-requests)"})
+		scale <- -1
+		synctest.Wait()
+		// The replacement (queued first) runs first: its successor loads.
+		succ := r.spawned()
+		succ.report(Event{Kind: Prepared})
+		synctest.Wait()
+		n.exit("exit status 0")
+		synctest.Wait()
+		succ.report(Event{Kind: Ready})
+		synctest.Wait()
+		if s := succ.signals(); len(s) != 1 {
+			t.Fatalf("the successor in the removed slot got %v", s)
+		}
+		succ.exit("exit status 0")
+		r.none()
+		// SIGTTIN with broken code: the worker dies before it is ready.
+		scale <- 1
+		bad := r.spawned()
+		bad.report(Event{Kind: Failed, Code: 1, Text: "m0serve: cannot load the application\n"})
+		bad.exit("exit status 1")
+		r.none() // not started again
+		if out := r.out.String(); !strings.Contains(out, "m0serve: SIGTTIN: worker 1 (pid "+strconv.Itoa(bad.pid)+") did not start (exit status 1); 1 workers\n") {
+			t.Errorf("stderr: %s", out)
 		}
 		r.stop <- syscall.SIGTERM
 		synctest.Wait()

@@ -46,7 +46,7 @@ const (
 	msgReady    = "ready"
 	msgPrepared = "prepared"
 	msgFailed   = "failed " // then the exit code, a newline and the text
-	msgDue      = "due "    // then why the worker asks to be replaced
+	msgDue      = "due "    // then the reason (ReplacementReasons), a space, and why the worker asks to be replaced
 	msgGo       = "go"
 )
 
@@ -220,7 +220,8 @@ func (p *execProc) watch(report func(Event)) {
 			case m == msgPrepared:
 				report(Event{Kind: Prepared})
 			case strings.HasPrefix(m, msgDue):
-				report(Event{Kind: Due, Text: m[len(msgDue):]})
+				reason, why, _ := strings.Cut(m[len(msgDue):], " ")
+				report(Event{Kind: Due, Reason: reason, Text: why})
 			case strings.HasPrefix(m, msgFailed):
 				code, text, _ := strings.Cut(m[len(msgFailed):], "\n")
 				c, err := strconv.Atoi(code)
@@ -391,9 +392,10 @@ func (w *Worker) tell(m string) {
 // Ready tells the supervisor the worker serves.
 func (w *Worker) Ready() { w.tell(msgReady) }
 
-// Due asks the supervisor to replace this worker; why is said in its log
+// Due asks the supervisor to replace this worker: reason is what the
+// replacement is counted as (ReplacementReasons), why is said in its log
 // line. The worker serves on until it is told to drain.
-func (w *Worker) Due(why string) { w.tell(msgDue + why) }
+func (w *Worker) Due(reason, why string) { w.tell(msgDue + reason + " " + why) }
 
 // maxFailure bounds the text of a failure sent to the supervisor.
 const maxFailure = 128 << 10

@@ -87,11 +87,16 @@ func (h *Handler) serve(ctx context.Context, x exchange, env *cpython.Environ, b
 		w = h.pool.slots.watchStart(slot, method, path)
 	}
 	t, res, err := h.app.Call(env, body, h.pool.stream)
-	if h.pool.slots.watchEnd(slot, w) && err != nil {
-		defer h.pool.slots.release(slot)
-		defer t.Release()
-		h.timedOut(x)
-		return nil
+	if h.pool.slots.watchEnd(slot, w) {
+		if err != nil {
+			defer h.pool.slots.release(slot)
+			defer t.Release()
+			h.timedOut(x)
+			return nil
+		}
+		// Interrupted just as the response began: it goes out whole, and
+		// the exception not raised yet is taken back before its body.
+		t.ClearInterrupt()
 	}
 	if err == nil && res.Stream {
 		x.send(t, decide(x.head(), t, res.Status, &stream{h: h, x: x, t: t, slot: slot, part: t.Body()}))

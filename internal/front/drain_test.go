@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/m0serve/m0/internal/observe"
 )
 
 // TestShutdownAnswersKeptAliveClients: clients that send one request after
@@ -120,4 +123,50 @@ func TestShutdownAnswersKeptAliveClients(t *testing.T) {
 			t.Errorf("the idle kept-alive connection was closed %s after its answer, before KeptGrace (%s)", d, KeptGrace)
 		}
 	})
+}
+
+// refusing is a net/http handler that hears of the requests the server
+// refused before it (the access log's and the metrics' contract).
+type refusing struct {
+	mu      sync.Mutex
+	refused []string
+}
+
+func (h *refusing) ServeHTTP(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }
+
+func (h *refusing) Refused(method, path string, o observe.Outcome) {
+	h.mu.Lock()
+	h.refused = append(h.refused, fmt.Sprintf("%s %s %d", method, path, o.Status))
+	h.mu.Unlock()
+}
+
+// TestRefusalsReachTheHandler: under net/http, a 413 the server gives
+// before the handler reaches the handler's Refused, through the drain's
+// wrapper.
+func TestRefusalsReachTheHandler(t *testing.T) {
+	h := &refusing{}
+	srv := New(h, Limits{MaxBody: 10, IdleTimeout: 5 * time.Second})
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}()
+	resp, err := http.Post("http://"+ln.Addr().String()+"/up", "text/plain", strings.NewReader(strings.Repeat("x", 100)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 413 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.refused) != 1 || h.refused[0] != "POST /up 413" {
+		t.Errorf("refused %q", h.refused)
+	}
 }

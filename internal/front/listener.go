@@ -100,7 +100,11 @@ func (l *limitListener) closeQuiet() int {
 		case st == phaseHijacked:
 			continue
 		case !c.readAny.Load() && now.Sub(c.accepted) >= UnusedGrace,
-			st == phaseIdle && now.Sub(time.Unix(0, c.idleSince.Load())) >= KeptGrace:
+			// Idle since its last answer, and no byte of a next request
+			// read since (net/http says active only once a whole head
+			// is in).
+			st == phaseIdle && c.started.Load() <= c.idleSince.Load() &&
+				now.Sub(time.Unix(0, c.idleSince.Load())) >= KeptGrace:
 			if !sock.Pending(c.Conn) {
 				quiet = append(quiet, c)
 				continue

@@ -49,14 +49,27 @@ func New(h http.Handler, lim Limits) Server {
 		ls.serve, ls.shutdown = srv.Serve, srv.ShutdownWithContext
 		return ls
 	}
-	srv := netLimits(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ls.draining.Load() {
-			w.Header().Set("Connection", "close")
-		}
-		h.ServeHTTP(w, r)
-	}), lim)
+	srv := netLimits(&lastAnswer{h: h, draining: &ls.draining}, lim)
 	ls.serve, ls.shutdown = srv.Serve, srv.Shutdown
 	return ls
+}
+
+// lastAnswer marks every answer of h Connection: close once draining is
+// set, and passes the news of a refused request on to h.
+type lastAnswer struct {
+	h        http.Handler
+	draining *atomic.Bool
+}
+
+func (a *lastAnswer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.draining.Load() {
+		w.Header().Set("Connection", "close")
+	}
+	a.h.ServeHTTP(w, r)
+}
+
+func (a *lastAnswer) Refused(method, path string, o observe.Outcome) {
+	observe.PassRefused(a.h, method, path, o)
 }
 
 // KeepsHijackedConns is whether FastServer's server leaves a hijacked

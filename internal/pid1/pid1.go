@@ -18,7 +18,7 @@ const initChildEnv = "M0_INIT_CHILD"
 
 // forwarded are the signals an init passes on to the server.
 var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
-	syscall.SIGUSR1, syscall.SIGUSR2}
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTTIN, syscall.SIGTTOU}
 
 // early holds the signals an init gets before RunAsInit runs: as PID 1 a
 // signal with no handler is dropped by the kernel, so they are caught from

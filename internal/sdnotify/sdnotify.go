@@ -48,19 +48,22 @@ func FromEnv() *Notifier {
 	return n
 }
 
-// Env is the environment that hands the notify socket on to a process
-// that takes this one's place (a re-exec): NOTIFY_SOCKET, and
-// WATCHDOG_USEC without a WATCHDOG_PID, which the successor's pid would
-// have to be. Nil for none.
-func (n *Notifier) Env() []string {
-	if n == nil {
+// New is a notifier of the socket at path, asked for WATCHDOG=1 every
+// watchdog (0: never): what a process that takes another's place is handed
+// of its notifier (Path, WatchdogEvery). Nil for an empty path.
+func New(path string, watchdog time.Duration) *Notifier {
+	if path == "" {
 		return nil
 	}
-	env := []string{"NOTIFY_SOCKET=" + n.addr.Name}
-	if n.watchdog > 0 {
-		env = append(env, "WATCHDOG_USEC="+strconv.FormatInt(n.watchdog.Microseconds(), 10))
+	return &Notifier{addr: &net.UnixAddr{Name: path, Net: "unixgram"}, watchdog: watchdog}
+}
+
+// Path is the notify socket's path, "" for none.
+func (n *Notifier) Path() string {
+	if n == nil {
+		return ""
 	}
-	return env
+	return n.addr.Name
 }
 
 // Send sends one message of the lines given ("READY=1", "STATUS=...").

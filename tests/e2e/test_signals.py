@@ -3,6 +3,7 @@
 import concurrent.futures
 import re
 import signal
+import socket
 import time
 
 import pytest
@@ -147,3 +148,23 @@ def test_a_replacement_answers_every_request(serve):
     assert kinds["200"] >= 20, kinds
     wait_until(lambda: len(re.findall(r"^m0serve: worker \d replaced: ", server.stderr, re.M)) == 2, 60,
                lambda: server.describe())
+
+
+@pytest.mark.parametrize("workers", [None, 2], ids=["single", "workers"])
+def test_a_drain_refuses_new_connections_at_once(serve, workers):
+    """Once SIGTERM's drain begins, while a request still runs, a new
+    connection is refused (nothing listens), not queued for a process that
+    will not serve it: the copies of the sockets kept for SIGUSR2 close
+    with the rest."""
+    args = ["--workers", str(workers)] if workers else []
+    server = serve("pep3333:application", args=args, validated=True)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(requests.get, server.url("/sleep?s=2"), timeout=30)
+        time.sleep(0.5)
+        server.send_signal(signal.SIGTERM)
+        time.sleep(0.7)  # the drain has begun; the slow request runs on
+        assert server.proc.poll() is None
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", server.port), timeout=HTTP_TIMEOUT).close()
+        assert slow.result().status_code == 200
+    assert server.wait_exit(STOP_TIMEOUT) == 0
