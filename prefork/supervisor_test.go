@@ -638,9 +638,9 @@ func TestScaleEdges(t *testing.T) {
 		n.report(Event{Kind: Ready})
 		// A worker due for replacement, then SIGTTOU of its slot.
 		n.report(Event{Kind: Due, Reason: "max-requests", Text: "it has served 10 requests (--max-requests)"})
+		synctest.Wait() // the replacement is under way before the SIGTTOU
 		scale <- -1
-		synctest.Wait()
-		// The replacement (queued first) runs first: its successor loads.
+		// The replacement runs first: its successor loads.
 		succ := r.spawned()
 		succ.report(Event{Kind: Prepared})
 		synctest.Wait()

@@ -135,3 +135,26 @@ def test_a_successor_that_cannot_load_leaves_the_old_serving(serve, tmp_path):
                      server.stderr, re.M), server.stderr
     assert "broken deploy" in server.stderr  # the successor said why, once
     assert requests.get(server.url("/"), timeout=HTTP_TIMEOUT).text.startswith("v1 ")
+
+
+def test_sigusr2_for_a_go_program_on_the_host(serve):
+    """tests/e2e/nethost, a Go program on the public host (net/http): the
+    same hand-over, the same lines."""
+    from conftest import FRONT_ENDS, serve_on
+    assert "nethttp" in FRONT_ENDS
+    server = serve_on(serve, "nethttp", "prefork_app:application")
+    old = requests.get(server.url("/pid"), timeout=HTTP_TIMEOUT).json()["pid"]
+    load = Load(server, path="/pid", threads=2, keepalive=True)
+    time.sleep(0.3)
+    server.send_signal(signal.SIGUSR2)
+    new = None
+    try:
+        wait_until(lambda: TOOK_OVER_RE.search(server.stderr), 60, lambda: f"the takeover\n{server.describe()}")
+        new = int(TOOK_OVER_RE.search(server.stderr).group(1))
+        assert server.wait_exit(20) == 0
+        load.stop()
+        assert load.failed == [], load.failed[:3]
+        assert requests.get(server.url("/pid"), timeout=HTTP_TIMEOUT).json()["pid"] == new != old
+    finally:
+        load.stop()
+        stop_successor(new)
