@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/bench/internal/procfs"
+	"golang.org/x/sys/unix"
 )
 
 // opsPeer is one server of the ops suite.
@@ -277,7 +278,7 @@ func opsRun(cfg *config, py *python, p opsPeer) (string, error) {
 			time.Sleep(time.Until(began.Add(t)))
 			sig := p.signals[t]
 			syscall.Kill(srv.cmd.Process.Pid, sig)
-			sent = append(sent, fmt.Sprintf("%s@%ds", strings.TrimPrefix(sig.String(), "signal "), int(t.Seconds())))
+			sent = append(sent, fmt.Sprintf("%s@%ds", unix.SignalName(sig), int(t.Seconds())))
 		}
 	}()
 	ch := opsPaced(srv.addr(), rate, opsChanges)
