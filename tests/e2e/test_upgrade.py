@@ -36,6 +36,16 @@ def read_pid(path):
         return None
 
 
+def took_over(server):
+    """Waits for the takeover line; the successor's pid, once the old
+    process has drained and exited 0."""
+    wait_until(lambda: TOOK_OVER_RE.search(server.stderr), 60, lambda: f"the takeover\n{server.describe()}")
+    new, drained = map(int, TOOK_OVER_RE.search(server.stderr).groups())
+    assert drained == server.proc.pid and new != drained
+    assert server.wait_exit(20) == 0, server.describe()  # the old one drained and went
+    return new
+
+
 def stop_successor(pid):
     if pid and alive(pid):
         os.kill(pid, signal.SIGTERM)
@@ -59,11 +69,8 @@ def test_sigusr2_hands_over_without_losing_a_request(serve, tmp_path, workers, s
     server.send_signal(sig)
     new = None
     try:
-        wait_until(lambda: TOOK_OVER_RE.search(server.stderr), 60, lambda: f"the takeover\n{server.describe()}")
-        new, drained = map(int, TOOK_OVER_RE.search(server.stderr).groups())
+        new = took_over(server)
         assert f"m0serve: {sig.name}: pid {new} took over" in server.stderr
-        assert drained == old and new != old
-        assert server.wait_exit(20) == 0, server.describe()  # the old one drained and went
         time.sleep(0.5)
         for load in loads:
             load.stop()
@@ -103,9 +110,7 @@ def test_sigusr2_on_a_unix_socket_and_under_systemd(serve, tmp_path):
     server.send_signal(signal.SIGUSR2)
     new = None
     try:
-        wait_until(lambda: TOOK_OVER_RE.search(server.stderr), 60, lambda: f"the takeover\n{server.describe()}")
-        new = int(TOOK_OVER_RE.search(server.stderr).group(1))
-        assert server.wait_exit(20) == 0
+        new = took_over(server)
         wait_until(lambda: drain() or any(f"MAINPID={new}" in m for m in messages), 10, lambda: f"MAINPID\n{messages}")
         # The old process does not say STOPPING=1: the service goes on.
         assert not any("STOPPING=1" in m for m in messages), messages
@@ -149,9 +154,7 @@ def test_sigusr2_for_a_go_program_on_the_host(serve):
     server.send_signal(signal.SIGUSR2)
     new = None
     try:
-        wait_until(lambda: TOOK_OVER_RE.search(server.stderr), 60, lambda: f"the takeover\n{server.describe()}")
-        new = int(TOOK_OVER_RE.search(server.stderr).group(1))
-        assert server.wait_exit(20) == 0
+        new = took_over(server)
         load.stop()
         assert load.failed == [], load.failed[:3]
         assert requests.get(server.url("/pid"), timeout=HTTP_TIMEOUT).json()["pid"] == new != old
