@@ -77,7 +77,7 @@ func (p *Pool) SetMaxWait(d time.Duration) { p.slots.maxWait.Store(int64(max(d, 
 // (m0serve replaces the worker). Call it before the pool serves; zero is no
 // bound.
 func (p *Pool) SetTimeout(d time.Duration, stuck func()) {
-	if d <= 0 || p.one != nil {
+	if d <= 0 {
 		return
 	}
 	s := p.slots
@@ -311,13 +311,11 @@ func (p *pool) watchdog(d time.Duration) {
 			}
 			w.mu.Unlock()
 		}
-		if all := over == p.n; all && !stuck && p.stuck != nil {
+		all := over == p.n
+		if all && !stuck && p.stuck != nil {
 			p.stuck()
-		} else if !all {
-			stuck = false
-			continue
 		}
-		stuck = true
+		stuck = all
 	}
 }
 
@@ -325,9 +323,6 @@ func (p *pool) watchdog(d time.Duration) {
 // goroutine's thread; watchEnd says its response has begun, and whether
 // it was interrupted for its timeout.
 func (p *pool) watchStart(slot int, method, path string) *watched {
-	if p.timeout.Load() == 0 {
-		return nil
-	}
 	w := &watched{t: cpython.Here(), method: method, path: path, began: time.Now()}
 	p.watch[slot].Store(w)
 	return w

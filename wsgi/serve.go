@@ -75,28 +75,21 @@ func (h *Handler) serve(ctx context.Context, x exchange, env *cpython.Environ, b
 	if h.pool.one != nil {
 		defer h.pool.slots.release(slot)
 		h.pool.one.do(func() {
+			w := h.watchStart(x, slot)
 			t, res, err := h.app.Call(env, body, false)
 			defer t.Release()
-			h.finish(x, t, res, err)
+			if !h.watchEnd(x, slot, w, t, err) {
+				h.finish(x, t, res, err)
+			}
 		})
 		return nil
 	}
-	var w *watched
-	if h.pool.slots.timeout.Load() != 0 {
-		method, path := x.describe()
-		w = h.pool.slots.watchStart(slot, method, path)
-	}
+	w := h.watchStart(x, slot)
 	t, res, err := h.app.Call(env, body, h.pool.stream)
-	if h.pool.slots.watchEnd(slot, w) {
-		if err != nil {
-			defer h.pool.slots.release(slot)
-			defer t.Release()
-			h.timedOut(x)
-			return nil
-		}
-		// Interrupted just as the response began: it goes out whole, and
-		// the exception not raised yet is taken back before its body.
-		t.ClearInterrupt()
+	if h.watchEnd(x, slot, w, t, err) {
+		t.Release()
+		h.pool.slots.release(slot)
+		return nil
 	}
 	if err == nil && res.Stream {
 		x.send(t, decide(x.head(), t, res.Status, &stream{h: h, x: x, t: t, slot: slot, part: t.Body()}))
@@ -108,16 +101,33 @@ func (h *Handler) serve(ctx context.Context, x exchange, env *cpython.Environ, b
 	return nil
 }
 
-// timedOut answers a request interrupted for its timeout: 504, and one log
-// line (its stack went out when it was interrupted).
-func (h *Handler) timedOut(x exchange) {
-	method, path := x.describe()
-	prefix := h.prefix
-	if prefix == "" {
-		prefix = "wsgi"
+// watchStart puts the request about to run in slot, on this OS thread,
+// under the pool's timeout, if it has one.
+func (h *Handler) watchStart(x exchange, slot int) *watched {
+	if h.pool.slots.timeout.Load() == 0 {
+		return nil
 	}
-	h.log.Error(prefix+": request timed out", "method", method, "path", path)
+	method, path := x.describe()
+	return h.pool.slots.watchStart(slot, method, path)
+}
+
+// watchEnd takes the request out from under the timeout once the
+// application's call returned, and reports whether it answered it: 504
+// and one log line (its stack went out when it was interrupted) for a call
+// the interrupt ended. An interrupt set just as the response began is taken
+// back, and the response goes out whole.
+func (h *Handler) watchEnd(x exchange, slot int, w *watched, t cpython.Thread, err error) bool {
+	if !h.pool.slots.watchEnd(slot, w) {
+		return false
+	}
+	if err == nil {
+		t.ClearInterrupt()
+		return false
+	}
+	method, path := x.describe()
+	h.log.Error(h.named("wsgi: request timed out"), "method", method, "path", path)
 	x.fail(http.StatusGatewayTimeout)
+	return true
 }
 
 // finish hands a buffered response, or the failure, to x.
@@ -279,10 +289,16 @@ func (h *Handler) logError(x exchange, msg string, err error) {
 	} else {
 		attrs = append(attrs, "error", err.Error())
 	}
+	h.log.Error(h.named(msg), attrs...)
+}
+
+// named is a log message of the bridge's ("wsgi: ...") as the handler says
+// it: with Options.LogPrefix in place of "wsgi".
+func (h *Handler) named(msg string) string {
 	if h.prefix != "" {
 		msg = h.prefix + strings.TrimPrefix(msg, "wsgi")
 	}
-	h.log.Error(msg, attrs...)
+	return msg
 }
 
 // eachHeader calls fn for each header of the application's response that

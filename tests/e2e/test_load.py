@@ -102,12 +102,14 @@ def test_max_queue_wait_refused_for_asgi_on_its_loop(serve):
     assert "no application here runs on a Python pool thread" in server.stderr, server.stderr
 
 
-@pytest.mark.parametrize("front_end", FRONT_ENDS)
-def test_timeout_interrupts_and_answers_504(serve, front_end):
+@pytest.mark.parametrize("front_end,threads", [("fasthttp", "2"), ("nethttp", "2"), ("fasthttp", "0")],
+                         ids=["fasthttp", "nethttp", "one-thread"])
+def test_timeout_interrupts_and_answers_504(serve, front_end, threads):
     """A request still running the application past --timeout: a line
     naming it and every Python thread's stack on stderr, the request
-    interrupted and answered 504, one log line; the server serves on."""
-    server = serve_on(serve, front_end, SPEC, args=["--timeout", "1", "--blocking-threads", "2"])
+    interrupted and answered 504, one log line; the server serves on. The
+    same on the pool and on the one dedicated thread (--blocking-threads 0)."""
+    server = serve_on(serve, front_end, SPEC, args=["--timeout", "1", "--blocking-threads", threads])
     began = time.monotonic()
     r = requests.get(server.url("/spin?s=20"), timeout=HTTP_TIMEOUT)
     took = time.monotonic() - began
