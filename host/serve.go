@@ -237,7 +237,7 @@ wait:
 			if sig == syscall.SIGHUP {
 				name = "SIGHUP"
 			}
-			if up == nil || handing != nil {
+			if handing != nil {
 				fmt.Fprintf(stderr, "m0serve: %s: a new process is on its way already; this one serves on\n", name)
 				continue
 			}
