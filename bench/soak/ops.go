@@ -50,7 +50,6 @@ type opsPeer struct {
 	name    string
 	signals map[time.Duration]syscall.Signal // the changes phase's schedule
 	argv    func(cfg *config, py *python, port, recycle int) []string
-	env     []string
 }
 
 const (
@@ -104,7 +103,6 @@ func opsPeers(benchVenv string) []opsPeer {
 type opsProc struct {
 	cmd    *exec.Cmd
 	port   int
-	log    string
 	exited chan struct{}
 }
 
@@ -122,12 +120,12 @@ func startOps(p opsPeer, cfg *config, py *python, recycle int) (*opsProc, error)
 	defer f.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(py.env(), p.env...)
+	cmd.Env = py.env()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &opsProc{cmd: cmd, port: port, log: log, exited: make(chan struct{})}
+	s := &opsProc{cmd: cmd, port: port, exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.exited) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
