@@ -1,14 +1,13 @@
 package middleware
 
 import (
-	"bytes"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/m0serve/m0/internal/observe"
 	"github.com/m0serve/m0/internal/wire"
+	"github.com/m0serve/m0/internal/wsup"
 	"github.com/valyala/fasthttp"
 )
 
@@ -75,7 +74,7 @@ type limited struct {
 }
 
 func (h *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if isUpgrade(r.Header.Get("Upgrade")) {
+	if wsup.IsNetUpgrade(r) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
@@ -98,7 +97,7 @@ type fastLimited struct {
 }
 
 func (h *fastLimited) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
-	if v := ctx.Request.Header.Peek("Upgrade"); len(v) > 0 && bytes.EqualFold(v, websocket) {
+	if wsup.IsFastUpgrade(ctx) {
 		h.fast.ServeFastHTTP(ctx)
 		return
 	}
@@ -110,7 +109,3 @@ func (h *fastLimited) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	// after the handler returns (a held stream's, at once).
 	observe.ObserveFast(ctx, h.fast.ServeFastHTTP, func(*fasthttp.RequestCtx, observe.Outcome) { h.l.leave() })
 }
-
-var websocket = []byte("websocket")
-
-func isUpgrade(v string) bool { return v != "" && strings.EqualFold(v, "websocket") }

@@ -46,6 +46,7 @@ func TestLimiter(t *testing.T) {
 	entered.Add(1)
 	up := httptest.NewRequest("GET", "/ws", nil)
 	up.Header.Set("Upgrade", "websocket")
+	up.Header.Set("Connection", "Upgrade")
 	done.Add(1)
 	go func() {
 		defer done.Done()
