@@ -64,9 +64,8 @@ func AccessLogWith(w io.Writer, opts AccessLogOptions) (func(http.Handler) http.
 	if err != nil {
 		return nil, err
 	}
-	f := &formatLog{w: w, parts: parts}
 	return func(next http.Handler) http.Handler {
-		l := &formatLog{w: f.w, parts: f.parts, next: next}
+		l := &formatLog{w: w, parts: parts, next: next}
 		if fh, ok := next.(FastHandler); ok {
 			return &fastFormatLog{formatLog: l, fast: fh}
 		}
