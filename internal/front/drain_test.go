@@ -126,25 +126,24 @@ func TestShutdownAnswersKeptAliveClients(t *testing.T) {
 }
 
 // refusing is a net/http handler that hears of the requests the server
-// refused before it (the access log's and the metrics' contract).
+// refused before it (the access log's and the metrics' contract). The
+// server reports a refusal after its answer is written, so a client can
+// read the answer before the report: a test waits for it on refused.
 type refusing struct {
-	mu      sync.Mutex
-	refused []string
+	refused chan string
 }
 
 func (h *refusing) ServeHTTP(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }
 
 func (h *refusing) Refused(method, path string, o observe.Outcome) {
-	h.mu.Lock()
-	h.refused = append(h.refused, fmt.Sprintf("%s %s %d", method, path, o.Status))
-	h.mu.Unlock()
+	h.refused <- fmt.Sprintf("%s %s %d", method, path, o.Status)
 }
 
 // TestRefusalsReachTheHandler: under net/http, a 413 the server gives
 // before the handler reaches the handler's Refused, through the drain's
 // wrapper.
 func TestRefusalsReachTheHandler(t *testing.T) {
-	h := &refusing{}
+	h := &refusing{refused: make(chan string, 4)}
 	srv := New(h, Limits{MaxBody: 10, IdleTimeout: 5 * time.Second})
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -164,9 +163,22 @@ func TestRefusalsReachTheHandler(t *testing.T) {
 	if resp.StatusCode != 413 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.refused) != 1 || h.refused[0] != "POST /up 413" {
-		t.Errorf("refused %q", h.refused)
+	select {
+	case got := <-h.refused:
+		if got != "POST /up 413" {
+			t.Errorf("refused %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the 413 was not reported to the handler's Refused")
+	}
+	// The one refusal is reported once: the server is shut down (its
+	// connections closed, every report made) before looking for a second.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	srv.Shutdown(ctx)
+	select {
+	case got := <-h.refused:
+		t.Errorf("a second report: %q", got)
+	default:
 	}
 }
