@@ -72,7 +72,7 @@ func serve(cfg *Config, getenv func(string) string, app *adapted) int {
 	if w == nil && cfg.Realtime && !cfg.Doctor {
 		// A child process the application starts publishes to this one
 		// as to a worker of a supervisor.
-		if w, err = prefork.Local(); err != nil {
+		if w, err = prefork.Local(handedPrior()); err != nil {
 			return report(os.Stderr, &startupError{Msg: err.Error()})
 		}
 	}
@@ -194,6 +194,16 @@ func supervise(cfg *Config, app *adapted) int {
 	for i := range cfg.Workers {
 		mesh.Page.SetInUse(i, true)
 	}
+	if err := lsn.offerPrior(mesh.Offer()); err != nil {
+		return report(os.Stderr, &startupError{Msg: "cannot prepare for SIGUSR2: " + err.Error()})
+	}
+	if p := handedPrior(); p != nil {
+		if !cfg.Realtime || cfg.PGListen != "" {
+			p.Close() // no journal to bridge, or PostgreSQL carries the frames across
+		} else if err := mesh.Follow(p); err != nil {
+			fmt.Fprintf(os.Stderr, "m0serve: cannot bridge to the server this one replaces (%v); a client that resumes here from it may be sent m0-gap\n", err)
+		}
+	}
 	scale := make(chan int, 4)
 	go func() {
 		for sig := range ttin {
@@ -215,7 +225,7 @@ func supervise(cfg *Config, app *adapted) int {
 		Stderr:    os.Stderr,
 		Drain:     DrainTimeout,
 		Exit:      mesh.Page.Release,
-		Ready:     func() { notify.Ready(status); lsn.ready() },
+		Ready:     func() { mesh.Unfollow(); notify.Ready(status); lsn.ready() },
 		Reloading: func() { notify.Reloading("reloading: new workers load the application") },
 		Replace:   replace,
 		MaxRSS:    int64(cfg.WorkersMaxRSS) << 20,

@@ -155,6 +155,7 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 	}
 	if w != nil {
 		w.Bus.Start(hub)
+		bridge(w, hub, plan.PG != nil, stderr)
 		if w.Replaced && hub != nil {
 			warm(w, stderr)
 		}
@@ -171,6 +172,10 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 		lsn, err := listen(cfg)
 		if err != nil {
 			return abort(err)
+		}
+		if err := offerLocal(lsn, w); err != nil {
+			closeListeners(lsn.ls)
+			return abort(&startupError{Msg: "cannot prepare for SIGUSR2: " + err.Error()})
 		}
 		up = lsn
 		ls := lsn.ls
@@ -287,6 +292,35 @@ func warm(w *prefork.Worker, stderr io.Writer) {
 		}
 	}
 	fmt.Fprintf(stderr, "m0serve: worker %d found no sibling's journal to warm its own from; a client that reconnects to it may be sent a gap\n", w.Index)
+}
+
+// bridge joins a worker of a server started by SIGUSR2 to the workers of
+// the one it replaces (prefork.Worker.Bridge), before it serves: a client
+// whose held stream the old server ends resumes here with nothing missed.
+// A hub that journals nothing has nothing to replay, and one on PostgreSQL
+// (pg) is sent every frame by it.
+func bridge(w *prefork.Worker, hub *realtime.Hub, pg bool, stderr io.Writer) {
+	if hub == nil || !hub.Journals() || pg {
+		w.Unbridged()
+		return
+	}
+	if bridged, whole := w.Bridge(warmTimeout); bridged && !whole {
+		fmt.Fprintf(stderr, "m0serve: worker %d found no journal of the server it replaces (SIGUSR2); a client that resumes here from it may be sent m0-gap\n", w.Index)
+	}
+}
+
+// offerLocal registers what a successor is to be handed of a server with
+// no supervisor (w, unless nil): its page and its inbox.
+func offerLocal(l *listening, w *prefork.Worker) error {
+	if w == nil {
+		return nil
+	}
+	p, err := w.Offer()
+	if err != nil {
+		return err
+	}
+	defer p.Close() // tableflip keeps copies
+	return l.offerPrior(p)
 }
 
 // signalled returns a channel closed when stop receives, the signal put

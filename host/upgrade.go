@@ -13,6 +13,7 @@ import (
 	"github.com/cloudflare/tableflip"
 	"github.com/m0serve/m0/internal/bind"
 	"github.com/m0serve/m0/internal/proc"
+	"github.com/m0serve/m0/prefork"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,6 +39,51 @@ const tableflipEnv = proc.UpgradeMark
 // handOffFile is the name under which the predecessor hands its successor
 // a handOff, as a file beside the listeners.
 const handOffFile = "m0-handoff"
+
+// The names under which a process hands its successor its server's page
+// and its workers' inboxes (a prefork.Prior), for the successor's workers
+// to bridge to its own while it drains.
+const (
+	priorPageFile = "m0-page"
+	priorBusFile  = "m0-bus-" // then the slot
+)
+
+// offerPrior registers p to be handed to a successor.
+func (l *listening) offerPrior(p *prefork.Prior) error {
+	if err := l.upg.Fds.AddFile(priorPageFile, p.Page); err != nil {
+		return err
+	}
+	for i, f := range p.Inboxes {
+		if err := l.upg.Fds.AddFile(priorBusFile+strconv.Itoa(i), f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handedPrior is the server this process replaces, as it was handed over
+// (offerPrior), or nil: read once, and taken by whoever calls it first.
+var handedPrior = sync.OnceValue(func() *prefork.Prior {
+	if !successorAtStart {
+		return nil
+	}
+	upg, err := upgrader()
+	if err != nil || !upg.HasParent() {
+		return nil
+	}
+	page, err := upg.Fds.File(priorPageFile)
+	if err != nil || page == nil {
+		return nil // a predecessor that hands none
+	}
+	p := &prefork.Prior{Page: page}
+	for i := 0; ; i++ {
+		f, err := upg.Fds.File(priorBusFile + strconv.Itoa(i))
+		if err != nil || f == nil {
+			return p
+		}
+		p.Inboxes = append(p.Inboxes, f)
+	}
+})
 
 // handOff is what a process started by SIGUSR2 is handed besides its
 // listeners: where they listen, in order (the successor serves those,

@@ -40,6 +40,14 @@ import (
 //	    u32, floor epoch u64, floor seq u64, frames sent u32)
 //	'M' a request for the metrics: request u32; answered by 'm' (request
 //	    u32, the exposition)
+//
+// Kinds from a successor's worker (SIGUSR2: a new server beside this one,
+// until this one has drained), each carrying the successor worker's inbox
+// (SCM_RIGHTS), from 0xfffe:
+//
+//	'S' forward to that inbox every frame this worker publishes or is
+//	    handed, as 'F', until this worker exits or the inbox is gone
+//	'J' as between workers, answered to that inbox
 const (
 	kindFrame      = 'F'
 	kindUnnumbered = 'U'
@@ -49,8 +57,10 @@ const (
 	kindJournalEnd = 'k'
 	kindMetrics    = 'M'
 	kindMetricsAns = 'm'
+	kindForward    = 'S'
 
-	fromChild = 0xffff
+	fromChild     = 0xffff
+	fromSuccessor = 0xfffe
 	// maxDatagram bounds a message read: a whole frame and its channel
 	// take 66 KB; a sibling's metrics more. A datagram is bounded by the
 	// socket's send buffer (net.core.wmem_default, 208 KB by default).
@@ -78,7 +88,11 @@ type Bus struct {
 	mu      sync.Mutex
 	waiting map[uint32]chan message
 	dropped atomic.Uint64
-	log     *slog.Logger
+	// forwards are a successor's workers' inboxes, fed every frame (kind
+	// 'S'); each has a sender of its own.
+	fwdMu    sync.Mutex
+	forwards []*forward
+	log      *slog.Logger
 	done    chan struct{}
 	once    sync.Once
 }
@@ -171,7 +185,8 @@ func (b *Bus) Close() error {
 	return nil
 }
 
-// Send hands a frame this worker published to every sibling (realtime.Bus).
+// Send hands a frame this worker published to every sibling (realtime.Bus),
+// and to a successor's workers.
 func (b *Bus) Send(f *realtime.Frame) error {
 	m := appendFrame(header(kindFrame, b.self), f.ID, f.Channel, f.Data)
 	for i := range b.out {
@@ -179,7 +194,68 @@ func (b *Bus) Send(f *realtime.Frame) error {
 			b.enqueue(i, m)
 		}
 	}
+	b.forward(m)
 	return nil
+}
+
+// forward is a successor worker's inbox this worker feeds its frames, and
+// the queue its sender drains.
+type forward struct {
+	c *net.UnixConn
+	q chan []byte
+}
+
+// addForward starts feeding frames to a successor worker's inbox.
+func (b *Bus) addForward(c *net.UnixConn) {
+	fw := &forward{c: c, q: make(chan []byte, sendQueue)}
+	b.fwdMu.Lock()
+	b.forwards = append(b.forwards, fw)
+	b.fwdMu.Unlock()
+	go func() {
+		defer c.Close()
+		for {
+			select {
+			case m := <-fw.q:
+				if _, err := c.Write(m); err != nil {
+					// The successor is gone (it did not take over, or it
+					// has stopped): nothing reads the inbox any more.
+					b.dropForward(fw)
+					return
+				}
+			case <-b.done:
+				return
+			}
+		}
+	}()
+}
+
+func (b *Bus) dropForward(fw *forward) {
+	b.fwdMu.Lock()
+	defer b.fwdMu.Unlock()
+	for i, g := range b.forwards {
+		if g == fw {
+			b.forwards = append(b.forwards[:i:i], b.forwards[i+1:]...)
+			return
+		}
+	}
+}
+
+// forward hands a frame message to every successor worker that asked.
+// Every worker of this server forwards every frame it has, its siblings'
+// and children's too: a successor's journal keeps one copy of each, and a
+// worker of this server replaced meanwhile forwards nothing.
+func (b *Bus) forward(m []byte) {
+	b.fwdMu.Lock()
+	defer b.fwdMu.Unlock()
+	for _, fw := range b.forwards {
+		select {
+		case fw.q <- m:
+		default:
+			if b.dropped.Add(1) == 1 {
+				b.log.Error("m0serve: the new server's bus queue is full; dropping its frames")
+			}
+		}
+	}
 }
 
 func (b *Bus) enqueue(i int, m []byte) {
@@ -296,6 +372,9 @@ func (b *Bus) dispatch(m message) {
 		if f, ok := parseFrame(m.body, true); ok && realtime.ValidChannel(f.Channel) && len(f.Data) <= realtime.MaxFrame {
 			f.Data = append([]byte(nil), f.Data...)
 			hub.Deliver(f)
+			if m.from != fromSuccessor {
+				b.forward(appendFrame(header(kindFrame, b.self), f.ID, f.Channel, f.Data))
+			}
 		}
 	case kindUnnumbered:
 		if f, ok := parseFrame(m.body, false); ok {
@@ -317,8 +396,28 @@ func (b *Bus) dispatch(m message) {
 		}
 		return
 	case kindJournal:
-		if len(m.body) >= 4 && m.from < len(b.out) {
-			go b.answerJournal(m.from, append([]byte(nil), m.body[:4]...)) // buf is read into next
+		req := append([]byte(nil), m.body[:min(4, len(m.body))]...) // buf is read into next
+		switch {
+		case len(req) < 4:
+		case m.file != nil: // a successor's: answered to the inbox it carries
+			c, err := unixConn(m.file)
+			m.file = nil
+			if err == nil {
+				go func() {
+					defer c.Close()
+					b.answerJournal(func(a []byte) { c.Write(a) }, req)
+				}()
+			}
+		case m.from < len(b.out):
+			go b.answerJournal(func(a []byte) { b.enqueue(m.from, a) }, req)
+		}
+	case kindForward:
+		if m.file != nil {
+			c, err := unixConn(m.file)
+			m.file = nil
+			if err == nil {
+				b.addForward(c)
+			}
 		}
 	case kindMetrics:
 		if len(m.body) >= 4 && m.from < len(b.out) {
@@ -368,12 +467,19 @@ func (b *Bus) Hand(i int, c net.Conn) bool {
 // ask sends a request of kind to worker i and returns where its answers
 // arrive, and the function that stops listening for them.
 func (b *Bus) ask(kind byte, i int) (<-chan message, func()) {
+	return b.request(kind, b.self, func(m []byte) { b.enqueue(i, m) })
+}
+
+// request sends, by send, a request of kind from the sender numbered from,
+// and returns where its answers arrive and the function that stops
+// listening for them.
+func (b *Bus) request(kind byte, from int, send func(m []byte)) (<-chan message, func()) {
 	req := b.reqs.Add(1)
 	ch := make(chan message, 256)
 	b.mu.Lock()
 	b.waiting[req] = ch
 	b.mu.Unlock()
-	b.enqueue(i, binary.LittleEndian.AppendUint32(header(kind, b.self), req))
+	send(binary.LittleEndian.AppendUint32(header(kind, from), req))
 	return ch, func() {
 		b.mu.Lock()
 		delete(b.waiting, req)
@@ -381,17 +487,17 @@ func (b *Bus) ask(kind byte, i int) (<-chan message, func()) {
 	}
 }
 
-// answerJournal sends worker i this worker's journal, oldest first.
-func (b *Bus) answerJournal(i int, req []byte) {
+// answerJournal sends, by send, this worker's journal, oldest first.
+func (b *Bus) answerJournal(send func([]byte), req []byte) {
 	hub := b.hub.Load()
 	floor, frames := hub.Journal()
 	for _, f := range frames {
-		b.enqueue(i, appendFrame(append(header(kindJournalFr, b.self), req...), f.ID, f.Channel, f.Data))
+		send(appendFrame(append(header(kindJournalFr, b.self), req...), f.ID, f.Channel, f.Data))
 	}
 	end := append(header(kindJournalEnd, b.self), req...)
 	end = binary.LittleEndian.AppendUint64(end, floor.Epoch)
 	end = binary.LittleEndian.AppendUint64(end, floor.Seq)
-	b.enqueue(i, binary.LittleEndian.AppendUint32(end, uint32(len(frames))))
+	send(binary.LittleEndian.AppendUint32(end, uint32(len(frames))))
 }
 
 // Warm asks worker i for its journal and adds it to the hub's, so that a
@@ -401,6 +507,54 @@ func (b *Bus) answerJournal(i int, req []byte) {
 func (b *Bus) Warm(ctx context.Context, i int) bool {
 	ch, stop := b.ask(kindJournal, i)
 	defer stop()
+	return b.warmFrom(ctx, ch)
+}
+
+// Bridge joins this worker, of a server started by SIGUSR2, to the workers
+// of the one it replaces, whose inboxes are prior (serving says which of
+// them run a worker): each is asked to forward every frame it has from
+// now on, and one of them for its journal, which the hub adds to its own.
+// A client that resumes here from a frame the old server sent is then
+// replayed what it missed there and here. It reports whether a journal
+// arrived whole, each worker asked given up to wait.
+func (b *Bus) Bridge(prior []*net.UnixConn, serving func(i int) bool, wait time.Duration) bool {
+	var asked []int
+	for i, c := range prior {
+		if serving(i) && b.carry(c, kindForward, nil) == nil {
+			asked = append(asked, i)
+		}
+	}
+	for _, i := range asked {
+		var err error
+		ch, stop := b.request(kindJournal, fromSuccessor, func(m []byte) { err = b.carry(prior[i], kindJournal, m) })
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		ok := err == nil && b.warmFrom(ctx, ch)
+		cancel()
+		stop()
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// carry writes m (a header of kind from a successor when nil) to c with
+// this worker's inbox attached.
+func (b *Bus) carry(c *net.UnixConn, kind byte, m []byte) error {
+	if m == nil {
+		m = header(kind, fromSuccessor)
+	}
+	var werr error
+	if err := sock.WithFD(b.out[b.self], func(fd uintptr) {
+		_, _, werr = c.WriteMsgUnix(m, unix.UnixRights(int(fd)), nil)
+	}); err != nil {
+		return err
+	}
+	return werr
+}
+
+// warmFrom adds the journal whose messages arrive on ch to the hub's.
+func (b *Bus) warmFrom(ctx context.Context, ch <-chan message) bool {
 	var frames []*realtime.Frame
 	for {
 		select {

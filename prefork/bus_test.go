@@ -28,12 +28,24 @@ func dup(t *testing.T, f *os.File) *os.File {
 // meshOf makes a mesh of n workers in this process: each its own page
 // mapping, bus and hub, as n exec'd workers would have.
 func meshOf(t *testing.T, n int) (*Mesh, []*Worker, []*realtime.Hub) {
+	return meshAfter(t, n, nil)
+}
+
+// meshAfter is meshOf for a server SIGUSR2 started to replace the one
+// prior is of: the page numbers on from prior's, each worker holds prior
+// to bridge to.
+func meshAfter(t *testing.T, n int, prior *Prior) (*Mesh, []*Worker, []*realtime.Hub) {
 	t.Helper()
 	m, err := NewMesh(nil, n)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
+	if prior != nil {
+		if err := m.Follow(prior); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var ws []*Worker
 	var hubs []*realtime.Hub
 	for i := range n {
@@ -50,6 +62,13 @@ func meshOf(t *testing.T, n int) (*Mesh, []*Worker, []*realtime.Hub) {
 			t.Fatal(err)
 		}
 		w := &Worker{Index: i, Workers: n, Page: page, Bus: bus}
+		page.SetInUse(i, true)
+		page.SetServing(i, os.Getpid())
+		if m.prior != nil {
+			if w.priorPage, w.prior, err = follow(nil, m.prior); err != nil {
+				t.Fatal(err)
+			}
+		}
 		hub := realtime.New(&realtime.Options{ReplayFrames: 16, IDs: page, Bus: bus})
 		bus.Start(hub)
 		t.Cleanup(func() { bus.Close(); page.Close() })
@@ -182,6 +201,68 @@ func TestWarm(t *testing.T) {
 	s, _ := fresh.Subscribe("c", true, first.String())
 	if s.Gap != nil || len(s.Replay) != 4 || string(s.Replay[0].Data) != "b" || string(s.Replay[3].Data) != "e" {
 		t.Fatalf("after warming: gap %v, replay %d", s.Gap, len(s.Replay))
+	}
+}
+
+// TestBridge: the workers of a server SIGUSR2 started number on in the
+// old server's epoch, above every id it takes while it drains, and hold
+// every frame it published, before they bridged and after: a client the
+// old server sent a frame resumes on the new one with nothing missed and
+// nothing twice.
+func TestBridge(t *testing.T) {
+	old, _, was := meshOf(t, 2)
+	var ids []realtime.ID
+	for i := range 6 {
+		id, _ := was[i%2].Publish("c", []byte{byte('a' + i)})
+		ids = append(ids, id)
+	}
+	offer := old.Offer()
+	prior := &Prior{Page: dup(t, offer.Page)}
+	for _, f := range offer.Inboxes {
+		prior.Inboxes = append(prior.Inboxes, dup(t, f))
+	}
+	_, ws, hubs := meshAfter(t, 2, prior)
+	for i, w := range ws {
+		if bridged, whole := w.Bridge(5 * time.Second); !bridged || !whole {
+			t.Fatalf("worker %d: bridged %v, whole journal %v", i, bridged, whole)
+		}
+		if _, again := w.Bridge(time.Second); again {
+			t.Fatal("a second bridge")
+		}
+	}
+	for i := range 3 { // the old server drains, publishing on
+		id, _ := was[i%2].Publish("c", []byte{byte('g' + i)})
+		ids = append(ids, id)
+	}
+	last := ids[len(ids)-1]
+	for i := range 2 {
+		id, _ := hubs[0].Publish("c", []byte{byte('x' + i)})
+		if id.Epoch != last.Epoch || id.Seq < PriorReserve || id.Seq <= last.Seq {
+			t.Fatalf("the new server numbered %v after the old one's %v", id, last)
+		}
+		ids = append(ids, id)
+	}
+	// Resumed from the old server's third frame: the rest of its frames,
+	// then the new server's, each once.
+	want := "defghixy"
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, err := hubs[1].Subscribe("c", true, ids[2].String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		for _, f := range s.Replay {
+			got += string(f.Data)
+		}
+		s.Close()
+		if s.Gap == nil && got == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("resumed on the new server: gap %v, replay %q, want %q", s.Gap, got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -60,6 +60,8 @@ type Mesh struct {
 	Page     *Page
 	inboxes  []*os.File // read ends, kept for replacements
 	outboxes []*os.File // write ends
+	priorMu  sync.Mutex
+	prior    *Prior // Follow's
 }
 
 // NewMesh makes the page and an inbox per worker, around the listener's
@@ -132,10 +134,17 @@ func (m *Mesh) Exec(argv, env []string, stdout, stderr *os.File) Spawner {
 			name += fmt.Sprintf("/listeners=%d", 1+len(m.More))
 		}
 		files := []*os.File{os.Stdin, stdout, stderr, m.Listener, m.Page.File(), theirs, m.inboxes[slot]}
+		files = append(append(files, m.outboxes...), m.More...)
+		m.priorMu.Lock()
+		if p := m.prior; p != nil {
+			name += fmt.Sprintf("/prior=%d", len(p.Inboxes))
+			files = append(append(files, p.Page), p.Inboxes...)
+		}
 		var fds []uintptr
-		for _, f := range append(append(files, m.outboxes...), m.More...) {
+		for _, f := range files {
 			fd, err := rawFd(f)
 			if err != nil {
+				m.priorMu.Unlock()
 				mine.Close()
 				return nil, fmt.Errorf("prefork: %s: %w", f.Name(), err)
 			}
@@ -145,6 +154,7 @@ func (m *Mesh) Exec(argv, env []string, stdout, stderr *os.File) Spawner {
 			Env:   append(append([]string{}, env...), WorkerEnv+"="+name),
 			Files: fds,
 		})
+		m.priorMu.Unlock() // Unfollow closed nothing the fork was passing
 		if err != nil {
 			mine.Close()
 			return nil, fmt.Errorf("prefork: starting worker %d: %w", slot, err)
@@ -262,6 +272,11 @@ type Worker struct {
 	Page      *Page
 	Bus       *Bus
 
+	// The server this one replaces (SIGUSR2), until Bridge: its page and
+	// its workers' inboxes.
+	priorPage *Page
+	prior     []*net.UnixConn
+
 	ctrl    *net.UnixConn // nil in a process without a supervisor
 	goCh    chan struct{}
 	gone    chan struct{}
@@ -291,8 +306,15 @@ func Inherited() (*Worker, error) {
 	if err1 != nil || err2 != nil || w.Workers < 1 || w.Workers > MaxWorkers || w.Index < 0 || w.Index >= w.Workers {
 		return nil, fmt.Errorf("prefork: %s=%q is not N/WORKERS", WorkerEnv, name)
 	}
-	listeners := 1
+	listeners, priors := 1, -1
 	for _, p := range parts[2:] {
+		if n, ok := strings.CutPrefix(p, "prior="); ok {
+			if k, err := strconv.Atoi(n); err == nil && k >= 0 && k <= MaxWorkers {
+				priors = k
+			} else {
+				return nil, fmt.Errorf("prefork: %s=%q names no count of prior inboxes", WorkerEnv, name)
+			}
+		}
 		w.Prepare = w.Prepare || p == "prepare"
 		w.Replaced = w.Replaced || p == "replaced"
 		if n, ok := strings.CutPrefix(p, "listeners="); ok {
@@ -304,6 +326,9 @@ func Inherited() (*Worker, error) {
 		}
 	}
 	end := fdBus + w.Workers + listeners - 1
+	if priors >= 0 {
+		end += 1 + priors
+	}
 	for fd := fdListener; fd < end; fd++ {
 		unix.CloseOnExec(fd) // nothing the worker starts holds them unless passed
 	}
@@ -336,28 +361,58 @@ func Inherited() (*Worker, error) {
 		return nil, err
 	}
 	w.Bus.inUse = w.Page.InUse
+	if priors >= 0 {
+		at := fdBus + w.Workers + listeners - 1
+		prior := &Prior{Page: os.NewFile(uintptr(at), "m0-prior-page")}
+		for i := range priors {
+			prior.Inboxes = append(prior.Inboxes, os.NewFile(uintptr(at+1+i), "m0-prior-bus"))
+		}
+		// The supervisor continued the page already: nil keeps it as it is.
+		w.priorPage, w.prior, err = follow(nil, prior)
+		prior.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
 	go w.watch()
 	return w, nil
 }
 
 // Local returns the page and a bus of one for a server without a
 // supervisor, so that a child process can publish to it as to a worker.
-func Local() (*Worker, error) {
+// prior, unless nil, is the server this one replaces (SIGUSR2): the page
+// numbers on from its, and Bridge joins it. Local takes prior.
+func Local(prior *Prior) (*Worker, error) {
 	page, err := NewPage()
 	if err != nil {
+		prior.Close()
 		return nil, err
+	}
+	page.SetInUse(0, true)
+	page.SetServing(0, os.Getpid()) // a successor bridges to slot 0
+	w := &Worker{Workers: 1, Page: page, goCh: make(chan struct{}), gone: make(chan struct{})}
+	if prior != nil {
+		w.priorPage, w.prior, err = follow(page, prior)
+		prior.Close()
+		if err != nil {
+			page.Close()
+			return nil, err
+		}
 	}
 	in, out, err := socketpair(unix.SOCK_DGRAM)
 	if err != nil {
+		w.Unbridged()
 		page.Close()
 		return nil, err
 	}
 	bus, err := NewBus(0, in, []*os.File{out}) // takes in and out, closing them on an error
 	if err != nil {
+		w.Unbridged()
 		page.Close()
 		return nil, err
 	}
-	return &Worker{Workers: 1, Page: page, Bus: bus, goCh: make(chan struct{}), gone: make(chan struct{})}, nil
+	w.Bus = bus
+	return w, nil
 }
 
 // watch reads the supervisor's messages; when the supervisor is gone (the

@@ -531,6 +531,10 @@ func (h *Hub) Draining() bool {
 // Newest returns the newest id allocated.
 func (h *Hub) Newest() ID { return h.ids.Newest() }
 
+// Journals reports whether the hub keeps a journal (ReplayFrames is not
+// off): whether a client that resumes can be replayed anything.
+func (h *Hub) Journals() bool { return h.opts.ReplayFrames > 0 }
+
 // Stats are a hub's counts since it was made.
 type Stats struct {
 	HeldStreams    int64  // SSE streams held now
