@@ -93,8 +93,8 @@ type Bus struct {
 	fwdMu    sync.Mutex
 	forwards []*forward
 	log      *slog.Logger
-	done    chan struct{}
-	once    sync.Once
+	done     chan struct{}
+	once     sync.Once
 }
 
 // message is a datagram read, split.
