@@ -194,15 +194,17 @@ func supervise(cfg *Config, app *adapted) int {
 	for i := range cfg.Workers {
 		mesh.Page.SetInUse(i, true)
 	}
-	if err := lsn.offerPrior(mesh.Offer()); err != nil {
-		return report(os.Stderr, &startupError{Msg: "cannot prepare for SIGUSR2: " + err.Error()})
-	}
 	if p := handedPrior(); p != nil {
 		if !cfg.Realtime || cfg.PGListen != "" {
 			p.Close() // no journal to bridge, or PostgreSQL carries the frames across
 		} else if err := mesh.Follow(p); err != nil {
 			fmt.Fprintf(os.Stderr, "m0serve: cannot bridge to the server this one replaces (%v); a client that resumes here from it may be sent m0-gap\n", err)
 		}
+	}
+	// After the prior is read: offering replaces what was handed under the
+	// same names.
+	if err := lsn.offerPrior(mesh.Offer()); err != nil {
+		return report(os.Stderr, &startupError{Msg: "cannot prepare for SIGUSR2: " + err.Error()})
 	}
 	scale := make(chan int, 4)
 	go func() {

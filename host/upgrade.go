@@ -62,7 +62,8 @@ func (l *listening) offerPrior(p *prefork.Prior) error {
 }
 
 // handedPrior is the server this process replaces, as it was handed over
-// (offerPrior), or nil: read once, and taken by whoever calls it first.
+// (offerPrior), or nil: read once, before this process offers its own
+// under the same names, and taken by whoever calls it first.
 var handedPrior = sync.OnceValue(func() *prefork.Prior {
 	if !successorAtStart {
 		return nil

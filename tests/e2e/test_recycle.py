@@ -195,19 +195,13 @@ class Subscriber:
         self.thread.join(timeout=30)
 
 
-@pytest.mark.parametrize("how", ["sighup", "max-requests"])
-def test_held_streams_lose_no_frame_while_workers_are_replaced(serve, how):
-    """Twelve subscribers held on two workers while a publisher sends a
-    frame every 10 ms and the workers are replaced under them (SIGHUP
-    twice, or --max-requests): each subscriber is cut at its worker's
-    drain, reconnects with its last id and is replayed what it missed by
-    the worker it lands on, so that it receives every frame once, in
-    order. Every publish is answered."""
+def held_streams_lose_no_frame(server, change):
+    """Twelve subscribers held while a publisher sends a frame every 10 ms
+    and change() replaces what holds them: each subscriber is cut at its
+    process's drain, reconnects with its last id and is replayed what it
+    missed by the process it lands on, so that it receives every frame
+    once, in order. Every publish is answered."""
     from test_prefork import seq_of
-    args = ["--workers", "2", "--realtime", "--replay-frames", "4096"]
-    if how == "max-requests":
-        args += ["--max-requests", "300"]
-    server = serve("prefork_app:application", args=args)
     subs = [Subscriber(server, "recycle") for _ in range(12)]
     wait_until(lambda: all(s.connects for s in subs), 20, "every subscriber connected")
     published, failed = [], []
@@ -228,16 +222,12 @@ def test_held_streams_lose_no_frame_while_workers_are_replaced(serve, how):
 
     publisher = threading.Thread(target=publish, daemon=True)
     publisher.start()
-    if how == "sighup":
-        for n in (2, 4):
-            time.sleep(1)
-            server.send_signal(signal.SIGHUP)
-            wait_until(lambda: len(replaced(server)) >= n, 60, lambda: f"{n} replacements\n{server.describe()}")
-    else:
-        wait_until(lambda: len(replaced(server)) >= 3, 60, lambda: f"three replacements\n{server.describe()}")
-    time.sleep(1)
-    stop.set()
-    publisher.join(timeout=30)
+    try:
+        change()
+        time.sleep(1)
+    finally:
+        stop.set()
+        publisher.join(timeout=30)
     assert failed == [], failed[:3]
     assert len(published) > 100
     want = sorted(published, key=seq_of)
@@ -253,6 +243,27 @@ def test_held_streams_lose_no_frame_while_workers_are_replaced(serve, how):
         assert s.ids == want[first:], (k, len(s.ids), len(want) - first, s.errors[:3])
         assert first == 0, (k, "missed the first frames", s.ids[:3], want[:3])
     assert sum(s.connects for s in subs) > len(subs)  # they were cut, and came back
+
+
+@pytest.mark.parametrize("how", ["sighup", "max-requests"])
+def test_held_streams_lose_no_frame_while_workers_are_replaced(serve, how):
+    """On two workers, replaced under the subscribers by SIGHUP twice, or
+    by --max-requests."""
+    args = ["--workers", "2", "--realtime", "--replay-frames", "4096"]
+    if how == "max-requests":
+        args += ["--max-requests", "300"]
+    server = serve("prefork_app:application", args=args)
+
+    def change():
+        if how == "sighup":
+            for n in (2, 4):
+                time.sleep(1)
+                server.send_signal(signal.SIGHUP)
+                wait_until(lambda: len(replaced(server)) >= n, 60, lambda: f"{n} replacements\n{server.describe()}")
+        else:
+            wait_until(lambda: len(replaced(server)) >= 3, 60, lambda: f"three replacements\n{server.describe()}")
+
+    held_streams_lose_no_frame(server, change)
 
 
 SCALE_RE = re.compile(r"^m0serve: SIGTT(IN|OU): worker (\d+) \(pid (\d+)\) (added|drains); (\d+) workers$", re.M)

@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from conftest import HTTP_TIMEOUT, wait_until
-from test_recycle import Load, write_app
+from test_recycle import Load, held_streams_lose_no_frame, write_app
 
 TOOK_OVER_RE = re.compile(r"^m0serve: SIG(?:USR2|HUP): pid (\d+) took over; pid (\d+) drains$", re.M)
 
@@ -85,6 +85,28 @@ def test_sigusr2_hands_over_without_losing_a_request(serve, tmp_path, workers, s
             load.stop()
         stop_successor(new)
     assert not pidfile.exists()  # the successor removed its own at exit
+
+
+@pytest.mark.parametrize("workers", [None, 2], ids=["single", "workers"])
+def test_held_streams_lose_no_frame_across_sigusr2(serve, workers):
+    """The new server numbers on in the old one's epoch, and its workers
+    hold every frame the old one published, before they were ready and
+    while it drained: a subscriber the old one cuts resumes on the new one
+    with nothing missed and nothing twice."""
+    args = ["--realtime", "--replay-frames", "4096"] + (["--workers", str(workers)] if workers else [])
+    server = serve("prefork_app:application", args=args)
+    new = []
+
+    def change():
+        time.sleep(1)
+        server.send_signal(signal.SIGUSR2)
+        new.append(took_over(server))
+        assert "journal of the server it replaces" not in server.stderr, server.describe()
+
+    try:
+        held_streams_lose_no_frame(server, change)
+    finally:
+        stop_successor(new[0] if new else None)
 
 
 def test_sigusr2_on_a_unix_socket_and_under_systemd(serve, tmp_path):
