@@ -255,13 +255,20 @@ func supervise(cfg *Config, app *adapted) int {
 	// workers have let go of theirs (each as its drain begins), a new
 	// connection is refused at once rather than queued for no one.
 	var handedOn atomic.Bool
+	hold := make(chan bool, 1)
+	sup.Hold = hold
 	go func() {
 		for range usr2 {
-			if lsn.handOver("SIGUSR2", os.Stderr) {
-				handedOn.Store(true)
-				stop <- syscall.SIGTERM
-				return
+			// No worker is replaced while the successor starts: the workers
+			// it bridges to are the ones serving, and they drain soon.
+			hold <- true
+			if !lsn.handOver("SIGUSR2", os.Stderr) {
+				hold <- false
+				continue
 			}
+			handedOn.Store(true)
+			stop <- syscall.SIGTERM
+			return
 		}
 	}()
 	sup.Stopping = func() {

@@ -120,6 +120,11 @@ type Supervisor struct {
 	// and once the last of them has gone (SIGTTOU): Page.SetInUse. The
 	// first Workers slots are the caller's to mark.
 	InUse func(slot int, on bool)
+	// Hold, when it receives true, holds the replacements asked for (they
+	// wait in order) until it receives false: a worker that dies is still
+	// started again. A hand-over (SIGUSR2) holds them: the workers are
+	// about to drain, and the new server's bridge is to the ones serving.
+	Hold <-chan bool
 	// Count, if set, is told of every replacement as it begins, and of
 	// every worker started in place of one that died ("died"), with its
 	// reason, one of ReplacementReasons (Page.CountReplacement).
@@ -196,6 +201,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 	starting, reloadAgain := true, false
 	var reloadWhat string
 	var queue []Replacement // replacements asked for, in order
+	held := false           // Hold's
 	var repl *replacing     // the one under way
 	everyone := func() []*worker {
 		ws := append(append(append(append([]*worker{}, cur...), next...), retiring...), leaving...)
@@ -283,7 +289,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 			leaving = append(leaving, retire([]*worker{w})...)
 			fmt.Fprintf(s.Stderr, "m0serve: SIGTTOU: worker %d (pid %d) drains; %d workers\n", last, w.p.Pid(), len(cur))
 		}
-		if repl == nil && !starting && next == nil && retiring == nil && len(queue) > 0 {
+		if repl == nil && !starting && next == nil && retiring == nil && !held && len(queue) > 0 {
 			r := queue[0]
 			queue = queue[1:]
 			if r.Slot >= len(cur) {
@@ -315,6 +321,7 @@ func (s *Supervisor) Run(stop <-chan os.Signal) int {
 			return 0
 		case d := <-s.Scale:
 			scale += d
+		case held = <-s.Hold:
 		case r := <-s.Replace:
 			if r.Slot < 0 {
 				for i := range cur {

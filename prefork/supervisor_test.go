@@ -447,6 +447,40 @@ func TestReplace(t *testing.T) {
 	})
 }
 
+// TestHold: a replacement asked for while Hold holds waits, in order, and
+// starts once Hold lets go; a death is started again meanwhile.
+func TestHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hold := make(chan bool, 1)
+		r := newRig(t, 2, true, func(s *Supervisor) { s.Hold = hold })
+		ps := r.started(2)
+		hold <- true
+		synctest.Wait()
+		r.repl <- Replacement{Slot: 1, Why: "a test"}
+		r.none()
+		time.Sleep(time.Minute)
+		ps[0].exit("exit status 1") // a death: started again, held or not
+		if d := r.spawned(); d.slot != 0 {
+			t.Fatalf("the dead worker's slot %d", d.slot)
+		} else {
+			d.report(Event{Kind: Ready})
+		}
+		r.none()
+		hold <- false
+		n := r.spawned()
+		if n.slot != 1 || !n.opts.Replaced || !n.opts.Prepare {
+			t.Fatalf("after the hold: slot %d, %+v", n.slot, n.opts)
+		}
+		n.report(Event{Kind: Prepared}) // the old one drains and exits (onTerm)
+		synctest.Wait()
+		n.report(Event{Kind: Ready})
+		r.stop <- syscall.SIGTERM
+		if c := r.exitCode(); c != 0 {
+			t.Fatalf("exit %d after SIGTERM", c)
+		}
+	})
+}
+
 // TestRollingReplace: every worker (SIGHUP's Slot -1), one at a time; a
 // successor that cannot load leaves its worker serving, and the next goes
 // on.
