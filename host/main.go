@@ -72,7 +72,12 @@ func serve(cfg *Config, getenv func(string) string, app *adapted) int {
 	if w == nil && cfg.Realtime && !cfg.Doctor {
 		// A child process the application starts publishes to this one
 		// as to a worker of a supervisor.
-		if w, err = prefork.Local(handedPrior()); err != nil {
+		prior := handedPrior()
+		if !bridges(cfg) {
+			prior.Close()
+			prior = nil
+		}
+		if w, err = prefork.Local(prior); err != nil {
 			return report(os.Stderr, &startupError{Msg: err.Error()})
 		}
 	}
@@ -195,16 +200,18 @@ func supervise(cfg *Config, app *adapted) int {
 		mesh.Page.SetInUse(i, true)
 	}
 	if p := handedPrior(); p != nil {
-		if !cfg.Realtime || cfg.PGListen != "" {
-			p.Close() // no journal to bridge, or PostgreSQL carries the frames across
+		if !bridges(cfg) {
+			p.Close()
 		} else if err := mesh.Follow(p); err != nil {
 			fmt.Fprintf(os.Stderr, "m0serve: cannot bridge to the server this one replaces (%v); a client that resumes here from it may be sent m0-gap\n", err)
 		}
 	}
 	// After the prior is read: offering replaces what was handed under the
 	// same names.
-	if err := lsn.offerPrior(mesh.Offer()); err != nil {
-		return report(os.Stderr, &startupError{Msg: "cannot prepare for SIGUSR2: " + err.Error()})
+	if cfg.Realtime {
+		if err := lsn.offerPrior(mesh.Offer()); err != nil {
+			return report(os.Stderr, &startupError{Msg: "cannot prepare for SIGUSR2: " + err.Error()})
+		}
 	}
 	scale := make(chan int, 4)
 	go func() {

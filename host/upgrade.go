@@ -40,17 +40,27 @@ const tableflipEnv = proc.UpgradeMark
 // a handOff, as a file beside the listeners.
 const handOffFile = "m0-handoff"
 
-// The names under which a process hands its successor its server's page
-// and its workers' inboxes (a prefork.Prior), for the successor's workers
-// to bridge to its own while it drains.
+// The names under which a process hands its successor its server's pages
+// and its workers' inboxes (a prefork.Prior), for the successor to number
+// from the same counter and its workers to bridge to the old ones while
+// they drain. The handOff says how many inboxes.
 const (
 	priorPageFile = "m0-page"
+	priorIDsFile  = "m0-ids"
 	priorBusFile  = "m0-bus-" // then the slot
 )
+
+// bridges reports whether a server of c bridges to the one it replaces:
+// it has a journal to keep (--realtime, --replay-frames above 0), and
+// PostgreSQL does not carry its ids and frames (--pg-listen).
+func bridges(c *Config) bool { return c.Realtime && c.ReplayFrames > 0 && c.PGListen == "" }
 
 // offerPrior registers p to be handed to a successor.
 func (l *listening) offerPrior(p *prefork.Prior) error {
 	if err := l.upg.Fds.AddFile(priorPageFile, p.Page); err != nil {
+		return err
+	}
+	if err := l.upg.Fds.AddFile(priorIDsFile, p.IDs); err != nil {
 		return err
 	}
 	for i, f := range p.Inboxes {
@@ -58,32 +68,38 @@ func (l *listening) offerPrior(p *prefork.Prior) error {
 			return err
 		}
 	}
-	return nil
+	l.inboxes = len(p.Inboxes)
+	return l.addHandOff()
 }
 
 // handedPrior is the server this process replaces, as it was handed over
 // (offerPrior), or nil: read once, before this process offers its own
 // under the same names, and taken by whoever calls it first.
 var handedPrior = sync.OnceValue(func() *prefork.Prior {
-	if !successorAtStart {
-		return nil
-	}
-	upg, err := upgrader()
-	if err != nil || !upg.HasParent() {
-		return nil
-	}
-	page, err := upg.Fds.File(priorPageFile)
-	if err != nil || page == nil {
+	h := handedOver()
+	if h == nil || h.Inboxes == 0 {
 		return nil // a predecessor that hands none
 	}
-	p := &prefork.Prior{Page: page}
-	for i := 0; ; i++ {
-		f, err := upg.Fds.File(priorBusFile + strconv.Itoa(i))
-		if err != nil || f == nil {
-			return p
+	upg, _ := upgrader() // handedOver made it
+	p := &prefork.Prior{}
+	var err error
+	if p.Page, err = upg.Fds.File(priorPageFile); err == nil && p.Page != nil {
+		if p.IDs, err = upg.Fds.File(priorIDsFile); err == nil && p.IDs != nil {
+			for i := range h.Inboxes {
+				f, err := upg.Fds.File(priorBusFile + strconv.Itoa(i))
+				if err != nil || f == nil {
+					break
+				}
+				p.Inboxes = append(p.Inboxes, f)
+			}
+			if len(p.Inboxes) == h.Inboxes {
+				return p
+			}
 		}
-		p.Inboxes = append(p.Inboxes, f)
 	}
+	fmt.Fprintf(os.Stderr, "m0serve: the server this one replaces (SIGUSR2) did not hand over its pages and inboxes whole (%v); a client that resumes here from it may be sent m0-gap\n", err)
+	p.Close()
+	return nil
 })
 
 // handOff is what a process started by SIGUSR2 is handed besides its
@@ -95,6 +111,7 @@ type handOff struct {
 	Places   []string      `json:"places"` // bind.Spec strings
 	Notify   string        `json:"notify,omitempty"`
 	Watchdog time.Duration `json:"watchdog,omitempty"`
+	Inboxes  int           `json:"inboxes,omitempty"` // offerPrior's
 }
 
 // successorAtStart is whether this process was started by a re-exec:
@@ -143,8 +160,9 @@ var handedOver = sync.OnceValue(func() *handOff {
 // listening is what a process that listens holds: its listeners, and the
 // upgrader that can hand them on.
 type listening struct {
-	ls  []*bind.Listener
-	upg *tableflip.Upgrader
+	ls      []*bind.Listener
+	upg     *tableflip.Upgrader
+	inboxes int // offerPrior's
 }
 
 // listen opens the listeners of c, or takes those the process it replaces
@@ -193,7 +211,7 @@ func listen(c *Config) (*listening, error) {
 
 // addHandOff registers the handOff a successor is to be given.
 func (l *listening) addHandOff() error {
-	h := handOff{Notify: notifier().Path(), Watchdog: 2 * notifier().WatchdogEvery()}
+	h := handOff{Notify: notifier().Path(), Watchdog: 2 * notifier().WatchdogEvery(), Inboxes: l.inboxes}
 	for _, b := range l.ls {
 		h.Places = append(h.Places, b.Spec.String())
 	}

@@ -45,8 +45,10 @@ import (
 // until this one has drained), each carrying the successor worker's inbox
 // (SCM_RIGHTS), from 0xfffe:
 //
-//	'S' forward to that inbox every frame this worker publishes or is
-//	    handed, as 'F', until this worker exits or the inbox is gone
+//	'S' forward to that inbox the frames this worker publishes (and, from
+//	    the first worker running, its children's), as 'F', until this
+//	    worker exits or the inbox is gone; the successor's worker sends
+//	    this worker its own
 //	'J' as between workers, answered to that inbox
 const (
 	kindFrame      = 'F'
@@ -88,13 +90,15 @@ type Bus struct {
 	mu      sync.Mutex
 	waiting map[uint32]chan message
 	dropped atomic.Uint64
-	// forwards are a successor's workers' inboxes, fed every frame (kind
-	// 'S'); each has a sender of its own.
-	fwdMu    sync.Mutex
-	forwards []*forward
-	log      *slog.Logger
-	done     chan struct{}
-	once     sync.Once
+	// forwards are the other server's inboxes (SIGUSR2), fed this
+	// worker's frames: a new server's workers' (kind 'S'), or the old
+	// server's (Bridge). Each has a sender of its own.
+	fwdMu      sync.Mutex
+	forwards   []*forward
+	fwdDropped atomic.Uint64
+	log        *slog.Logger
+	done       chan struct{}
+	once       sync.Once
 }
 
 // message is a datagram read, split.
@@ -179,7 +183,13 @@ func (b *Bus) Start(hub *realtime.Hub) {
 // Close stops reading and sending; the inbox stays with the supervisor.
 func (b *Bus) Close() error {
 	b.once.Do(func() {
+		b.fwdMu.Lock()
 		close(b.done)
+		for _, fw := range b.forwards {
+			fw.c.Close() // a sender blocked in a write returns
+		}
+		b.forwards = nil
+		b.fwdMu.Unlock()
 		b.in.Close()
 	})
 	return nil
@@ -198,17 +208,30 @@ func (b *Bus) Send(f *realtime.Frame) error {
 	return nil
 }
 
-// forward is a successor worker's inbox this worker feeds its frames, and
-// the queue its sender drains.
+// forward is an inbox of the other server's (SIGUSR2: the new server's
+// workers, or the old one's) that this worker feeds its frames, and the
+// queue its sender drains.
 type forward struct {
 	c *net.UnixConn
 	q chan []byte
 }
 
-// addForward starts feeding frames to a successor worker's inbox.
+// forwardWait bounds a write to the other server's inbox: one that is not
+// read for that long (an old server's, its workers gone) is let go.
+const forwardWait = time.Second
+
+// addForward starts feeding this worker's frames to an inbox of the other
+// server's. The bus takes c.
 func (b *Bus) addForward(c *net.UnixConn) {
 	fw := &forward{c: c, q: make(chan []byte, sendQueue)}
 	b.fwdMu.Lock()
+	select {
+	case <-b.done:
+		b.fwdMu.Unlock()
+		c.Close()
+		return
+	default:
+	}
 	b.forwards = append(b.forwards, fw)
 	b.fwdMu.Unlock()
 	go func() {
@@ -216,9 +239,10 @@ func (b *Bus) addForward(c *net.UnixConn) {
 		for {
 			select {
 			case m := <-fw.q:
+				c.SetWriteDeadline(time.Now().Add(forwardWait))
 				if _, err := c.Write(m); err != nil {
-					// The successor is gone (it did not take over, or it
-					// has stopped): nothing reads the inbox any more.
+					// The other server is gone (it did not take over, or it
+					// has drained), or has stopped reading.
 					b.dropForward(fw)
 					return
 				}
@@ -240,10 +264,9 @@ func (b *Bus) dropForward(fw *forward) {
 	}
 }
 
-// forward hands a frame message to every successor worker that asked.
-// Every worker of this server forwards every frame it has, its siblings'
-// and children's too: a successor's journal keeps one copy of each, and a
-// worker of this server replaced meanwhile forwards nothing.
+// forward hands a frame message to the other server's inboxes. A worker
+// forwards the frames it publishes, and one worker (the first running)
+// those of child processes, which reach every worker: each frame once.
 func (b *Bus) forward(m []byte) {
 	b.fwdMu.Lock()
 	defer b.fwdMu.Unlock()
@@ -251,11 +274,29 @@ func (b *Bus) forward(m []byte) {
 		select {
 		case fw.q <- m:
 		default:
-			if b.dropped.Add(1) == 1 {
-				b.log.Error("m0serve: the new server's bus queue is full; dropping its frames")
+			if b.fwdDropped.Add(1) == 1 {
+				b.log.Warn("m0serve: an inbox of the other server (SIGUSR2) is not read; dropping the frames to it")
 			}
 		}
 	}
+}
+
+// forwarding reports whether any frame is forwarded: a message is made
+// for it only then.
+func (b *Bus) forwarding() bool {
+	b.fwdMu.Lock()
+	defer b.fwdMu.Unlock()
+	return len(b.forwards) > 0
+}
+
+// firstRunning reports whether this worker runs in the lowest slot in use.
+func (b *Bus) firstRunning() bool {
+	for i := range b.self {
+		if b.runs(i) {
+			return false
+		}
+	}
+	return true
 }
 
 func (b *Bus) enqueue(i int, m []byte) {
@@ -363,7 +404,7 @@ func closeFile(f *os.File) {
 
 func (b *Bus) dispatch(m message) {
 	hub := b.hub.Load()
-	if hub == nil && (m.kind == kindFrame || m.kind == kindUnnumbered || m.kind == kindJournal) {
+	if hub == nil && (m.kind == kindFrame || m.kind == kindUnnumbered || m.kind == kindJournal || m.kind == kindForward) {
 		closeFile(m.file)
 		return // a server without channels: nothing to deliver or journal
 	}
@@ -372,7 +413,7 @@ func (b *Bus) dispatch(m message) {
 		if f, ok := parseFrame(m.body, true); ok && realtime.ValidChannel(f.Channel) && len(f.Data) <= realtime.MaxFrame {
 			f.Data = append([]byte(nil), f.Data...)
 			hub.Deliver(f)
-			if m.from != fromSuccessor {
+			if m.from == fromChild && b.forwarding() && b.firstRunning() {
 				b.forward(appendFrame(header(kindFrame, b.self), f.ID, f.Channel, f.Data))
 			}
 		}
@@ -512,11 +553,14 @@ func (b *Bus) Warm(ctx context.Context, i int) bool {
 
 // Bridge joins this worker, of a server started by SIGUSR2, to the workers
 // of the one it replaces, whose inboxes are prior (serving says which of
-// them run a worker): each is asked to forward every frame it has from
-// now on, and one of them for its journal, which the hub adds to its own.
-// A client that resumes here from a frame the old server sent is then
-// replayed what it missed there and here. It reports whether a journal
-// arrived whole, each worker asked given up to wait.
+// them run a worker): each is asked to forward the frames it publishes
+// from now on, then for its journal, which the hub adds to its own. A
+// worker reads its inbox in order, so what it published before it began
+// to forward is in the journal it answers with. A client that resumes
+// here from a frame the old server sent is then replayed what it missed.
+// It reports whether every journal arrived whole, each given up to wait;
+// unless all did, none is added (the hub sends a client that resumes from
+// the old server m0-gap, rather than replay it a journal with holes).
 func (b *Bus) Bridge(prior []*net.UnixConn, serving func(i int) bool, wait time.Duration) bool {
 	var asked []int
 	for i, c := range prior {
@@ -524,18 +568,23 @@ func (b *Bus) Bridge(prior []*net.UnixConn, serving func(i int) bool, wait time.
 			asked = append(asked, i)
 		}
 	}
+	var got []journal
 	for _, i := range asked {
 		var err error
 		ch, stop := b.request(kindJournal, fromSuccessor, func(m []byte) { err = b.carry(prior[i], kindJournal, m) })
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		ok := err == nil && b.warmFrom(ctx, ch)
+		j, ok := b.journalFrom(ctx, ch)
 		cancel()
 		stop()
-		if ok {
-			return true
+		if err != nil || !ok {
+			return false
 		}
+		got = append(got, j)
 	}
-	return false
+	for _, j := range got {
+		b.hub.Load().Warm(j.floor, j.frames)
+	}
+	return len(got) > 0
 }
 
 // carry writes m (a header of kind from a successor when nil) to c with
@@ -545,6 +594,7 @@ func (b *Bus) carry(c *net.UnixConn, kind byte, m []byte) error {
 		m = header(kind, fromSuccessor)
 	}
 	var werr error
+	c.SetWriteDeadline(time.Now().Add(forwardWait)) // an old worker that does not read is not waited for
 	if err := sock.WithFD(b.out[b.self], func(fd uintptr) {
 		_, _, werr = c.WriteMsgUnix(m, unix.UnixRights(int(fd)), nil)
 	}); err != nil {
@@ -555,23 +605,37 @@ func (b *Bus) carry(c *net.UnixConn, kind byte, m []byte) error {
 
 // warmFrom adds the journal whose messages arrive on ch to the hub's.
 func (b *Bus) warmFrom(ctx context.Context, ch <-chan message) bool {
-	var frames []*realtime.Frame
+	j, ok := b.journalFrom(ctx, ch)
+	if ok {
+		b.hub.Load().Warm(j.floor, j.frames)
+	}
+	return ok
+}
+
+// journal is a journal another worker answered with.
+type journal struct {
+	floor  realtime.ID
+	frames []*realtime.Frame
+}
+
+// journalFrom gathers the journal whose messages arrive on ch; ok is
+// false when not all of it arrived before ctx ended.
+func (b *Bus) journalFrom(ctx context.Context, ch <-chan message) (j journal, ok bool) {
 	for {
 		select {
 		case m := <-ch:
 			if m.kind == kindJournalEnd {
-				if len(m.body) < 20 || int(binary.LittleEndian.Uint32(m.body[16:])) != len(frames) {
-					return false // not all of it arrived: a journal with holes would replay them as none
+				if len(m.body) < 20 || int(binary.LittleEndian.Uint32(m.body[16:])) != len(j.frames) {
+					return j, false // not all of it arrived: a journal with holes would replay them as none
 				}
-				floor := realtime.ID{Epoch: binary.LittleEndian.Uint64(m.body), Seq: binary.LittleEndian.Uint64(m.body[8:])}
-				b.hub.Load().Warm(floor, frames)
-				return true
+				j.floor = realtime.ID{Epoch: binary.LittleEndian.Uint64(m.body), Seq: binary.LittleEndian.Uint64(m.body[8:])}
+				return j, true
 			}
 			if f, ok := parseFrame(m.body, true); ok {
-				frames = append(frames, f)
+				j.frames = append(j.frames, f)
 			}
 		case <-ctx.Done():
-			return false
+			return j, false
 		}
 	}
 }

@@ -55,6 +55,7 @@ type Page struct {
 	f   *os.File
 	mem []byte
 	mu  sync.Mutex // one allocation at a time in this process; the fcntl lock orders processes
+	ids *Page      // Share's: the page whose counter this one numbers from, nil for its own
 }
 
 // NewPage makes a page whose counter starts at 1 in an epoch of now.
@@ -103,8 +104,26 @@ func mapPage(f *os.File) (*Page, error) {
 // File is the page's descriptor, to pass to a worker.
 func (p *Page) File() *os.File { return p.f }
 
+// Share makes p number from the counter of ids, the page of the server
+// this one replaces (SIGUSR2), rather than its own: the two servers then
+// take their ids from one sequence in one epoch, as the workers of one
+// server do, while they serve side by side, and so does a successor of
+// this one. p takes ids; it is for a page no process numbers from yet.
+func (p *Page) Share(ids *Page) { p.ids = ids }
+
+// IDs is the page whose counter p numbers from: p, or Share's.
+func (p *Page) IDs() *Page {
+	if p.ids != nil {
+		return p.ids
+	}
+	return p
+}
+
 // Close unmaps the page and closes its descriptor.
 func (p *Page) Close() error {
+	if p.ids != nil {
+		p.ids.Close()
+	}
 	err := unix.Munmap(p.mem)
 	if cerr := p.f.Close(); err == nil {
 		err = cerr
@@ -140,6 +159,9 @@ var lockFailed sync.Once
 
 // Next allocates the next id.
 func (p *Page) Next() realtime.ID {
+	if p.ids != nil {
+		return p.ids.Next()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lockSeq(unix.F_WRLCK)
@@ -150,6 +172,9 @@ func (p *Page) Next() realtime.ID {
 
 // Newest returns the newest id allocated by any process.
 func (p *Page) Newest() realtime.ID {
+	if p.ids != nil {
+		return p.ids.Newest()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lockSeq(unix.F_RDLCK) // a child writes the word with pwrite, not atomically

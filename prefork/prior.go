@@ -12,24 +12,20 @@ import (
 
 // A server started by SIGUSR2 serves beside the one it replaces until that
 // one has drained, and a client whose held stream the old server ends
-// resumes on the new one. For the new server to replay what it missed, the
-// two number their frames in one epoch without meeting, and the new one's
-// workers hold the old one's frames: the old server hands on its page and
-// its workers' inboxes (a Prior); the new one's page numbers on from the
-// old one's newest id plus PriorReserve, and each of its workers, before it
-// is ready, asks every worker of the old server to forward it the frames
-// it has from then on, and one of them for its journal (Bus.Bridge).
+// resumes on the new one. For the new server to replay what it missed,
+// the two serve as the workers of one server do: the old server hands on
+// its page, the page its ids are numbered from and its workers' inboxes (a
+// Prior); the new one numbers from the same counter (Page.Share), and each
+// of its workers, before it is ready, asks every worker of the old server
+// to forward it the frames it publishes from then on, takes one old
+// worker's journal, and forwards its own frames to the old workers
+// (Worker.Bridge), until they are gone.
 
-// PriorReserve is how far past the newest id of the server it replaces a
-// server started by SIGUSR2 begins to number: the old server numbers on
-// while it drains, below it, so the ids of the two never meet.
-const PriorReserve = 1 << 32
-
-// Prior is what a server hands the one SIGUSR2 starts to replace it: its
-// page and its workers' inboxes (the write ends), by slot.
+// Prior is what a server hands the one SIGUSR2 starts to replace it.
 type Prior struct {
-	Page    *os.File
-	Inboxes []*os.File
+	Page    *os.File   // its page: which slots run a worker
+	IDs     *os.File   // the page its ids are numbered from (Page.IDs)
+	Inboxes []*os.File // its workers' inboxes (the write ends), by slot
 }
 
 // Close closes the descriptors.
@@ -38,83 +34,95 @@ func (p *Prior) Close() {
 		return
 	}
 	closeFile(p.Page)
+	closeFile(p.IDs)
 	for _, f := range p.Inboxes {
 		closeFile(f)
 	}
 }
 
-// Continue makes p number on from the newest id of prior's page, past
-// PriorReserve, in its epoch. It is for a page no process numbers from
-// yet.
-func (p *Page) Continue(prior *Page) {
-	id := prior.Newest()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.lockSeq(unix.F_WRLCK)
-	p.word(offEpoch).Store(id.Epoch)
-	p.word(offSeq).Store(id.Seq + PriorReserve)
-	p.lockSeq(unix.F_UNLCK)
+// bridgeTo is what a worker of the new server holds of the old one until
+// it bridges: its page, mapped, and its workers' inboxes.
+type bridgeTo struct {
+	page  *Page
+	conns []*net.UnixConn
 }
 
-// follow continues page from prior's page, and returns the page mapped
-// and the inboxes as connections. It takes nothing of prior: the caller
-// still closes it.
-func follow(page *Page, prior *Prior) (*Page, []*net.UnixConn, error) {
-	f, err := dupFile(prior.Page)
-	if err != nil {
-		return nil, nil, err
+func (b *bridgeTo) close() {
+	for _, c := range b.conns {
+		c.Close()
 	}
-	pp, err := OpenPage(f)
-	if err != nil {
-		f.Close()
-		return nil, nil, err
+	b.page.Close()
+}
+
+// openPrior maps prior's pages and opens its inboxes, from descriptors of
+// their own: the caller still closes prior. ids is the page the ids are
+// numbered from.
+func openPrior(prior *Prior) (ids *Page, to *bridgeTo, err error) {
+	pages := make([]*Page, 2)
+	for i, f := range []*os.File{prior.Page, prior.IDs} {
+		g, err := dupFile(f)
+		if err == nil {
+			if pages[i], err = OpenPage(g); err != nil {
+				g.Close()
+			}
+		}
+		if err != nil {
+			if pages[0] != nil {
+				pages[0].Close()
+			}
+			return nil, nil, err
+		}
 	}
-	var conns []*net.UnixConn
+	to = &bridgeTo{page: pages[0]}
 	for _, in := range prior.Inboxes {
 		g, err := dupFile(in)
 		if err == nil {
 			var c *net.UnixConn
 			if c, err = unixConn(g); err == nil {
-				conns = append(conns, c)
+				to.conns = append(to.conns, c)
 				continue
 			}
 		}
-		for _, c := range conns {
-			c.Close()
-		}
-		pp.Close()
+		to.close()
+		pages[1].Close()
 		return nil, nil, err
 	}
-	if page != nil {
-		page.Continue(pp)
-	}
-	return pp, conns, nil
+	return pages[1], to, nil
 }
 
+// dupFile returns a descriptor of its own for f, without os.File.Fd's
+// switch of the open file to blocking mode: the old server's workers share
+// it.
 func dupFile(f *os.File) (*os.File, error) {
 	if f == nil {
 		return nil, errors.New("prefork: a prior server's descriptor is missing")
 	}
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	rc, err := f.SyscallConn()
 	if err != nil {
-		return nil, fmt.Errorf("prefork: a prior server's descriptor: %w", err)
+		return nil, err
+	}
+	var fd int
+	var derr error
+	if err := rc.Control(func(d uintptr) { fd, derr = unix.FcntlInt(d, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("prefork: a prior server's descriptor: %w", derr)
 	}
 	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
-// Follow makes the mesh a successor's of prior: its page numbers on from
-// prior's, and the workers it starts from now on inherit prior, to bridge
-// to its workers, until Unfollow. The mesh takes prior.
+// Follow makes the mesh a successor's of prior: its page numbers from
+// prior's ids, and the workers it starts from now on inherit prior, to
+// bridge to its workers, until Unfollow. The mesh takes prior.
 func (m *Mesh) Follow(prior *Prior) error {
-	pp, conns, err := follow(m.Page, prior)
+	ids, to, err := openPrior(prior)
 	if err != nil {
 		prior.Close()
 		return err
 	}
-	for _, c := range conns {
-		c.Close()
-	}
-	pp.Close()
+	to.close()
+	m.Page.Share(ids)
 	m.priorMu.Lock()
 	m.prior = prior
 	m.priorMu.Unlock()
@@ -122,8 +130,9 @@ func (m *Mesh) Follow(prior *Prior) error {
 }
 
 // Unfollow lets go of the prior server's descriptors: the workers started
-// from now on bridge to none. The supervisor calls it once its workers are
-// ready; it is safe to call more than once.
+// from now on bridge to none (they number from its ids still). The
+// supervisor calls it once its workers are ready; it is safe to call more
+// than once.
 func (m *Mesh) Unfollow() {
 	m.priorMu.Lock()
 	p := m.prior
@@ -132,53 +141,86 @@ func (m *Mesh) Unfollow() {
 	p.Close()
 }
 
-// Bridge joins the worker's bus to the prior server's workers, if it was
-// handed one (Bus.Bridge), and lets go of what it was handed. bridged
-// says whether there was one, whole whether a journal arrived whole.
-func (w *Worker) Bridge(wait time.Duration) (bridged, whole bool) {
-	if w.priorPage == nil {
-		return false, false
-	}
-	page, conns := w.priorPage, w.prior
-	w.priorPage, w.prior = nil, nil
-	defer func() {
-		for _, c := range conns {
-			c.Close()
+// inheritPrior takes what a worker inherited of the server its own
+// replaces: the ids page, which its page numbers from, and, unless
+// absent, the rest to bridge with. It takes nothing of prior.
+func (w *Worker) inheritPrior(prior *Prior) error {
+	if prior.Page == nil {
+		f, err := dupFile(prior.IDs)
+		if err != nil {
+			return err
 		}
-		page.Close()
-	}()
-	return true, w.Bus.Bridge(conns, func(i int) bool { return page.InUse(i) && page.Serving(i) }, wait)
+		ids, err := OpenPage(f)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		w.Page.Share(ids)
+		return nil
+	}
+	ids, to, err := openPrior(prior)
+	if err != nil {
+		return err
+	}
+	w.Page.Share(ids)
+	w.bridge = to
+	return nil
 }
 
-// Unbridged lets go of a prior server's descriptors without bridging (a
+// Bridge joins the worker's bus to the prior server's workers, if it was
+// handed one: each serving old worker is asked to forward its frames here
+// from now on, one of them for its journal, which the hub adds to its own
+// (each asked given up to wait), and this worker's frames are forwarded to
+// every old worker until it is gone. bridged says whether there was a
+// prior server, whole whether a journal arrived whole.
+func (w *Worker) Bridge(wait time.Duration) (bridged, whole bool) {
+	to := w.bridge
+	if to == nil {
+		return false, false
+	}
+	w.bridge = nil
+	defer to.page.Close()
+	whole = w.Bus.Bridge(to.conns, func(i int) bool { return to.page.InUse(i) && to.page.Serving(i) }, wait)
+	for i, c := range to.conns {
+		if to.page.InUse(i) {
+			w.Bus.addForward(c) // the bus closes it
+		} else {
+			c.Close()
+		}
+	}
+	return true, whole
+}
+
+// Unbridged lets go of a prior server's inboxes without bridging (a
 // server whose frames go through PostgreSQL, or that journals none).
 func (w *Worker) Unbridged() {
-	if w.priorPage == nil {
-		return
+	if w.bridge != nil {
+		w.bridge.close()
+		w.bridge = nil
 	}
-	for _, c := range w.prior {
-		c.Close()
-	}
-	w.priorPage.Close()
-	w.priorPage, w.prior = nil, nil
 }
 
 // Offer returns what a successor is to be handed of this process's server
-// when it has no supervisor: its page and its inbox. The caller closes
+// when it has no supervisor: its pages and its inbox. The caller closes
 // them.
 func (w *Worker) Offer() (*Prior, error) {
-	page, err := dupFile(w.Page.File())
-	if err != nil {
-		return nil, err
+	p := &Prior{}
+	var err error
+	if p.Page, err = dupFile(w.Page.File()); err == nil {
+		if p.IDs, err = dupFile(w.Page.IDs().File()); err == nil {
+			var in *os.File
+			if in, err = w.Bus.out[w.Bus.self].File(); err == nil {
+				p.Inboxes = []*os.File{in}
+				return p, nil
+			}
+		}
 	}
-	in, err := w.Bus.out[w.Bus.self].File()
-	if err != nil {
-		page.Close()
-		return nil, err
-	}
-	return &Prior{Page: page, Inboxes: []*os.File{in}}, nil
+	p.Close()
+	return nil, err
 }
 
-// Offer returns what a successor is to be handed of the mesh: its page and
-// every slot's inbox. The descriptors stay the mesh's.
-func (m *Mesh) Offer() *Prior { return &Prior{Page: m.Page.File(), Inboxes: m.outboxes} }
+// Offer returns what a successor is to be handed of the mesh: its pages
+// and every slot's inbox. The descriptors stay the mesh's.
+func (m *Mesh) Offer() *Prior {
+	return &Prior{Page: m.Page.File(), IDs: m.Page.IDs().File(), Inboxes: m.outboxes}
+}

@@ -97,6 +97,7 @@ func socketpair(typ int) (*os.File, *os.File, error) {
 
 // Close closes the mesh's descriptors in this process.
 func (m *Mesh) Close() {
+	m.Unfollow()
 	for _, f := range append(m.inboxes, m.outboxes...) {
 		f.Close()
 	}
@@ -135,6 +136,10 @@ func (m *Mesh) Exec(argv, env []string, stdout, stderr *os.File) Spawner {
 		}
 		files := []*os.File{os.Stdin, stdout, stderr, m.Listener, m.Page.File(), theirs, m.inboxes[slot]}
 		files = append(append(files, m.outboxes...), m.More...)
+		if ids := m.Page.ids; ids != nil {
+			name += "/ids"
+			files = append(files, ids.File())
+		}
 		m.priorMu.Lock()
 		if p := m.prior; p != nil {
 			name += fmt.Sprintf("/prior=%d", len(p.Inboxes))
@@ -272,10 +277,8 @@ type Worker struct {
 	Page      *Page
 	Bus       *Bus
 
-	// The server this one replaces (SIGUSR2), until Bridge: its page and
-	// its workers' inboxes.
-	priorPage *Page
-	prior     []*net.UnixConn
+	// The server this one replaces (SIGUSR2), until Bridge.
+	bridge *bridgeTo
 
 	ctrl    *net.UnixConn // nil in a process without a supervisor
 	goCh    chan struct{}
@@ -306,8 +309,9 @@ func Inherited() (*Worker, error) {
 	if err1 != nil || err2 != nil || w.Workers < 1 || w.Workers > MaxWorkers || w.Index < 0 || w.Index >= w.Workers {
 		return nil, fmt.Errorf("prefork: %s=%q is not N/WORKERS", WorkerEnv, name)
 	}
-	listeners, priors := 1, -1
+	listeners, priors, ids := 1, -1, false
 	for _, p := range parts[2:] {
+		ids = ids || p == "ids"
 		if n, ok := strings.CutPrefix(p, "prior="); ok {
 			if k, err := strconv.Atoi(n); err == nil && k >= 0 && k <= MaxWorkers {
 				priors = k
@@ -326,6 +330,9 @@ func Inherited() (*Worker, error) {
 		}
 	}
 	end := fdBus + w.Workers + listeners - 1
+	if ids {
+		end++
+	}
 	if priors >= 0 {
 		end += 1 + priors
 	}
@@ -361,14 +368,16 @@ func Inherited() (*Worker, error) {
 		return nil, err
 	}
 	w.Bus.inUse = w.Page.InUse
-	if priors >= 0 {
+	if ids {
 		at := fdBus + w.Workers + listeners - 1
-		prior := &Prior{Page: os.NewFile(uintptr(at), "m0-prior-page")}
-		for i := range priors {
-			prior.Inboxes = append(prior.Inboxes, os.NewFile(uintptr(at+1+i), "m0-prior-bus"))
+		prior := &Prior{IDs: os.NewFile(uintptr(at), "m0-ids")}
+		if priors >= 0 {
+			prior.Page = os.NewFile(uintptr(at+1), "m0-prior-page")
+			for i := range priors {
+				prior.Inboxes = append(prior.Inboxes, os.NewFile(uintptr(at+2+i), "m0-prior-bus"))
+			}
 		}
-		// The supervisor continued the page already: nil keeps it as it is.
-		w.priorPage, w.prior, err = follow(nil, prior)
+		err := w.inheritPrior(prior)
 		prior.Close()
 		if err != nil {
 			return nil, err
@@ -392,7 +401,7 @@ func Local(prior *Prior) (*Worker, error) {
 	page.SetServing(0, os.Getpid()) // a successor bridges to slot 0
 	w := &Worker{Workers: 1, Page: page, goCh: make(chan struct{}), gone: make(chan struct{})}
 	if prior != nil {
-		w.priorPage, w.prior, err = follow(page, prior)
+		err := w.inheritPrior(prior)
 		prior.Close()
 		if err != nil {
 			page.Close()
@@ -491,7 +500,7 @@ func (w *Worker) SetChildEnv() error {
 func (w *Worker) childEnv() (string, error) {
 	var b bytes.Buffer
 	b.WriteString("page=")
-	if err := fdIno(&b, int(w.Page.File().Fd())); err != nil {
+	if err := fdIno(&b, int(w.Page.IDs().File().Fd())); err != nil { // the counter a child numbers from
 		return "", err
 	}
 	b.WriteString(";bus=")

@@ -564,13 +564,19 @@ func (h *Hub) Stats() Stats {
 	}
 }
 
-// Journal returns the frames the hub journals, oldest first, and its
-// floor: every frame numbered above it that this process has seen is among
-// them. A replacement worker asks a sibling for it (Warm).
+// Journal returns the frames the hub journals, oldest first, then those it
+// holds for the ids before them, and its floor: every frame numbered above
+// it that this process has seen is among them. A replacement worker asks a
+// sibling for it (Warm).
 func (h *Hub) Journal() (floor ID, frames []*Frame) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	seq, frames := h.jnl.Frames()
+	if len(h.jnl.ring) > 0 {
+		for _, hf := range h.held {
+			frames = append(frames, hf.f)
+		}
+	}
 	return ID{Epoch: h.jnl.epoch, Seq: seq}, frames
 }
 
@@ -581,4 +587,11 @@ func (h *Hub) Warm(floor ID, frames []*Frame) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.jnl.Merge(floor.Epoch, floor.Seq, frames)
+	// The frames merged are delivered, as far as they follow on: the next
+	// one live is not held for them.
+	for h.jnl.holds(ID{Epoch: h.jnl.epoch, Seq: h.next}) {
+		delete(h.held, h.next)
+		h.next++
+	}
+	h.releaseNextLocked()
 }

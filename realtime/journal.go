@@ -54,6 +54,12 @@ func (j *Journal) Add(f *Frame) bool {
 	return true
 }
 
+// holds reports whether the journal holds the frame id.
+func (j *Journal) holds(id ID) bool {
+	_, ok := j.have[id.Seq]
+	return ok && id.Epoch == j.epoch
+}
+
 // Len returns how many frames the journal holds.
 func (j *Journal) Len() int { return j.n }
 
