@@ -305,7 +305,7 @@ func bridge(w *prefork.Worker, hub *realtime.Hub, pg bool, stderr io.Writer) {
 		return
 	}
 	if bridged, whole := w.Bridge(warmTimeout); bridged && !whole {
-		fmt.Fprintf(stderr, "m0serve: worker %d found no journal of the server it replaces (SIGUSR2); a client that resumes here from it may be sent m0-gap\n", w.Index)
+		fmt.Fprintf(stderr, "m0serve: worker %d did not get the journals of the server it replaces (SIGUSR2) within %s; a client that resumes here from it may be sent m0-gap\n", w.Index, warmTimeout)
 	}
 }
 

@@ -24,7 +24,9 @@ import (
 //	0   magic "m0page\x00\x01"
 //	8   epoch: the counter's boot epoch, Unix milliseconds
 //	16  seq: the newest sequence number allocated; read and written only
-//	    under a POSIX write lock (fcntl F_SETLKW) on bytes 16 to 23
+//	    under a POSIX write lock (fcntl F_SETLKW) on bytes 16 to 23. A
+//	    server started by SIGUSR2 numbers from the old one's page instead
+//	    of its own (Share), and names that page to its children
 //	64  for each worker i, at 64+16*i: its open connections, and its pid
 //	    while it accepts handed-off connections (0 otherwise)
 //	3968 the slots in use, a bit each (worker i: bit i%64 of word i/64):

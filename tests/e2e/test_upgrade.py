@@ -101,7 +101,7 @@ def test_held_streams_lose_no_frame_across_sigusr2(serve, workers):
         time.sleep(1)
         server.send_signal(signal.SIGUSR2)
         new.append(took_over(server))
-        assert "journal of the server it replaces" not in server.stderr, server.describe()
+        assert "journals of the server it replaces" not in server.stderr, server.describe()
 
     try:
         held_streams_lose_no_frame(server, change)
