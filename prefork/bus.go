@@ -138,7 +138,7 @@ func NewBus(self int, in *os.File, out []*os.File) (*Bus, error) {
 		q := make(chan []byte, sendQueue)
 		b.q = append(b.q, q)
 		if i != self {
-			go b.send(i, q)
+			go b.send(i, c, q)
 		}
 	}
 	return b, nil
@@ -158,14 +158,29 @@ func unixConn(f *os.File) (*net.UnixConn, error) {
 	return u, nil
 }
 
-// send writes a sibling's queue to its inbox. A write waits while the
+// send writes sibling i's queue to its inbox, c. A write waits while the
 // sibling's inbox is full; the queue absorbs a sibling being replaced.
-func (b *Bus) send(i int, q chan []byte) {
+func (b *Bus) send(i int, c *net.UnixConn, q chan []byte) {
+	b.pump(c, q, 0, func(err error) bool {
+		if !errors.Is(err, net.ErrClosed) {
+			b.log.Warn("m0serve: the bus did not reach a worker", "worker", i, "error", err.Error())
+		}
+		return false
+	})
+}
+
+// pump writes q's messages to c until Close, each write given up to wait
+// (0: no bound); failed is told of a write that fails, and says whether to
+// stop.
+func (b *Bus) pump(c *net.UnixConn, q chan []byte, wait time.Duration, failed func(error) bool) {
 	for {
 		select {
 		case m := <-q:
-			if _, err := b.out[i].Write(m); err != nil && !errors.Is(err, net.ErrClosed) {
-				b.log.Warn("m0serve: the bus did not reach a worker", "worker", i, "error", err.Error())
+			if wait > 0 {
+				c.SetWriteDeadline(time.Now().Add(wait))
+			}
+			if _, err := c.Write(m); err != nil && failed(err) {
+				return
 			}
 		case <-b.done:
 			return
@@ -236,20 +251,9 @@ func (b *Bus) addForward(c *net.UnixConn) {
 	b.fwdMu.Unlock()
 	go func() {
 		defer c.Close()
-		for {
-			select {
-			case m := <-fw.q:
-				c.SetWriteDeadline(time.Now().Add(forwardWait))
-				if _, err := c.Write(m); err != nil {
-					// The other server is gone (it did not take over, or it
-					// has drained), or has stopped reading.
-					b.dropForward(fw)
-					return
-				}
-			case <-b.done:
-				return
-			}
-		}
+		// A write fails once the other server is gone (it did not take
+		// over, or it has drained), or has stopped reading.
+		b.pump(c, fw.q, forwardWait, func(error) bool { b.dropForward(fw); return true })
 	}()
 }
 
