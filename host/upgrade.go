@@ -97,7 +97,11 @@ var handedPrior = sync.OnceValue(func() *prefork.Prior {
 			}
 		}
 	}
-	fmt.Fprintf(os.Stderr, "m0serve: the server this one replaces (SIGUSR2) did not hand over its pages and inboxes whole (%v); a client that resumes here from it may be sent m0-gap\n", err)
+	why := "some are missing"
+	if err != nil {
+		why = err.Error()
+	}
+	fmt.Fprintf(os.Stderr, "m0serve: the server this one replaces (SIGUSR2) did not hand over its pages and inboxes whole (%s); a client that resumes here from it may be sent m0-gap\n", why)
 	p.Close()
 	return nil
 })
