@@ -74,6 +74,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(x.out) > 0 {
 		w.Write(x.out)
 	}
+	wire.AnswerInTurn()
 }
 
 func readAll(b []byte, r io.Reader) ([]byte, error) {

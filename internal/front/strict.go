@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"sync"
 	"time"
 
@@ -65,25 +64,10 @@ func strictFast(h fasthttp.RequestHandler, obs observe.Refuser, lim Limits, refu
 			s.Served(int(ctx.ConnRequestNum()))
 		}
 		if !ctx.Response.IsBodyStream() {
-			answerInTurn()
+			wire.AnswerInTurn()
 		}
 	}
 }
-
-// answerInTurn lets every goroutine that is ready to run have its turn
-// before this one writes the whole answer it has. The goroutines the
-// poller readied together (the requests that arrived together) then run
-// their handlers one after another and write their answers one after
-// another, rather than each writing between two handlers: the client,
-// woken by the first answer, finds the rest waiting, and sleeps once a
-// batch rather than once an answer. On loopback a wake-up of the client is
-// the server's cost (the write runs the receiver's path), and on one CPU
-// the spacing made it one every three answers: WSGI hello 1.24x and the
-// Flask view 1.14x at 64 connections, 1.22x and 1.36x at 1,024 (bench/ab,
-// 5 rounds). With nothing else ready it returns at once. A streamed body
-// is not held (its goroutine may be locked to its Python thread, which
-// yielding would hand off), nor a hijacked connection.
-func answerInTurn() { runtime.Gosched() }
 
 var bodyScratch = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
