@@ -115,9 +115,12 @@ typedef struct {
 	PyObject *event;           /* the loop's _asgi_event(kind, flags), for the rare events */
 	aslot *slots;
 	size_t nslots;
+	PyObject *call_soon;       /* loop.call_soon */
+	PyObject *flush;           /* _asgi_flush bound to the id: wakes Go for what the turn sent */
 	int draining_in; /* inside asgi_drain: Go is woken once, at its end */
 	int drain;       /* the server drains: a request that starts now hears it too */
 	int owe_wake;    /* a message went to Go since it was last woken */
+	int flush_due;   /* flush is scheduled with call_soon */
 } aexec;
 
 /* Executors by id; an id is never reused, and an executor is never freed
@@ -233,16 +236,46 @@ size_t m0_asgi_take(int id, m0_amsg **out)
  * after it (the first body part, a pathsend, the task's end), which an
  * application sends next, in the same step of its task as a rule; a
  * separate wake-up would cost two thread switches more per request. */
+static int defer_wake(aexec *ex);
+
 static int to_go(aexec *ex, m0_amsg m)
 {
 	int first = enqueue(&ex->out, m, m.kind == M0_C_START);
 	if (first > 0) {
 		if (ex->draining_in)
 			ex->owe_wake = 1;
-		else
+		else if (!defer_wake(ex))
 			wake(ex->out.fd);
 	}
 	return first < 0 ? -1 : 0;
+}
+
+/* defer_wake has Go woken once the loop has run the callbacks of this
+ * turn (flush, by call_soon) rather than now: outside asgi_drain (tasks
+ * that start a turn later, as on 3.11, or resume after an await), the
+ * first message of a turn would wake Go while the loop still has the
+ * other tasks' answers to send, and on one CPU Go's thread then preempts
+ * the loop's once a message. It reports whether the wake-up is deferred;
+ * it is not when an exception is being handled or the loop refuses the
+ * callback (stopping), and the caller wakes Go at once. The loop's thread,
+ * with the GIL. */
+static int defer_wake(aexec *ex)
+{
+	if (ex->flush_due) {
+		ex->owe_wake = 1;
+		return 1;
+	}
+	if (!ex->call_soon || !ex->flush || py.PyErr_Occurred())
+		return 0;
+	PyObject *r = py.PyObject_CallFunctionObjArgs(ex->call_soon, ex->flush, NULL);
+	if (!r) {
+		py.PyErr_Clear();
+		return 0;
+	}
+	py.Py_DecRef(r);
+	ex->flush_due = 1;
+	ex->owe_wake = 1;
+	return 1;
 }
 
 /* notify posts a message to Go that no request owns. */
@@ -1683,6 +1716,26 @@ static PyObject *asgi_drain(PyObject *self, PyObject *id)
 	return Py_None;
 }
 
+/* asgi_flush is the callback defer_wake schedules: it wakes Go for the
+ * messages of the turn, unless asgi_drain's end has done it. self is the
+ * executor's id. The loop's thread, with the GIL. */
+static PyObject *asgi_flush(PyObject *self, PyObject *unused)
+{
+	aexec *ex = exec_of((int)py.PyLong_AsLong(self));
+	if (ex) {
+		ex->flush_due = 0;
+		if (ex->owe_wake) {
+			ex->owe_wake = 0;
+			wake(ex->out.fd);
+		}
+	}
+	py.PyErr_Clear();
+	py.Py_IncRef(Py_None);
+	return Py_None;
+}
+
+static PyMethodDef flush_def = {"_asgi_flush", asgi_flush, METH_NOARGS, NULL};
+
 /* ---- set-up --------------------------------------------------------------------- */
 
 /* intern makes the interned keys and values and the shared scope dicts,
@@ -1762,6 +1815,13 @@ static PyObject *asgi_setup(PyObject *self, PyObject *args)
 	ex->create_future = py.PyObject_GetAttrString(loop, "create_future");
 	if (!ex->create_future)
 		return NULL;
+	ex->call_soon = py.PyObject_GetAttrString(loop, "call_soon");
+	PyObject *idobj = ex->call_soon ? py.PyLong_FromLong(id) : NULL;
+	ex->flush = idobj ? py.PyCFunction_NewEx(&flush_def, idobj, m0_module) : NULL;
+	if (idobj)
+		py.Py_DecRef(idobj);
+	if (!ex->flush)
+		return NULL;
 	if (eager) {
 		PyObject *asyncio = py.PyImport_ImportModule("asyncio");
 		ex->create_task = asyncio ? py.PyObject_GetAttrString(asyncio, "Task") : NULL;
@@ -1820,7 +1880,7 @@ static PyObject *asgi_teardown(PyObject *self, PyObject *id)
 		if (ex->slots[j].live)
 			slot_clear(&ex->slots[j]);
 	PyObject **refs[] = {&ex->loop, &ex->app, &ex->state, &ex->event, &ex->create_future, &ex->create_task,
-			     &ex->task_kw, &ex->done};
+			     &ex->task_kw, &ex->done, &ex->call_soon, &ex->flush};
 	for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++)
 		if (*refs[i]) {
 			py.Py_DecRef(*refs[i]);

@@ -10,6 +10,7 @@
 
 #define METH_VARARGS 0x0001
 #define METH_KEYWORDS 0x0002
+#define METH_NOARGS 0x0004
 #define METH_O 0x0008
 #define Py_file_input 257
 #define Py_eval_input 258
