@@ -119,7 +119,8 @@ typedef struct {
 	PyObject *flush;           /* _asgi_flush bound to the id: wakes Go for what the turn sent */
 	int draining_in; /* inside asgi_drain: Go is woken once, at its end */
 	int drain;       /* the server drains: a request that starts now hears it too */
-	int owe_wake;    /* a message went to Go since it was last woken */
+	int owe_wake;    /* a message went to Go since it was last woken (atomic: Go's sweeper reads it) */
+	unsigned wakes;  /* owed wake-ups given (atomic, for the sweeper) */
 	int flush_due;   /* flush is scheduled with call_soon */
 } aexec;
 
@@ -185,6 +186,15 @@ int m0_asgi_post(int id, int kind, uint32_t slot, uint32_t gen, int flags, const
 	return enqueue(&ex->in, m, 0);
 }
 
+int m0_asgi_owed(int id, unsigned *wakes)
+{
+	aexec *ex = exec_of(id);
+	if (!ex)
+		return 0;
+	*wakes = __atomic_load_n(&ex->wakes, __ATOMIC_RELAXED);
+	return __atomic_load_n(&ex->owe_wake, __ATOMIC_RELAXED);
+}
+
 void m0_asgi_wake(int id)
 {
 	aexec *ex = exec_of(id);
@@ -238,12 +248,31 @@ size_t m0_asgi_take(int id, m0_amsg **out)
  * separate wake-up would cost two thread switches more per request. */
 static int defer_wake(aexec *ex);
 
+/* owe records that Go is owed a wake-up, which the loop gives at the end
+ * of the batch or the turn (pay); Go's sweeper (m0_asgi_owed) gives it
+ * instead when a step that holds the loop keeps the loop from getting
+ * there. The loop's thread. */
+static void owe(aexec *ex)
+{
+	__atomic_store_n(&ex->owe_wake, 1, __ATOMIC_RELAXED);
+}
+
+/* pay gives the wake-up owed, if one is. The loop's thread. */
+static void pay(aexec *ex)
+{
+	if (ex->owe_wake) {
+		__atomic_store_n(&ex->owe_wake, 0, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&ex->wakes, 1, __ATOMIC_RELAXED);
+		wake(ex->out.fd);
+	}
+}
+
 static int to_go(aexec *ex, m0_amsg m)
 {
 	int first = enqueue(&ex->out, m, m.kind == M0_C_START);
 	if (first > 0) {
 		if (ex->draining_in)
-			ex->owe_wake = 1;
+			owe(ex);
 		else if (!defer_wake(ex))
 			wake(ex->out.fd);
 	}
@@ -262,7 +291,7 @@ static int to_go(aexec *ex, m0_amsg m)
 static int defer_wake(aexec *ex)
 {
 	if (ex->flush_due) {
-		ex->owe_wake = 1;
+		owe(ex);
 		return 1;
 	}
 	if (!ex->call_soon || !ex->flush || py.PyErr_Occurred())
@@ -274,7 +303,7 @@ static int defer_wake(aexec *ex)
 	}
 	py.Py_DecRef(r);
 	ex->flush_due = 1;
-	ex->owe_wake = 1;
+	owe(ex);
 	return 1;
 }
 
@@ -1707,10 +1736,7 @@ static PyObject *asgi_drain(PyObject *self, PyObject *id)
 	}
 	m0_asgi_free(v, n);
 	ex->draining_in = 0;
-	if (ex->owe_wake) {
-		ex->owe_wake = 0;
-		wake(ex->out.fd);
-	}
+	pay(ex);
 	py.PyErr_Clear();
 	py.Py_IncRef(Py_None);
 	return Py_None;
@@ -1724,10 +1750,7 @@ static PyObject *asgi_flush(PyObject *self, PyObject *unused)
 	aexec *ex = exec_of((int)py.PyLong_AsLong(self));
 	if (ex) {
 		ex->flush_due = 0;
-		if (ex->owe_wake) {
-			ex->owe_wake = 0;
-			wake(ex->out.fd);
-		}
+		pay(ex);
 	}
 	py.PyErr_Clear();
 	py.Py_IncRef(Py_None);

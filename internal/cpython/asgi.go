@@ -17,6 +17,7 @@ import (
 
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -111,6 +112,7 @@ type Executor struct {
 	stopped  chan struct{} // closed when the loop's thread has returned, endErr set
 	endErr   error
 	live     int           // requests whose task has not ended; under mu
+	busy     chan struct{} // the sweeper's word that live rose from 0
 	idle     chan struct{} // closed when live falls to 0, for Wait
 }
 
@@ -131,6 +133,7 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 	e := &Executor{
 		id:       id,
 		kick:     make(chan struct{}, 1),
+		busy:     make(chan struct{}, 1),
 		out:      os.NewFile(uintptr(out), "m0-asgi"),
 		lifespan: make(chan Outcome, 4),
 		started:  make(chan struct{}),
@@ -144,6 +147,7 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 	ready := make(chan struct{})
 	go e.collect(ready)
 	go e.kicker()
+	go e.sweep()
 	go func() {
 		t := Here() // the loop's thread: its thread state, for life
 		defer t.Release()
@@ -269,6 +273,53 @@ func (e *Executor) kicker() {
 	}
 }
 
+// sweepEvery is how often the sweeper looks for a wake-up the loop owes.
+const sweepEvery = 5 * time.Millisecond
+
+// sweep wakes the collector for messages the loop has queued and owes a
+// wake-up for, when one is still owed, not given since, a tick of
+// sweepEvery later. The loop gives it at the end of its turn (to_go's
+// defer_wake), so that one wake-up carries every answer of the turn; an
+// application step that holds the loop after sending (a blocking call or
+// CPU-bound work in an async function, after its response's body) would
+// otherwise hold the answer with it. An answer so waits at most about two
+// ticks. The sweeper ticks only while requests are live.
+func (e *Executor) sweep() {
+	tick := time.NewTicker(sweepEvery)
+	defer tick.Stop()
+	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+	for {
+		select {
+		case <-e.busy:
+		case <-e.ended:
+			return
+		}
+		tick.Reset(sweepEvery)
+		var last C.uint
+		owed := false
+		for {
+			select {
+			case <-tick.C:
+			case <-e.ended:
+				return
+			}
+			var n C.uint
+			now := C.m0_asgi_owed(e.id, &n) != 0
+			if now && owed && n == last {
+				e.out.Write(one) // the collector takes what is queued; a closed file is an error, and nothing
+			}
+			owed, last = now, n
+			e.mu.Lock()
+			live := e.live
+			e.mu.Unlock()
+			if live == 0 {
+				tick.Stop()
+				break
+			}
+		}
+	}
+}
+
 // collect reads what the loop sends, in batches, and hands each message to
 // its request.
 func (e *Executor) collect(ready chan<- struct{}) {
@@ -388,6 +439,12 @@ func (e *Executor) Start(kind int, scope []byte, more bool) *Request {
 	r.refs.Store(2)
 	e.reqs[slot] = r
 	e.live++
+	if e.live == 1 {
+		select {
+		case e.busy <- struct{}{}:
+		default:
+		}
+	}
 	e.mu.Unlock()
 	flags := 0
 	if more {

@@ -261,6 +261,13 @@ int m0_asgi_post(int id, int kind, uint32_t slot, uint32_t gen, int flags, const
 /* m0_asgi_wake wakes executor id's loop (its eventfd). Any thread. */
 void m0_asgi_wake(int id);
 
+/* m0_asgi_owed reports whether the loop of executor id owes Go a wake-up
+ * for messages it has queued (it gives it at the end of its batch or turn),
+ * and sets *wakes to the count of owed wake-ups given so far: the same
+ * count and a wake-up still owed a while later mean a step that holds the
+ * loop has kept it from giving it. Any thread; no GIL needed. */
+int m0_asgi_owed(int id, unsigned *wakes);
+
 /* m0_asgi_close lets go of executor id once its loop has ended (after
  * m0_asgi_run returned): its inbound eventfd is closed and what is queued
  * there freed; a later post fails. No thread writes to the outbound

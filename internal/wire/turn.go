@@ -19,7 +19,8 @@ import "runtime"
 // goroutine that may be locked to its Python thread: yielding would hand
 // the thread off) and a hijacked connection. The WSGI bridge calls it on
 // net/http (a Go program's own server) before returning a whole answer:
-// 1.19-1.89x on WSGI hello at 64 connections. The ASGI bridge does not: on
-// net/http its answers arrive from the loop's collector already together,
-// and the yield there measured 0.82-1.05x (five rounds).
+// 1.19-1.89x on WSGI hello at 64 connections (asgi.Buffered, served
+// through the WSGI bridge, takes it too). The ASGI bridge's own ServeHTTP
+// does not: on net/http its answers arrive from the loop's collector
+// already together, and the yield there measured 0.82-1.05x (five rounds).
 func AnswerInTurn() { runtime.Gosched() }

@@ -9,14 +9,15 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 import httpx
 import pytest
 import requests
 
-from conftest import APPS, HOST, HTTP_TIMEOUT, READY_PREFIX, READY_RE, RawReader, http_request, \
-    read_response, wait_until
+from conftest import APPS, FRONT_ENDS, HOST, HTTP_TIMEOUT, READY_PREFIX, READY_RE, RawReader, http_request, \
+    read_response, serve_on, wait_until
 
 DISCOVERY = APPS / "discovery"
 EXIT_TIMEOUT = 20
@@ -272,6 +273,21 @@ def test_disconnect_after_the_response(server):
     r = server.get(f"/after-response?id={key}")
     assert r.status_code == 200 and r.text == "answered\n"
     assert wait_until(lambda: events(server, key), 5, "the receive() after the response") == ["http.disconnect"]
+
+
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+def test_an_answer_goes_out_while_the_task_still_holds_the_loop(serve, front_end):
+    # The loop gives Go one wake-up a turn, after the turn; a task that
+    # blocks after sending its answer (a blocking call in an async
+    # background job) keeps the loop from the turn's end. Its answer still
+    # goes out within the sweeper's bound, as uvicorn's does before the block.
+    s = serve_on(serve, front_end, "asgi_raw:application")
+    s.get("/")  # warm
+    started = time.monotonic()
+    r = s.get("/block-after-response?s=2")
+    took = time.monotonic() - started
+    assert r.status_code == 200 and r.text == "answered before the block\n"
+    assert took < 1.0, f"the answer waited {took:.2f} s for the task's blocking call"
 
 
 def test_disconnect_when_the_client_leaves_mid_stream(server):

@@ -215,6 +215,11 @@ async def http(scope, receive, send):
         await respond(send, "answered\n")
         message = await asyncio.wait_for(receive(), 10)
         record(q["id"], message["type"])
+    elif path == "/block-after-response":
+        # A background job written wrong: a blocking call in the task after
+        # the answer, holding the loop.
+        await respond(send, "answered before the block\n")
+        time.sleep(float(q["s"]))
     elif path == "/sleep":
         if "id" in q:
             record(q["id"], "sleeping")
