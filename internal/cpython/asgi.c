@@ -239,15 +239,6 @@ size_t m0_asgi_take(int id, m0_amsg **out)
 	return take(&ex->out, out);
 }
 
-/* to_go appends a message for Go and wakes Go's collector when it is the
- * first since the collector last took the queue; inside asgi_drain the
- * wake-up waits for the end of the batch, so that one carries all of it.
- * A response's start wakes no one: Go acts on it only with the message
- * after it (the first body part, a pathsend, the task's end), which an
- * application sends next, in the same step of its task as a rule; a
- * separate wake-up would cost two thread switches more per request. */
-static int defer_wake(aexec *ex);
-
 /* owe records that Go is owed a wake-up, which the loop gives at the end
  * of the batch or the turn (pay); Go's sweeper (m0_asgi_owed) gives it
  * instead when a step that holds the loop keeps the loop from getting
@@ -265,18 +256,6 @@ static void pay(aexec *ex)
 		__atomic_fetch_add(&ex->wakes, 1, __ATOMIC_RELAXED);
 		wake(ex->out.fd);
 	}
-}
-
-static int to_go(aexec *ex, m0_amsg m)
-{
-	int first = enqueue(&ex->out, m, m.kind == M0_C_START);
-	if (first > 0) {
-		if (ex->draining_in)
-			owe(ex);
-		else if (!defer_wake(ex))
-			wake(ex->out.fd);
-	}
-	return first < 0 ? -1 : 0;
 }
 
 /* defer_wake has Go woken once the loop has run the callbacks of this
@@ -305,6 +284,26 @@ static int defer_wake(aexec *ex)
 	ex->flush_due = 1;
 	owe(ex);
 	return 1;
+}
+
+/* to_go appends a message for Go and wakes Go's collector when it is the
+ * first since the collector last took the queue: inside asgi_drain at the
+ * end of the batch, elsewhere at the end of the loop's turn (defer_wake),
+ * so that one wake-up carries all of it.
+ * A response's start wakes no one: Go acts on it only with the message
+ * after it (the first body part, a pathsend, the task's end), which an
+ * application sends next, in the same step of its task as a rule; a
+ * separate wake-up would cost two thread switches more per request. */
+static int to_go(aexec *ex, m0_amsg m)
+{
+	int first = enqueue(&ex->out, m, m.kind == M0_C_START);
+	if (first > 0) {
+		if (ex->draining_in)
+			owe(ex);
+		else if (!defer_wake(ex))
+			wake(ex->out.fd);
+	}
+	return first < 0 ? -1 : 0;
 }
 
 /* notify posts a message to Go that no request owns. */

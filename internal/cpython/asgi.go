@@ -283,7 +283,9 @@ const sweepEvery = 5 * time.Millisecond
 // application step that holds the loop after sending (a blocking call or
 // CPU-bound work in an async function, after its response's body) would
 // otherwise hold the answer with it. An answer so waits at most about two
-// ticks. The sweeper ticks only while requests are live.
+// ticks; while the step holds the loop the wake-up stays owed and each
+// tick wakes the collector again, to find nothing more. The sweeper ticks
+// only while requests are live.
 func (e *Executor) sweep() {
 	tick := time.NewTicker(sweepEvery)
 	defer tick.Stop()
