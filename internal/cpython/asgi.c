@@ -5,8 +5,10 @@
  * wakes the loop once per batch; the loop drains every pending event in one
  * callback. The loop posts what the application sends (a response head, a
  * body chunk, a WebSocket frame) to the outbound queue and wakes Go once per
- * batch. The loop thread never calls into Go on the hot path, so it never
- * needs Go's scheduler.
+ * batch of Go's events, or once per loop turn (to_go); Go's sweeper wakes
+ * itself when a step holding the loop keeps that wake-up from coming. The
+ * loop thread never calls into Go on the hot path, so it never needs Go's
+ * scheduler.
  *
  * The scope, receive and send are built and handled here in C: receive and
  * send are builtin functions bound to the request's handle, and they return
