@@ -70,3 +70,15 @@ func LoadApp(spec string, opts *LoadOptions) (*App, error) {
 	}
 	return wrap(py), nil
 }
+
+// FreeThreaded reports whether the CPython LoadApp starts (or started) is a
+// free-threaded build (Py_GIL_DISABLED, 3.13t and newer), whose threads run
+// Python at once. It asks that interpreter's python3 once per process and
+// does not start it; false when none is usable.
+func FreeThreaded() bool {
+	if rt := cpython.Running(); rt != nil {
+		return rt.Interp.GILDisabled
+	}
+	in, err := cpython.Located()
+	return err == nil && in.GILDisabled
+}

@@ -149,6 +149,10 @@ func callable(handle *m0.App, what string) *cpython.App {
 		panic("asgi: " + what + " needs an application m0.LoadApp loaded, not a nil or zero *m0.App")
 	case app.Protocol != "asgi":
 		panic("asgi: " + what + " needs an ASGI application (m0.LoadApp found this one to be WSGI; use wsgi.New)")
+	case m0.FreeThreaded():
+		// m0serve refuses this configuration with 78 before it gets here
+		// (host's CheckGIL): the one rule, and its reason, are there.
+		panic("asgi: " + what + " needs a GIL build of CPython, and the one loaded is free-threaded (docs/running.md, \"Free-threaded CPython\")")
 	}
 	return app
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/asgi"
+	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/front"
 	"github.com/m0serve/m0/internal/wire"
 	"github.com/m0serve/m0/realtime"
@@ -120,7 +121,7 @@ func poolOption(flag int) int {
 // PoolSize returns the number of Python threads the configuration resolves
 // to, and whether it was chosen automatically.
 func (c *Config) PoolSize() (n int, auto bool) {
-	return wire.PoolSize(c.BlockingThreads), c.BlockingThreads < 0
+	return wire.PoolSize(c.BlockingThreads, freeThreaded()), c.BlockingThreads < 0
 }
 
 // ASGIOptions are the ASGI executor's options for an application served
@@ -169,4 +170,12 @@ func lifespanErr(err error) error {
 		return &startupError{Msg: err.Error()}
 	}
 	return err
+}
+
+// freeThreaded reports whether the interpreter this process started is a
+// free-threaded build, whose pool threads run Python at once (a process
+// that started none, a supervisor or a Go program's, has no Python pool).
+func freeThreaded() bool {
+	rt := cpython.Running()
+	return rt != nil && rt.Interp.GILDisabled
 }

@@ -28,6 +28,10 @@ type Check struct {
 	Exit   int    `json:"exit,omitempty"`   // the exit code it causes
 	// Traceback is the application's, when importing it failed.
 	Traceback string `json:"traceback,omitempty"`
+	// Warning is what an OK check found that serving goes on with, and
+	// prints at start-up as one line (the GIL an extension module turned
+	// back on).
+	Warning string `json:"warning,omitempty"`
 
 	err error // as serving reports it
 }
@@ -162,6 +166,9 @@ type Plan struct {
 	// "wsgi", "asgi", the mounts' joined by "+", or "go"; "" is the
 	// loaded application's.
 	Protocol string
+	// gil is the interpreter's lock on a free-threaded build, after
+	// CheckGIL; nil on a GIL build.
+	gil *cpython.GILState
 	// goPool is the pool behind each loop a Go application asks for
 	// (its PoolThreads), for the doctor's topology.
 	goPool int
@@ -256,6 +263,53 @@ func (p *Plan) runtime(name string) *cpython.Runtime {
 		return nil
 	}
 	return rt
+}
+
+// CheckGIL looks, once the applications are imported, at the
+// interpreter's lock on a free-threaded build. An ASGI application there
+// (asgi names the first, "" for none) is refused (78): the executor runs
+// one asyncio loop, which the GIL's absence does not speed up, and its C
+// side is not made safe without one. A GIL an extension module turned back
+// on as it was imported is reported, with the module, as a warning of an
+// OK check ("gil"); serving goes on, one Python thread at a time. On a GIL
+// build it adds nothing. It runs after CheckPython.
+func (p *Plan) CheckGIL(asgi string) bool {
+	rt := p.runtime("gil")
+	if rt == nil || !rt.Interp.GILDisabled {
+		return rt != nil
+	}
+	in := rt.Interp
+	if asgi != "" {
+		p.Checks = append(p.Checks, Check{Name: "free-threaded", Exit: ExitConfig,
+			Detail: fmt.Sprintf("%s is an ASGI application, and %s (Python %s) is a free-threaded build: the ASGI executor runs one asyncio loop, which gains nothing without the GIL, and is not built to run without it", asgi, in.Executable, in.Version),
+			Fix:    "run it on a GIL-enabled CPython (python3.13, not python3.13t; with uv, put 3.13 in .python-version), or serve a WSGI application on this one"})
+		return false
+	}
+	st, err := rt.GIL()
+	if err != nil {
+		p.Fail("gil", &startupError{Msg: "cannot read the GIL's state: " + err.Error()})
+		return false
+	}
+	p.gil = &st
+	ch := Check{Name: "gil", OK: true}
+	if st.Enabled {
+		ch.Warning = gilWarning(st)
+	}
+	p.Checks = append(p.Checks, ch)
+	return true
+}
+
+// gilWarning is the line that says a free-threaded build runs with its GIL
+// on, and why.
+func gilWarning(st cpython.GILState) string {
+	switch {
+	case strings.HasPrefix(st.By, "PYTHON_GIL="):
+		return fmt.Sprintf("the GIL is on (%s): Python threads run one at a time; unset it to let the pool's threads run at once", st.By)
+	case st.By != "":
+		return fmt.Sprintf("the GIL is on: importing %s turned it back on, as the module does not declare that it runs without it, so Python threads run one at a time; "+
+			"upgrade it to a release that supports free-threading, or set PYTHON_GIL=0 to keep the GIL off at your own risk", st.By)
+	}
+	return "the GIL is on (-X gil=1, or a module imported before the application's): Python threads run one at a time"
 }
 
 // CheckLoop resolves the event loop the ASGI executors will run (--loop),

@@ -55,12 +55,19 @@ func newReport(p *Plan, getenv func(string) string) *doctorReport {
 	}
 	if p.python != nil {
 		in := p.python
-		r.Python = map[string]any{
+		py := map[string]any{
 			"version": in.Version, "executable": in.Executable, "library": in.Library,
 			"library_from": in.LibraryFrom,
 			"prefix":       in.Prefix, "base_prefix": in.BasePrefix, "virtualenv": nilIfEmpty(in.Virtualenv()),
 			"site_packages": in.SitePackage, "shared": in.Shared, "gil_disabled": in.GILDisabled,
+			"free_threaded": in.GILDisabled,
 		}
+		if p.gil != nil {
+			// Whether the GIL is on now, once the applications are
+			// imported, and what turned it back on.
+			py["gil_enabled"], py["gil_enabled_by"] = p.gil.Enabled, nilIfEmpty(p.gil.By)
+		}
+		r.Python = py
 	}
 	if c.App != "" {
 		app := map[string]any{"spec": c.App, "app_dir": p.AppDir, "resolved": nil, "protocol": nil}

@@ -101,7 +101,7 @@ func PoolThreads(c *Config) int {
 	if c.Sources["blocking-threads"] == FromDefault {
 		return 0
 	}
-	return wire.PoolSize(c.BlockingThreads)
+	return wire.PoolSize(c.BlockingThreads, false) // Go handlers: the cap is the seed's
 }
 
 // adapted is an Application as the engine serves it: each optional

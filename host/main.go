@@ -112,6 +112,13 @@ func serve(cfg *Config, getenv func(string) string, app *adapted) int {
 	if err := plan.Err(); err != nil {
 		return fail(err)
 	}
+	if w == nil || w.Index == 0 { // once, not once a worker
+		for _, ch := range plan.Checks {
+			if ch.Warning != "" {
+				fmt.Fprintln(os.Stderr, "m0serve: "+ch.Warning)
+			}
+		}
+	}
 	if err := applyQoS(cfg); err != nil {
 		return fail(err)
 	}

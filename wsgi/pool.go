@@ -31,7 +31,7 @@ func NewPool(n int) *Pool {
 	if err != nil {
 		panic("wsgi: " + err.Error())
 	}
-	threads := poolSize(n)
+	threads := poolSize(n, rt.Interp.GILDisabled)
 	if threads == 0 {
 		return &Pool{slots: newPool(1), one: newThread(rt)}
 	}
@@ -39,12 +39,12 @@ func NewPool(n int) *Pool {
 }
 
 // poolSize is the number of Python threads n resolves to, 0 for none.
-func poolSize(n int) int {
+func poolSize(n int, parallel bool) int {
 	switch {
 	case n < 0:
 		return 0
 	case n == 0:
-		return wire.PoolSize(wire.AutoThreads)
+		return wire.PoolSize(wire.AutoThreads, parallel)
 	}
 	return n
 }

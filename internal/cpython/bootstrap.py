@@ -129,7 +129,7 @@ def _load(arg):
     for module_name, attr in candidates:
         tried.append(module_name + ":" + attr)
         try:
-            module = importlib.import_module(module_name)
+            module = _import(module_name)
         except ModuleNotFoundError as err:
             if bare and _missing_itself(err, module_name):
                 continue
@@ -155,6 +155,63 @@ def _load(arg):
     if found is not None:
         return found
     raise LoadError("no application found for %r (tried %s)" % (spec, ", ".join(tried)))
+
+
+# ---- free-threaded CPython ---------------------------------------------------
+# On a free-threaded build an extension module that does not declare that it
+# runs without the GIL turns the GIL back on as it is imported, and CPython
+# says so in a RuntimeWarning. The application's imports are watched for it,
+# so that the server can name the module in one line and in the doctor.
+
+_GIL_WARNING = "The global interpreter lock (GIL) has been enabled to load module '"
+_gil_enabled_by = ""  # the module whose import turned the GIL back on
+
+
+def _free_threaded():
+    import sysconfig
+
+    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+def _import(module_name):
+    """importlib.import_module, noting which module turned the GIL back on
+    when the import did. Every other warning is shown as it would have been."""
+    global _gil_enabled_by
+    is_on = getattr(sys, "_is_gil_enabled", None)
+    if is_on is None or is_on():
+        return importlib.import_module(module_name)
+    import warnings
+
+    others = []
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            try:
+                return importlib.import_module(module_name)
+            finally:
+                for w in seen:
+                    text = str(w.message)
+                    if issubclass(w.category, RuntimeWarning) and text.startswith(_GIL_WARNING) and not _gil_enabled_by:
+                        _gil_enabled_by = text[len(_GIL_WARNING):].split("'", 1)[0]
+                    else:
+                        others.append(w)
+    finally:
+        # Shown once catch_warnings has put the application's showwarning back.
+        for w in others:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+
+
+def _gil(_arg):
+    """The GIL's state, as JSON: whether the build is free-threaded, whether
+    the GIL is on now, and the module that turned it on (or the variable)."""
+    import os
+
+    ft = _free_threaded()
+    is_on = getattr(sys, "_is_gil_enabled", None)
+    on = True if is_on is None else bool(is_on())
+    by = ""
+    if ft and on:
+        by = _gil_enabled_by or ("PYTHON_GIL=" + os.environ["PYTHON_GIL"] if os.environ.get("PYTHON_GIL") else "")
+    return json.dumps({"free_threaded": ft, "enabled": on, "by": by})
 
 
 def _addsitedirs(arg):

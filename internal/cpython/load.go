@@ -54,3 +54,25 @@ func (rt *Runtime) Load(spec, appDir, protocol string, accept ...string) (*App, 
 	})
 	return app, err
 }
+
+// GILState is the interpreter's lock as it stands.
+type GILState struct {
+	FreeThreaded bool   `json:"free_threaded"` // a free-threaded build (Py_GIL_DISABLED)
+	Enabled      bool   `json:"enabled"`       // the GIL is on now (always, on a GIL build)
+	By           string `json:"by"`            // on a free-threaded build, the module whose import turned it on, or PYTHON_GIL=1
+}
+
+// GIL reports the interpreter's lock: on a free-threaded build, whether an
+// extension module imported with an application (Load) turned the GIL back
+// on, and which.
+func (rt *Runtime) GIL() (GILState, error) {
+	var st GILState
+	err := rt.Main(func(t Thread) error {
+		s, err := t.CallHelperStr("_gil", "")
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal([]byte(s), &st)
+	})
+	return st, err
+}

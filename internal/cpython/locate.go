@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // LibraryEnv names the variable that points at a libpython outright.
@@ -122,6 +123,11 @@ func Locate() (Interpreter, error) {
 	return in, err
 }
 
+// Located is Locate's answer, asked once per process: what a check made
+// before the interpreter starts (can its application run under several
+// loops?) and the start itself agree on.
+var Located = sync.OnceValues(Locate)
+
 func locate(explicit, from string) (Interpreter, error) {
 	python, lookErr := besidePython()
 	if lookErr != nil {
@@ -171,17 +177,17 @@ func locate(explicit, from string) (Interpreter, error) {
 			Fix:   fixLibrary,
 		}
 	}
-	if p.GILDisabled {
-		return in, &LibraryError{
-			Found: fmt.Sprintf("%s (Python %s) is a free-threaded build, which m0serve does not support yet", p.Executable, p.Version),
-			Fix:   "use a GIL-enabled CPython (python3.13, not python3.13t), or set " + LibraryEnv + " to one's libpython",
-		}
-	}
 	if explicit != "" {
 		if v := libraryVersion(explicit); v != "" && !strings.HasPrefix(p.Version+".", v+".") {
 			return in, &LibraryError{
 				Found: fmt.Sprintf("%s=%s is Python %s, but the python3 that describes its paths (%s) is %s", from, explicit, v, p.Executable, p.Version),
 				Fix:   fmt.Sprintf("put a python%s first on PATH, or point %s at the libpython of %s", v, from, p.Executable),
+			}
+		}
+		if t := libraryFreeThreaded(explicit); t != p.GILDisabled && libraryVersion(explicit) != "" {
+			return in, &LibraryError{
+				Found: fmt.Sprintf("%s=%s is %s, but the python3 that describes its paths (%s) is %s", from, explicit, buildKind(t), p.Executable, buildKind(p.GILDisabled)),
+				Fix:   fmt.Sprintf("put the python%s of that build first on PATH, or point %s at the libpython of %s", libraryTag(explicit), from, p.Executable),
 			}
 		}
 		in.Library = explicit
@@ -219,6 +225,28 @@ func libraryVersion(lib string) string {
 		}
 	}
 	return ""
+}
+
+// libraryTag reads "3.13t" from a name such as libpython3.13t.so.1.0:
+// the version and its ABI flags.
+func libraryTag(lib string) string {
+	v := strings.TrimPrefix(filepath.Base(lib), "libpython")
+	if i := strings.Index(v, ".so"); i > 0 {
+		return v[:i]
+	}
+	return ""
+}
+
+// libraryFreeThreaded reports whether a libpython's name carries the
+// free-threaded ABI flag (libpython3.13t.so).
+func libraryFreeThreaded(lib string) bool { return strings.ContainsRune(strings.TrimLeft(libraryTag(lib), "0123456789."), 't') }
+
+// buildKind names a build as the refusals do.
+func buildKind(freeThreaded bool) string {
+	if freeThreaded {
+		return "a free-threaded build"
+	}
+	return "a GIL build"
 }
 
 // siblingPython finds the interpreter installed beside a libpython

@@ -19,9 +19,11 @@
 struct m0_pytable py;
 
 static void *lib;
+int m0_free_threaded;
 
-int m0_load(const char *path, char *errbuf, size_t errlen)
+int m0_load(const char *path, int free_threaded, char *errbuf, size_t errlen)
 {
+	m0_free_threaded = free_threaded;
 	lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
 	if (!lib) {
 		snprintf(errbuf, errlen, "%s", dlerror());
@@ -45,6 +47,13 @@ int m0_load(const char *path, char *errbuf, size_t errlen)
 	}
 	M0_PY_DATA(X)
 #undef X
+#define X(ret, name, args) py.name = (ret(*) args)dlsym(lib, #name);
+	M0_PY_OPTIONAL(X)
+#undef X
+	if (free_threaded && !(py.PyMutex_Lock && py.PyMutex_Unlock)) {
+		snprintf(errbuf, errlen, "%s is a free-threaded build without PyMutex_Lock (not CPython 3.13t or newer)", path);
+		return -1;
+	}
 	return 0;
 }
 
@@ -452,11 +461,15 @@ int m0_call_helper(m0_thread *t, const char *name, const char *arg, uintptr_t *o
 {
 	m0_attach(t->ts);
 	int rc = -1;
-	PyObject *fn = py.PyDict_GetItemString(m0_dict, name); /* borrowed */
-	PyObject *a = py.PyUnicode_FromString(arg);
-	PyObject *r = fn && a ? py.PyObject_CallFunctionObjArgs(fn, a, NULL) : NULL;
-	if (!fn && !py.PyErr_Occurred())
+	PyObject *fn = py.PyMapping_GetItemString(m0_dict, name);
+	if (!fn) {
+		py.PyErr_Clear(); /* the KeyError */
 		py.PyErr_Format(EXC(PyExc_RuntimeError), "_m0 has no helper %s", name);
+	}
+	PyObject *a = fn ? py.PyUnicode_FromString(arg) : NULL;
+	PyObject *r = fn && a ? py.PyObject_CallFunctionObjArgs(fn, a, NULL) : NULL;
+	if (fn)
+		py.Py_DecRef(fn);
 	if (r) {
 		*out = (uintptr_t)r;
 		rc = 0;
@@ -760,11 +773,13 @@ int m0_wsgi_set_keys(m0_thread *t, const char *packed, size_t len, int n)
 uintptr_t m0_wsgi_template(m0_thread *t, int multithread, int multiprocess)
 {
 	m0_attach(t->ts);
-	PyObject *fn = py.PyDict_GetItemString(m0_dict, "_wsgi_template");
+	PyObject *fn = py.PyMapping_GetItemString(m0_dict, "_wsgi_template");
 	PyObject *mt = py.PyBool_FromLong(multithread), *mp = py.PyBool_FromLong(multiprocess);
 	PyObject *r = fn ? py.PyObject_CallFunctionObjArgs(fn, mt, mp, NULL) : NULL;
 	if (!r)
 		capture_error(t);
+	if (fn)
+		py.Py_DecRef(fn);
 	py.Py_DecRef(mt);
 	py.Py_DecRef(mp);
 	t->ts = py.PyEval_SaveThread();
@@ -891,14 +906,31 @@ static void close_result(m0_thread *t)
 	py.Py_DecRef(r);
 }
 
+/* ilock and iunlock order t's interrupt, set by one thread and taken back
+ * by another, on a free-threaded build; under the GIL, which orders it
+ * there, they do nothing. The caller's thread state is attached. */
+static void ilock(m0_thread *t)
+{
+	if (m0_free_threaded)
+		py.PyMutex_Lock(&t->imu);
+}
+
+static void iunlock(m0_thread *t)
+{
+	if (m0_free_threaded)
+		py.PyMutex_Unlock(&t->imu);
+}
+
 /* clear_interrupt takes back an exception m0_wsgi_interrupt set to be
  * raised in t that has not been raised yet. The GIL is held. */
 static void clear_interrupt(m0_thread *t)
 {
+	ilock(t);
 	if (t->interrupted) {
 		py.PyThreadState_SetAsyncExc(t->ident, NULL);
 		t->interrupted = 0;
 	}
+	iunlock(t);
 }
 
 static void reset_request(m0_thread *t)
@@ -1060,8 +1092,10 @@ void m0_wsgi_clear_interrupt(m0_thread *self, m0_thread *target)
 int m0_wsgi_interrupt(m0_thread *self, m0_thread *target)
 {
 	m0_attach(self->ts);
+	ilock(target);
 	int n = py.PyThreadState_SetAsyncExc(target->ident, EXC(PyExc_GeneratorExit));
 	target->interrupted = n > 0;
+	iunlock(target);
 	self->ts = py.PyEval_SaveThread();
 	return n;
 }
@@ -1069,9 +1103,15 @@ int m0_wsgi_interrupt(m0_thread *self, m0_thread *target)
 int m0_wsgi_timeout(m0_thread *self, m0_thread *target)
 {
 	m0_attach(self->ts);
-	PyObject *exc = py.PyDict_GetItemString(m0_dict, "RequestTimeout"); /* borrowed: the module holds it */
+	PyObject *exc = py.PyMapping_GetItemString(m0_dict, "RequestTimeout");
+	if (!exc)
+		py.PyErr_Clear();
+	ilock(target);
 	int n = exc ? py.PyThreadState_SetAsyncExc(target->ident, exc) : 0;
 	target->interrupted = target->interrupted || n > 0;
+	iunlock(target);
+	if (exc)
+		py.Py_DecRef(exc);
 	self->ts = py.PyEval_SaveThread();
 	return n;
 }

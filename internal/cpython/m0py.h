@@ -12,7 +12,29 @@
  * given (t), on t's own OS thread (t is the calling thread's, from
  * m0_thread_here), and releases it before it returns, on every path.
  * Objects cross into Go only as integer handles (uintptr_t); a handle Go
- * holds is a strong reference that Go lets go of with m0_decref. */
+ * holds is a strong reference that Go lets go of with m0_decref.
+ *
+ * On a free-threaded build (Py_GIL_DISABLED, 3.13t and newer) "the GIL is
+ * held" reads "the thread state is attached": the same calls attach and
+ * detach it, and nothing else changes for a caller. What changes inside:
+ *   - No GIL orders two threads, so no lookup hands back a borrowed
+ *     reference from a container another thread could change: _m0's
+ *     namespace is read with PyMapping_GetItemString (a new reference) on
+ *     every path after start-up, never PyDict_GetItemString. The environ
+ *     template is read only by PyDict_Copy, which locks it.
+ *   - What one thread sets for another (an interrupt, m0_wsgi_interrupt and
+ *     m0_wsgi_timeout, and its taking back) is ordered by the target
+ *     thread's own lock (a PyMutex, which detaches while it waits), where
+ *     the GIL ordered it before.
+ *   - Everything else the C side keeps is either the calling thread's own
+ *     (m0_thread, found through a thread-local) or written once, before
+ *     any second thread runs Python (the function table, _m0, the environ
+ *     keys, the template).
+ *   - The ASGI executor is not started on such a build (m0serve refuses an
+ *     ASGI application there), so asgi.c's entry points keep the GIL
+ *     build's rules.
+ * _m0 is made with PyModule_NewObject, not imported through an extension
+ * loader, so it never re-enables the GIL. */
 #ifndef M0PY_H
 #define M0PY_H
 
@@ -26,6 +48,7 @@ typedef struct _ts PyThreadState;
 typedef struct _is PyInterpreterState;
 typedef ssize_t Py_ssize_t;
 typedef PyObject *(*PyCFunction)(PyObject *, PyObject *);
+typedef struct { uint8_t bits; } m0_pymutex_t; /* CPython 3.13's PyMutex */
 
 typedef struct {
 	const char *ml_name;
@@ -47,7 +70,8 @@ typedef struct {
 typedef struct {
 	PyThreadState *ts;
 	unsigned long ident; /* the thread's id as Python knows it (threading.get_ident) */
-	int interrupted;     /* an exception was set to be raised in it; under the GIL */
+	int interrupted;     /* an exception was set to be raised in it; under the GIL, or imu */
+	m0_pymutex_t imu;    /* orders interrupted and the exception it stands for, free-threaded */
 	int rc;              /* the outcome of the last m0_wsgi_call */
 	PyObject *start_response;
 	PyObject *write;
@@ -73,10 +97,12 @@ enum {
 
 /* ---- loading and starting ---------------------------------------------------- */
 
-/* m0_load dlopens the libpython at path and resolves the function table.
- * Once, before anything else, on the thread that will start Python; no GIL
- * exists yet. 0, or -1 with the reason in errbuf. */
-int m0_load(const char *path, char *errbuf, size_t errlen);
+/* m0_load dlopens the libpython at path and resolves the function table;
+ * free_threaded says the library is a free-threaded build (its python3
+ * reports Py_GIL_DISABLED). Once, before anything else, on the thread that
+ * will start Python; no GIL exists yet. 0, or -1 with the reason in
+ * errbuf. */
+int m0_load(const char *path, int free_threaded, char *errbuf, size_t errlen);
 
 /* m0_initialize starts the interpreter (Py_InitializeEx(0), no Python signal
  * handlers), makes the _m0 module and runs the bootstrap in it. Once, after

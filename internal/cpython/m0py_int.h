@@ -109,9 +109,19 @@
 	X(PyBytes_Type)            \
 	X(PyUnicode_Type)
 
+/* Functions only some of the supported versions export: NULL where the
+ * loaded library has none. PyMutex is 3.13's (a byte; a thread that
+ * blocks on one detaches from the interpreter meanwhile, so that a
+ * stop-the-world, which PyThreadState_SetAsyncExc makes on a free-threaded
+ * build, does not wait on it). */
+#define M0_PY_OPTIONAL(X)                               \
+	X(void, PyMutex_Lock, (m0_pymutex_t *))               \
+	X(void, PyMutex_Unlock, (m0_pymutex_t *))
+
 struct m0_pytable {
 #define X(ret, name, args) ret(*name) args;
 	M0_PY_FUNCS(X)
+	M0_PY_OPTIONAL(X)
 #undef X
 #define X(name) void *name;
 	M0_PY_DATA(X)
@@ -139,12 +149,14 @@ static inline void m0_attach(PyThreadState *ts)
 	__atomic_add_fetch(&m0_gil_waits, 1, __ATOMIC_RELAXED);
 }
 
+/* m0_free_threaded is set by m0_load when the library is a free-threaded
+ * build (Py_GIL_DISABLED): no GIL orders the C side's threads, and what
+ * two of them share takes a lock of its own. */
+extern int m0_free_threaded;
+
 #define Py_None ((PyObject *)py._Py_NoneStruct)
 #define EXC(name) (*(PyObject **)py.name)
 
-
-#define Py_None ((PyObject *)py._Py_NoneStruct)
-#define EXC(name) (*(PyObject **)py.name)
 
 extern PyObject *m0_module; /* _m0 */
 extern PyObject *m0_dict;   /* its namespace, where the bootstrap runs */

@@ -50,7 +50,7 @@ var running atomic.Pointer[Runtime]
 func Running() *Runtime { return running.Load() }
 
 func start() (*Runtime, error) {
-	in, err := Locate()
+	in, err := Located()
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,8 @@ func (rt *Runtime) mainThread(ready chan<- error) {
 	var errbuf [4096]C.char
 	lib := C.CString(rt.Interp.Library)
 	defer C.free(unsafe.Pointer(lib))
-	if C.m0_load(lib, &errbuf[0], C.size_t(len(errbuf))) != 0 {
+	ft := rt.Interp.GILDisabled || libraryFreeThreaded(rt.Interp.Library)
+	if C.m0_load(lib, cbool(ft), &errbuf[0], C.size_t(len(errbuf))) != 0 {
 		ready <- &LibraryError{
 			Found: fmt.Sprintf("cannot load %s: %s", rt.Interp.Library, C.GoString(&errbuf[0])),
 			Fix:   fixLibrary,

@@ -125,12 +125,18 @@ func Off[T ~int | ~int64](v T) T {
 
 // PoolSize is the number of Python threads a thread count resolves to:
 // AutoThreads (any negative count) is min(cores, 8), counting the CPUs the
-// process may run on; 0 is no pool.
-func PoolSize(n int) int {
-	if n < 0 {
-		return min(runtime.NumCPU(), 8)
+// process may run on, or one a core when parallel (a free-threaded
+// CPython, whose threads run Python at once: past the cores more threads
+// only overlap waits, as on a GIL build, and the cap of 8 would leave
+// cores idle); 0 is no pool.
+func PoolSize(n int, parallel bool) int {
+	switch {
+	case n >= 0:
+		return n
+	case parallel:
+		return runtime.NumCPU()
 	}
-	return n
+	return min(runtime.NumCPU(), 8)
 }
 
 // StreamDirect writes a response on the connection of a request fasthttp

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -52,9 +53,32 @@ def free_port():
         return s.getsockname()[1]
 
 
+# The interpreter under test (the venv first on PATH, which m0serve loads
+# too) is a free-threaded build: the pool's threads run Python at once, and
+# an ASGI application is refused.
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+NEEDS_GIL = ("needs a GIL build: m0serve refuses an ASGI application on a free-threaded "
+             "CPython (docs/running.md#free-threaded-cpython)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gil: serves an ASGI application, which needs a GIL build; "
+                            "skipped on a free-threaded CPython")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not FREE_THREADED:
+        return
+    for item in items:
+        if item.get_closest_marker("gil"):
+            item.add_marker(pytest.mark.skip(reason=NEEDS_GIL))
+
+
 def auto_blocking_threads():
-    """The documented default for --blocking-threads: min(cores, 8)."""
-    return min(len(os.sched_getaffinity(0)), 8)
+    """The documented default for --blocking-threads: min(cores, 8) on a
+    GIL build, one a core on a free-threaded one."""
+    cores = len(os.sched_getaffinity(0))
+    return cores if FREE_THREADED else min(cores, 8)
 
 
 def wait_until(predicate, timeout, what, interval=0.05):

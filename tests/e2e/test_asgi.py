@@ -19,6 +19,9 @@ import requests
 from conftest import APPS, FRONT_ENDS, HOST, HTTP_TIMEOUT, READY_PREFIX, READY_RE, RawReader, http_request, \
     read_response, serve_on, wait_until
 
+# Every test here serves an ASGI application: a free-threaded build refuses it.
+pytestmark = pytest.mark.gil
+
 DISCOVERY = APPS / "discovery"
 EXIT_TIMEOUT = 20
 DEFAULT_MAX_BODY = 4 << 20  # m0serve --help: --max-body default 4m

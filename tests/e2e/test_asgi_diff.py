@@ -31,6 +31,9 @@ from websockets.sync.client import connect as ws_connect
 from conftest import (APPS, HOST, HTTP_TIMEOUT, M0SERVE, RawReader, free_port, http_request,
                       read_response, wait_until)
 
+# Every test here serves an ASGI application: a free-threaded build refuses it.
+pytestmark = pytest.mark.gil
+
 SPEC = "asgi_diff_app:app"
 DROPPED = {"date", "server"}
 VHOST = "diff.example"  # the Host header where the port would otherwise differ

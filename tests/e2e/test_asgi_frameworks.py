@@ -17,6 +17,9 @@ from websockets.sync.client import connect
 from conftest import EXAMPLES, HOST, HTTP_TIMEOUT, READY_RE, RawReader, http_request, wait_until
 from test_django import csrf_token, entries_in
 
+# Every test here serves an ASGI application: a free-threaded build refuses it.
+pytestmark = pytest.mark.gil
+
 STOP_WITHIN = 10  # seconds; the drain is bounded at 5
 
 

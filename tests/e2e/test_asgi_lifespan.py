@@ -11,6 +11,9 @@ import pytest
 from conftest import APPS, HOST, HTTP_TIMEOUT, READY_PREFIX, READY_RE, RawReader, http_request, \
     read_response, wait_until
 
+# Every test here serves an ASGI application: a free-threaded build refuses it.
+pytestmark = pytest.mark.gil
+
 EXIT_TIMEOUT = 20
 STOP_WITHIN = 10  # seconds; the drain is bounded at 5
 

@@ -16,6 +16,9 @@ import requests
 
 from conftest import HTTP_TIMEOUT
 
+# Every test here serves an ASGI application: a free-threaded build refuses it.
+pytestmark = pytest.mark.gil
+
 SIZE = 4 << 20
 
 

@@ -15,6 +15,9 @@ from websockets.sync.client import connect
 
 from conftest import HOST, HTTP_TIMEOUT, RawReader, http_request, wait_until
 
+# Every test here serves an ASGI application: a free-threaded build refuses it.
+pytestmark = pytest.mark.gil
+
 STOP_WITHIN = 10  # seconds; the drain is bounded at 5
 
 

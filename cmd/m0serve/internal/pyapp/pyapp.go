@@ -55,17 +55,24 @@ func (m *mounted) mode(c *host.Config) string {
 // MaxWorkers is any number: each worker imports the application afresh.
 func (a *App) MaxWorkers() int { return 0 }
 
-// MaxThreads is 1: the loops of one process would share one interpreter,
-// which runs one Python thread at a time.
-func (a *App) MaxThreads() int { return 1 }
+// MaxThreads is 1 on a GIL build: the loops of one process would share
+// one interpreter, which runs one Python thread at a time. On a
+// free-threaded build it is any number: each loop's pool threads run the
+// application at once.
+func (a *App) MaxThreads() int {
+	if m0.FreeThreaded() {
+		return 0
+	}
+	return 1
+}
 
 // Why says why the application runs under at most MaxThreads loops.
 func (a *App) Why(what string) string {
 	if what != "threads" {
 		return ""
 	}
-	return "the loops of one process share one interpreter, and several need a free-threaded CPython " +
-		"(3.13t or 3.14t), which m0serve does not load; use --workers N for N processes"
+	return "the loops of one process share one interpreter, which runs one Python thread at a time on a GIL build; " +
+		"several need a free-threaded CPython (python3.13t or newer); use --workers N for N processes"
 }
 
 // Check runs the interpreter's check and imports every application: the
@@ -105,6 +112,15 @@ func (a *App) Check(p *host.Plan) {
 	}
 	a.checkRealtime(p)
 	if p.Err() != nil {
+		return
+	}
+	asgi := ""
+	for _, m := range a.apps {
+		if asgi == "" && m.protocol() == "asgi" {
+			asgi = m.app.Spec
+		}
+	}
+	if !p.CheckGIL(asgi) {
 		return
 	}
 	for _, m := range a.apps {

@@ -1,0 +1,190 @@
+"""Free-threaded CPython (docs/running.md#free-threaded-cpython).
+
+On a free-threaded build (the suite's interpreter is python3.13t) the pool's
+threads run the application at once, --threads N is accepted, an ASGI
+application is refused with 78, and an extension module that turns the GIL
+back on is named in one line and in the doctor. On a GIL build the same
+tests check the other side of each rule: one thread at a time, --threads
+above 1 refused."""
+
+import json
+import os
+import shutil
+import subprocess
+import sysconfig
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+
+from conftest import APPS, FREE_THREADED, M0SERVE
+
+ft_only = pytest.mark.skipif(not FREE_THREADED, reason="needs a free-threaded CPython (python3.13t)")
+
+
+def doctor(tmp_path, *args, env=None):
+    out = subprocess.run([str(M0SERVE), "--doctor", "--app-dir", str(APPS), *args], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60, env=env)
+    return out.returncode, json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
+def check(report, name):
+    return next((c for c in report["checks"] if c["name"] == name), None)
+
+
+def work(n, seed):
+    x = seed
+    for _ in range(n):
+        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+    return x
+
+
+def test_the_doctor_says_which_build(tmp_path):
+    code, report, _ = doctor(tmp_path, "ft_app:application")
+    assert code == 0, report["checks"]
+    assert report["python"]["free_threaded"] is FREE_THREADED
+    assert report["python"]["gil_disabled"] is FREE_THREADED
+    if FREE_THREADED:
+        assert report["python"]["gil_enabled"] is False
+        assert report["python"]["gil_enabled_by"] is None
+        gil = check(report, "gil")
+        assert gil == {"name": "gil", "ok": True}, gil
+        assert report["declares"]["max_threads"] == 0
+    else:
+        assert "gil_enabled" not in report["python"]
+        assert check(report, "gil") is None
+        assert report["declares"]["max_threads"] == 1
+
+
+def test_two_requests_run_python_at_once(serve):
+    # The application sets a switch interval of 1000 s: on a GIL build a
+    # thread spinning in pure Python keeps the GIL, so the two sides of the
+    # rendezvous cannot both see the other; on a free-threaded build they do.
+    server = serve("ft_app:application", blocking_threads=2)
+    assert server.get_json("/gil")["gil_enabled"] is (not FREE_THREADED)
+    within = 10 if FREE_THREADED else 2
+    with ThreadPoolExecutor(2) as pool:
+        a = pool.submit(server.get_json, f"/meet?side=a&within={within}", timeout=within + 10)
+        time.sleep(0.2)
+        b = pool.submit(server.get_json, f"/meet?side=b&within={within}", timeout=within + 10)
+        met = [a.result()["met"], b.result()["met"]]
+    if FREE_THREADED:
+        assert met == [True, True]
+    else:
+        assert met.count(False) == 1, met  # the first spun alone until its deadline
+
+
+@ft_only
+def test_parallel_answers_are_not_mixed_up(serve):
+    # Many requests at once on every thread, each answer computed from its
+    # own query: a request whose environ, body or headers crossed another's
+    # would answer another seed or a wrong value.
+    server = serve("ft_app:application", blocking_threads=4)
+    session = requests.Session()
+
+    def one(seed):
+        n = 2000 + seed % 7 * 500
+        r = session.get(server.url(f"/work?n={n}&seed={seed}"), timeout=30)
+        assert r.status_code == 200
+        return seed, n, r.json()
+
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(one, range(400)))
+    for seed, n, got in results:
+        assert got == {"seed": seed, "n": n, "x": work(n, seed)}
+
+
+@ft_only
+def test_threads_run_loops_each_with_a_pool(serve):
+    server = serve("ft_app:application", args=("--threads", "2"), blocking_threads=2)
+    assert "threads=2" in server.ready_line
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda s: server.get_json(f"/work?n=1000&seed={s}"), range(64)))
+    assert [g["x"] for g in got] == [work(1000, s) for s in range(64)]
+
+
+def test_threads_above_one_needs_a_free_threaded_build(tmp_path):
+    code, report, _ = doctor(tmp_path, "--threads", "2", "ft_app:application")
+    if FREE_THREADED:
+        assert code == 0, report["checks"]
+        assert report["config"]["threads"]["value"] == 2
+    else:
+        assert code == 78
+        failed = check(report, "max-threads")
+        assert "free-threaded CPython" in failed["detail"], failed
+
+
+@ft_only
+def test_an_asgi_application_is_refused(tmp_path):
+    out = subprocess.run([str(M0SERVE), "--app-dir", str(APPS), "--port", "0", "asgi_raw:app"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 78, out
+    line = out.stderr.strip().splitlines()[-1]
+    assert "is an ASGI application" in line and "free-threaded build" in line, line
+    assert "python3.13, not python3.13t" in line and ".python-version" in line, line
+    code, report, _ = doctor(tmp_path, "asgi_raw:app")
+    assert code == 78
+    assert check(report, "free-threaded")["exit"] == 78
+
+
+@ft_only
+def test_an_asgi_mount_is_refused(tmp_path):
+    code, report, _ = doctor(tmp_path, "--mount", "/api=asgi_raw:app", "ft_app:application")
+    assert code == 78
+    assert "is an ASGI application" in check(report, "free-threaded")["detail"]
+
+
+NOGIL_C = textwrap.dedent("""
+    #define PY_SSIZE_T_CLEAN
+    #include <Python.h>
+    /* Single-phase initialisation and no Py_mod_gil: importing it turns the
+     * GIL back on. */
+    static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "m0_needs_gil", NULL, -1, NULL};
+    PyMODINIT_FUNC PyInit_m0_needs_gil(void) { return PyModule_Create(&def); }
+""")
+
+
+@ft_only
+def test_a_module_that_turns_the_gil_on_is_named(tmp_path, serve):
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.fail("no C compiler on PATH (scripts/test installs gcc)")
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    (app_dir / "m0_needs_gil.c").write_text(NOGIL_C)
+    ext = app_dir / ("m0_needs_gil" + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run([cc, "-shared", "-fPIC", "-O0", "-I", sysconfig.get_paths()["include"],
+                    str(app_dir / "m0_needs_gil.c"), "-o", str(ext)], check=True)
+    (app_dir / "gilapp.py").write_text(textwrap.dedent("""
+        import sys
+        import warnings
+        import m0_needs_gil
+        warnings.warn("the application's own warning", UserWarning)
+
+        def application(environ, start_response):
+            body = repr(sys._is_gil_enabled()).encode()
+            start_response("200 OK", [("Content-Length", str(len(body)))])
+            return [body]
+    """))
+    code, report, stderr = doctor(tmp_path, "--app-dir", str(app_dir), "gilapp:application")
+    assert code == 0, report["checks"]
+    assert report["python"]["gil_enabled"] is True
+    assert report["python"]["gil_enabled_by"] == "m0_needs_gil"
+    gil = check(report, "gil")
+    assert gil["ok"] is True and "importing m0_needs_gil turned it back on" in gil["warning"], gil
+    assert "the application's own warning" in stderr  # other warnings still shown
+
+    server = serve("gilapp:application", app_dir=app_dir)
+    assert server.get("/").text == "True"
+    lines = [line for line in server.stderr.splitlines() if "turned it back on" in line]
+    assert len(lines) == 1 and lines[0].startswith("m0serve: the GIL is on: importing m0_needs_gil"), server.stderr
+    assert "PYTHON_GIL=0" in lines[0]
+
+    # PYTHON_GIL=0 keeps it off, as CPython documents: no line, no warning.
+    code, report, _ = doctor(tmp_path, "--app-dir", str(app_dir), "gilapp:application",
+                             env={**os.environ, "PYTHON_GIL": "0"})
+    assert code == 0
+    assert report["python"]["gil_enabled"] is False
+    assert "warning" not in check(report, "gil")
