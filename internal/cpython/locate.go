@@ -239,7 +239,9 @@ func libraryTag(lib string) string {
 
 // libraryFreeThreaded reports whether a libpython's name carries the
 // free-threaded ABI flag (libpython3.13t.so).
-func libraryFreeThreaded(lib string) bool { return strings.ContainsRune(strings.TrimLeft(libraryTag(lib), "0123456789."), 't') }
+func libraryFreeThreaded(lib string) bool {
+	return strings.ContainsRune(strings.TrimLeft(libraryTag(lib), "0123456789."), 't')
+}
 
 // buildKind names a build as the refusals do.
 func buildKind(freeThreaded bool) string {
