@@ -48,6 +48,12 @@ func both(t *testing.T, body func(t *testing.T, base string)) {
 }
 
 func TestMain(m *testing.M) {
+	if m0.FreeThreaded() {
+		// asgi.New refuses a free-threaded interpreter (docs/running.md,
+		// "Free-threaded CPython"); TestRefusesAFreeThreadedBuild is that
+		// package's one test there.
+		os.Exit(runFreeThreaded(m))
+	}
 	os.Exit(run(m))
 }
 

@@ -27,6 +27,25 @@ def application(environ, start_response):
         result = m0pub.publish(channel, body)
         start_response("200 OK", [("Content-Type", "application/json")])
         return [json.dumps({"id": result}).encode()]
+    if path == "/publish-burst":
+        # threads Python threads at once, each publishing n frames
+        # "T.I" on the channel; the ids each got, in its order.
+        threads, n = int(query.get("threads", "4")), int(query.get("n", "100"))
+        got = [[] for _ in range(threads)]
+        start = threading.Barrier(threads)
+
+        def burst(t):
+            start.wait()
+            for i in range(n):
+                got[t].append(m0pub.publish(channel, f"{t}.{i}".encode()))
+
+        workers = [threading.Thread(target=burst, args=(t,)) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [json.dumps(got).encode()]
     if path == "/ws/message":
         body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
         with lock:
