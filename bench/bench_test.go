@@ -406,8 +406,18 @@ func pageHas(t *testing.T, page string, wants ...string) {
 	}
 }
 
+// TestRenderWhy: bench/losses.md's text follows the list of losses the run
+// computed, and is left out where m0 loses nowhere.
+func TestRenderWhy(t *testing.T) {
+	page, _ := render(fixtureReports(), "bench/results", "\nWhy, row by row: the hand-offs.\n")
+	list, why, next := strings.Index(page, "## Where m0 loses"), strings.Index(page, "Why, row by row: the hand-offs."), strings.Index(page, "## WSGI")
+	if list < 0 || why < list || next < why {
+		t.Fatalf("the why must follow the list of losses, before the suites (at %d, %d, %d)", list, why, next)
+	}
+}
+
 func TestRender(t *testing.T) {
-	page, charts := render(fixtureReports(), "bench/results")
+	page, charts := render(fixtureReports(), "bench/results", "")
 	method := strings.Index(page, "## Method")
 	suite := strings.Index(page, "## WSGI")
 	if method < 0 || suite < 0 || method > suite {
@@ -480,7 +490,7 @@ func TestRenderNoLosses(t *testing.T) {
 	reps := fixtureReports()[:1]
 	reps[0].Runs = reps[0].Runs[:2]
 	reps[0].Runs[0].P99ms = 1
-	page, _ := render(reps, "r")
+	page, _ := render(reps, "r", "")
 	if !strings.Contains(page, "Nowhere in this run") {
 		t.Fatalf("%s", page)
 	}
@@ -554,7 +564,7 @@ func TestMedian(t *testing.T) {
 	reps := fixtureReports()
 	reps[0].Method.Runs = 3
 	reps[0].Runs[0].Rates = []float64{58000, 60000, 61000}
-	page, _ := render(reps, "r")
+	page, _ := render(reps, "r", "")
 	for _, want := range []string{"the load of median rate among 3", "| 64 | **m0serve** | 60,000 (58,000-61,000) | 1.20x |"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
@@ -609,7 +619,7 @@ func TestRenderBridgeCost(t *testing.T) {
 		{App: "go", Server: "bare", Concurrency: 64, RPS: 40000, Requests: 400000, CPUSeconds: 8, P99ms: 2},
 		{App: "go", Server: "fasthttp", Concurrency: 64, RPS: 100000, Requests: 1000000, CPUSeconds: 8, P99ms: 1},
 	}
-	page, _ := render([]*Report{&embed}, "bench/results")
+	page, _ := render([]*Report{&embed}, "bench/results", "")
 	pageHas(t, page,
 		// 1e6/20,000 - 1e6/40,000 = 25 µs; 1e6/40,000 - 1e6/100,000 = 15;
 		// server CPU 40 - 20 and 20 - 8.

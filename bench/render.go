@@ -40,7 +40,10 @@ func renderPage(dir, docsPath, repo string) error {
 		}
 		return d
 	}
-	page, charts := render(reps, rel(filepath.Dir(dir)))
+	// Why m0 loses where it does: written by hand, from the profiles, and
+	// shown under the list the run computed (bench/losses.md).
+	why, _ := os.ReadFile(filepath.Join(repo, "bench", "losses.md"))
+	page, charts := render(reps, rel(filepath.Dir(dir)), string(why))
 	for name, svg := range charts {
 		if err := os.WriteFile(filepath.Join(chartDir, name), []byte(svg), 0o644); err != nil {
 			return err
@@ -262,7 +265,7 @@ func day(date string) string {
 	return date
 }
 
-func render(reps []*Report, resultsDir string) (string, map[string]string) {
+func render(reps []*Report, resultsDir, why string) (string, map[string]string) {
 	charts := map[string]string{}
 	var b strings.Builder
 	first := reps[0]
@@ -410,6 +413,9 @@ func render(reps []*Report, resultsDir string) (string, map[string]string) {
 			fmt.Fprintf(&b, "- %s\n", l)
 		}
 		b.WriteString("\n")
+		if why = strings.TrimSpace(why); why != "" {
+			b.WriteString(why + "\n\n")
+		}
 	}
 
 	var mem []group

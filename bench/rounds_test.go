@@ -194,7 +194,7 @@ func TestRenderInterleaved(t *testing.T) {
 		// Merged from another run: not in the same rounds.
 		{App: "hello", Server: "uwsgi", Concurrency: 64, Interleave: "t", RPS: 10000, Rates: []float64{10000, 10000, 10000}, Requests: 50000, P99ms: 9},
 	}
-	page, _ := render(reps, "r")
+	page, _ := render(reps, "r", "")
 	pageHas(t, page,
 		// Per round: 1.20, 2.00, 1.10: median 1.20; of rates 1.20 too.
 		"| WSGI | hello | 64 | m0serve | 60,000 | granian | 50,000 | **1.20x** | 1.20x | 3.00 | 2.00 | 15.2 | 21.0 |",
@@ -209,7 +209,7 @@ func TestRenderInterleaved(t *testing.T) {
 	// median, though its median rate is below granian's.
 	w.Runs[0].RPS, w.Runs[0].Rates = 45000, []float64{55000, 45000, 33000}
 	w.Runs[1].RPS, w.Runs[1].Rates = 50000, []float64{50000, 30000, 60000}
-	page, _ = render(reps, "r")
+	page, _ = render(reps, "r", "")
 	// 1.10, 1.50, 0.55: median 1.10.
 	if want := "| WSGI | hello | 64 | m0serve | 45,000 | granian | 50,000 | **1.10x** | 0.90x |"; !strings.Contains(page, want) {
 		t.Errorf("the page lacks %q", want)

@@ -86,6 +86,7 @@ def mixed(serve):
                  env={"M0_GRANT_KEY": KEY, "M0_APP_TICK_MS": "100", "M0_GRANT_COOKIE": None})
 
 
+@pytest.mark.gil  # examples/mixed mounts a FastAPI application
 def test_mixed_serves_every_part(mixed):
     m = READY_RE.match(mixed.ready_line)
     assert m and m["spec"] == "mixed" and m["protocol"] == "go", mixed.ready_line
@@ -109,6 +110,7 @@ def test_mixed_refuses_without_a_grant_key():
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+@pytest.mark.gil  # examples/mixed mounts a FastAPI application
 def test_mixed_page_shows_the_go_clock_in_a_browser(mixed, browser_factory):  # noqa: F811
     """Chromium loads the Flask page, follows the signed stream URL it
     renders to the Go hold mount, and shows the producer's clock ticking."""
@@ -126,6 +128,7 @@ def test_mixed_page_shows_the_go_clock_in_a_browser(mixed, browser_factory):  # 
     assert page.evaluate("source.readyState") == 1, url
 
 
+@pytest.mark.gil  # examples/mixed mounts a FastAPI application
 def test_mixed_under_a_go_pool(serve):
     """--blocking-threads 2: the Go handler runs on a pool thread, the
     Python mounts and the held stream on the loop (a stream begun on a pool
