@@ -96,6 +96,7 @@ def test_pool_and_gil_metrics_under_workers(serve):
     assert re.search(r'^m0_worker_replacements_total\{reason="sighup"\} 0$', text, re.M)
 
 
+@pytest.mark.gil
 def test_max_queue_wait_refused_for_asgi_on_its_loop(serve):
     server = serve("recorder:app", args=["--max-queue-wait", "1"], wait=False)
     assert server.wait_exit(30) == 78

@@ -11,7 +11,7 @@ import time
 
 import pytest
 import requests
-from conftest import APPS, HTTP_TIMEOUT, M0SERVE, READY_RE, free_port
+from conftest import APPS, FREE_THREADED, HTTP_TIMEOUT, M0SERVE, READY_RE, free_port
 
 MOUNTS = APPS / "mounts"
 KEY = "k" * 40  # M0_GRANT_KEY: 32 bytes or more
@@ -25,6 +25,7 @@ def mixed(serve_module):
     return serve_module(None, app_dir=MOUNTS, args=MIXED, env={"M0_GRANT_KEY": KEY, "M0_GRANT_COOKIE": None})
 
 
+@pytest.mark.gil  # the mixed server mounts Starlette and FastAPI
 def test_banner_names_every_mount(mixed):
     m = READY_RE.match(mixed.ready_line)
     assert m, mixed.ready_line
@@ -33,6 +34,7 @@ def test_banner_names_every_mount(mixed):
     assert m["protocol"] == "wsgi+asgi+hold" and m["threads"] and m["loop"], mixed.ready_line
 
 
+@pytest.mark.gil  # the mixed server mounts Starlette and FastAPI
 def test_flask_url_for_under_the_prefix(mixed):
     r = mixed.get("/flask/")
     assert r.status_code == 200, r.text
@@ -46,6 +48,7 @@ def test_flask_url_for_under_the_prefix(mixed):
     assert r.status_code == 308 and r.headers["Location"].endswith("/flask/"), r.headers
 
 
+@pytest.mark.gil  # the mixed server mounts Starlette and FastAPI
 def test_django_reverse_under_the_prefix(mixed):
     r = mixed.get("/dj/")
     assert r.status_code == 200, r.text
@@ -54,6 +57,7 @@ def test_django_reverse_under_the_prefix(mixed):
     assert mixed.get("/dj/items/3/").json() == {"n": 3}
 
 
+@pytest.mark.gil  # the mixed server mounts Starlette and FastAPI
 def test_asgi_root_path_and_url_for(mixed):
     r = mixed.get("/api/")
     assert r.status_code == 200, r.text
@@ -69,6 +73,7 @@ def test_asgi_root_path_and_url_for(mixed):
     assert "/fast/openapi.json" in mixed.get("/fast/docs").text
 
 
+@pytest.mark.gil  # the mixed server mounts Starlette and FastAPI
 @pytest.mark.parametrize("path", ["/", "/nothing", "/flaskish", "/apis/x", "/streamsx"])
 def test_unclaimed_paths_are_404_in_go(mixed, path):
     """A path no mount claims never reaches Python: Go's plain 404."""
@@ -134,6 +139,7 @@ def publish(server, channel, text):
     return r.json()["id"]
 
 
+@pytest.mark.gil  # the mixed server mounts Starlette and FastAPI
 def test_hold_mount_holds_a_signed_stream(mixed):
     url = signed(mixed, "news")
     assert url.startswith("/streams?") and "ch=news" in url, url
@@ -144,6 +150,7 @@ def test_hold_mount_holds_a_signed_stream(mixed):
     assert events[0]["id"] == fid and events[0]["data"] == "hello", events
 
 
+@pytest.mark.gil  # the mixed server mounts Starlette and FastAPI
 def test_hold_mount_binds_the_session(mixed):
     url = signed(mixed, "news", session="s3ss10n")
     ok = requests.get(mixed.url(url), cookies={"sessionid": "s3ss10n"}, stream=True, timeout=HTTP_TIMEOUT)
@@ -158,6 +165,7 @@ def tamper(url, field, value):
     return re.sub(rf"([?&]{field}=)[^&]*", lambda m: m.group(1) + value, url)
 
 
+@pytest.mark.gil  # the mixed server mounts Starlette and FastAPI
 def test_forged_grants_get_403_and_one_line_each(mixed):
     url = signed(mixed, "news")
     forged = {
@@ -212,7 +220,9 @@ def refused(args, env=None):
     (("--mount", "/s=hold"), {"M0_GRANT_KEY": KEY}, "--realtime is not set"),
     (("--mount", "/a=flask_links:app", "--mount", "/a/=django_links"), {}, "/a is served already"),
     (("--mount", "/api=starlette_links:app", "--realtime"), {}, "is an ASGI application"),
-    (("--threads", "2", "--mount", "/a=flask_links:app"), {}, "at most 1 (max_threads)"),
+    pytest.param(("--threads", "2", "--mount", "/a=flask_links:app"), {}, "at most 1 (max_threads)",
+                 marks=pytest.mark.skipif(FREE_THREADED, reason="a free-threaded build takes --threads above 1 "
+                                          "(test_freethreaded.py)")),
     (("--mount", "/=hold", "--realtime"), {"M0_GRANT_KEY": KEY}, "a hold mount answers its prefix alone"),
     (("--mount", "/a=flask_links:app"), {"M0_APP_TICK_MS": "5"}, "the application has no producer"),
     (("--mount", "/a=flask_links:app"), {"M0_GRANT_KEY": "short"}, "M0_GRANT_KEY is 5 bytes"),
@@ -230,6 +240,7 @@ def test_a_mount_that_fails_to_import_names_it():
     assert code == 1 and "--mount /x=no_such_module_here:app" in stderr, stderr
 
 
+@pytest.mark.gil
 def test_doctor_without_a_wsgi_mount_reports_no_pool():
     proc = subprocess.run([str(M0SERVE), "--doctor", "--app-dir", str(MOUNTS), "--realtime",
                            "--mount", "/api=starlette_links:app", "--mount", "/live=hold"],
@@ -240,6 +251,7 @@ def test_doctor_without_a_wsgi_mount_reports_no_pool():
     assert topo["pool"] is False and topo["blocking_threads"] == 0 and topo["loop"] == "pump", topo
 
 
+@pytest.mark.gil
 def test_doctor_lists_the_mounts():
     proc = subprocess.run([str(M0SERVE), "--doctor", "--app-dir", str(MOUNTS), *MIXED],
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
@@ -280,6 +292,7 @@ def test_socket_messages_under_a_mount(serve):
     assert "refused a WebSocket message" not in s.stderr
 
 
+@pytest.mark.gil
 def test_a_failed_lifespan_shuts_down_the_mounts_that_started(tmp_path):
     """/a's lifespan starts, /b's fails: the start-up ends with exit 1,
     and /a's lifespan is shut down first, as a drain would."""

@@ -99,6 +99,7 @@ def serve(venv_root, tmp_path, spec, app_dir, activated):
     return server
 
 
+@pytest.mark.gil  # FastAPI
 @pytest.mark.parametrize("activated", [False, True], ids=["by-path", "activated"])
 def test_installed_command_serves_flask_and_fastapi(venv, tmp_path, activated):
     root, _, _ = venv
