@@ -182,7 +182,7 @@ var settings = []setting{
 	}},
 	{name: "workers", env: "M0_WORKERS", def: "1", arg: "N", usage: "worker processes", set: setCount(func(c *Config) *int { return &c.Workers }, 0)},
 	{name: "threads", env: "M0_THREADS", def: "1", arg: "N", usage: "accept loops in one process (free-threaded CPython)", set: setCount(func(c *Config) *int { return &c.Threads }, 0)},
-	{name: "blocking-threads", env: "M0_BLOCKING_THREADS", def: "auto", arg: "N", usage: "Python threads running the application (0: one thread, no pool; auto: min(cores, 8))", set: func(c *Config, v string) error {
+	{name: "blocking-threads", env: "M0_BLOCKING_THREADS", def: "auto", arg: "N", usage: "Python threads running the application (0: one thread, no pool; auto: min(cores, 8), one a core on a free-threaded CPython)", set: func(c *Config, v string) error {
 		if v == "auto" {
 			c.BlockingThreads = -1
 			return nil

@@ -175,29 +175,31 @@ def _free_threaded():
 
 def _import(module_name):
     """importlib.import_module, noting which module turned the GIL back on
-    when the import did. Every other warning is shown as it would have been."""
-    global _gil_enabled_by
+    when the import did. That warning is taken (m0serve says it in one line
+    of its own); every other goes to the showwarning in place, as it comes,
+    and whatever the import sets up (filters, logging.captureWarnings) is
+    left as it set it."""
     is_on = getattr(sys, "_is_gil_enabled", None)
     if is_on is None or is_on():
         return importlib.import_module(module_name)
     import warnings
 
-    others = []
+    shown = warnings.showwarning
+
+    def watch(message, category, filename, lineno, file=None, line=None):
+        global _gil_enabled_by
+        text = str(message)
+        if issubclass(category, RuntimeWarning) and text.startswith(_GIL_WARNING) and not _gil_enabled_by:
+            _gil_enabled_by = text[len(_GIL_WARNING):].split("'", 1)[0]
+            return
+        shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = watch
     try:
-        with warnings.catch_warnings(record=True) as seen:
-            try:
-                return importlib.import_module(module_name)
-            finally:
-                for w in seen:
-                    text = str(w.message)
-                    if issubclass(w.category, RuntimeWarning) and text.startswith(_GIL_WARNING) and not _gil_enabled_by:
-                        _gil_enabled_by = text[len(_GIL_WARNING):].split("'", 1)[0]
-                    else:
-                        others.append(w)
+        return importlib.import_module(module_name)
     finally:
-        # Shown once catch_warnings has put the application's showwarning back.
-        for w in others:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+        if warnings.showwarning is watch:  # not replaced by the application meanwhile
+            warnings.showwarning = shown
 
 
 def _gil(_arg):

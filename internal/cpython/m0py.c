@@ -50,6 +50,14 @@ int m0_load(const char *path, int free_threaded, char *errbuf, size_t errlen)
 #define X(ret, name, args) py.name = (ret(*) args)dlsym(lib, #name);
 	M0_PY_OPTIONAL(X)
 #undef X
+	/* What the library is, whatever its name or its python3 says: only a
+	 * free-threaded build exports the merge of its per-thread refcounts. */
+	int is_ft = dlsym(lib, "_Py_MergeZeroLocalRefcount") != NULL;
+	if (is_ft != !!free_threaded) {
+		snprintf(errbuf, errlen, "%s is %s, but the python3 that describes it is %s", path,
+			 is_ft ? "a free-threaded build" : "a GIL build", is_ft ? "a GIL build" : "a free-threaded build");
+		return -1;
+	}
 	if (free_threaded && !(py.PyMutex_Lock && py.PyMutex_Unlock)) {
 		snprintf(errbuf, errlen, "%s is a free-threaded build without PyMutex_Lock (not CPython 3.13t or newer)", path);
 		return -1;

@@ -110,10 +110,6 @@ func (a *App) Check(p *host.Plan) {
 	if !a.checkMounts(p) {
 		return
 	}
-	a.checkRealtime(p)
-	if p.Err() != nil {
-		return
-	}
 	asgi := ""
 	for _, m := range a.apps {
 		if asgi == "" && m.protocol() == "asgi" {
@@ -121,6 +117,10 @@ func (a *App) Check(p *host.Plan) {
 		}
 	}
 	if !p.CheckGIL(asgi) {
+		return
+	}
+	a.checkRealtime(p)
+	if p.Err() != nil {
 		return
 	}
 	for _, m := range a.apps {
