@@ -1,6 +1,6 @@
-"""A WSGI application for the free-threaded suite: the GIL's state, a
-pure-Python CPU-bound view whose answer is checked, and a rendezvous of two
-requests that each spin in pure Python until the other has started.
+"""A WSGI application for the free-threaded suite: the GIL's state, and a
+rendezvous of two requests that each spin in pure Python until the other
+has started (the CPU-bound view is bench/apps/cpu_bound.py).
 
 The switch interval is set so long that, on a GIL build, a thread running
 pure Python never hands the GIL over: the rendezvous can only meet where two
@@ -8,21 +8,11 @@ threads run Python at once."""
 
 import json
 import sys
-import threading
 import time
 
 sys.setswitchinterval(1000.0)
 
 _arrived = {"a": False, "b": False}
-
-
-def _work(n, seed):
-    # Pure Python, no call that releases the GIL: a GIL build runs two of
-    # these one at a time, a free-threaded one at once.
-    x = seed
-    for _ in range(n):
-        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
-    return x
 
 
 def application(environ, start_response):
@@ -31,9 +21,6 @@ def application(environ, start_response):
     if path == "/gil":
         gil = getattr(sys, "_is_gil_enabled", lambda: True)()
         body = json.dumps({"gil_enabled": gil}).encode()
-    elif path == "/work":
-        n, seed = int(q.get("n", "1000")), int(q.get("seed", "1"))
-        body = json.dumps({"seed": seed, "n": n, "x": _work(n, seed)}).encode()
     elif path == "/meet":
         # Spins, without a call that would let the GIL go, until the other
         # side has arrived or the deadline passes.
