@@ -167,12 +167,6 @@ _GIL_WARNING = "The global interpreter lock (GIL) has been enabled to load modul
 _gil_enabled_by = ""  # the module whose import turned the GIL back on
 
 
-def _free_threaded():
-    import sysconfig
-
-    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
-
-
 def _import(module_name):
     """importlib.import_module, noting which module turned the GIL back on
     when the import did. That warning is taken (m0serve says it in one line
@@ -203,17 +197,16 @@ def _import(module_name):
 
 
 def _gil(_arg):
-    """The GIL's state, as JSON: whether the build is free-threaded, whether
-    the GIL is on now, and the module that turned it on (or the variable)."""
+    """The GIL's state, as JSON: whether it is on now, and, where it can be
+    off (3.13+), the module that turned it on or the variable."""
     import os
 
-    ft = _free_threaded()
     is_on = getattr(sys, "_is_gil_enabled", None)
     on = True if is_on is None else bool(is_on())
     by = ""
-    if ft and on:
+    if is_on is not None and on:
         by = _gil_enabled_by or ("PYTHON_GIL=" + os.environ["PYTHON_GIL"] if os.environ.get("PYTHON_GIL") else "")
-    return json.dumps({"free_threaded": ft, "enabled": on, "by": by})
+    return json.dumps({"enabled": on, "by": by})
 
 
 def _addsitedirs(arg):

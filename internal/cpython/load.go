@@ -55,11 +55,11 @@ func (rt *Runtime) Load(spec, appDir, protocol string, accept ...string) (*App, 
 	return app, err
 }
 
-// GILState is the interpreter's lock as it stands.
+// GILState is the interpreter's lock as it stands (whether the build is a
+// free-threaded one is Interp.GILDisabled).
 type GILState struct {
-	FreeThreaded bool   `json:"free_threaded"` // a free-threaded build (Py_GIL_DISABLED)
-	Enabled      bool   `json:"enabled"`       // the GIL is on now (always, on a GIL build)
-	By           string `json:"by"`            // on a free-threaded build, the module whose import turned it on, or PYTHON_GIL=1
+	Enabled bool   `json:"enabled"` // the GIL is on now (always, on a GIL build)
+	By      string `json:"by"`      // on a free-threaded build, the module whose import turned it on, or PYTHON_GIL=1
 }
 
 // GIL reports the interpreter's lock: on a free-threaded build, whether an
