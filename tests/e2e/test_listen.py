@@ -163,12 +163,23 @@ def test_several_binds_serve_alike(serve, tmp_path, workers):
     assert f" on http://{HOST}:{port}, unix:{path}, http://[::1]:{port6} (protocol=wsgi workers={workers})" \
         in server.ready_line, server.ready_line
     n = 300
-    with uds_client(path) as c:
-        def over_unix():
-            r = c.get("http://m0/")
-            assert r.status_code == 200
-            return r.json()
+    # A client each thread: httpcore's pool is not safe to share between
+    # threads that run at once (free-threaded CPython: a TypeError in its
+    # has_expired).
+    clients, mine = [], threading.local()
+
+    def over_unix():
+        if not hasattr(mine, "c"):
+            mine.c = uds_client(path)
+            clients.append(mine.c)
+        r = mine.c.get("http://m0/")
+        assert r.status_code == 200
+        return r.json()
+    try:
         pids = load(lambda: tcp_get(port), n) + load(over_unix, n) + load(lambda: tcp_get(port6, host="[::1]"), n)
+    finally:
+        for c in clients:
+            c.close()
     assert len(pids) == 3 * n
     if workers == 2:
         assert len(set(pids)) == 2, set(pids)  # the connections spread over both workers

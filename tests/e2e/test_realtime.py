@@ -473,6 +473,7 @@ def test_http10_stream_ends_by_closing(serve):
     assert s.event() == {"data": b"x", "id": fid}
 
 
+@pytest.mark.gil  # a free-threaded build refuses the ASGI application first
 def test_realtime_refused_beside_asgi(tmp_path):
     from conftest import M0SERVE
     p = subprocess.run([str(M0SERVE), "--realtime", "--app-dir", str(APPS), "asgi_raw:application"],
