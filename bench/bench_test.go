@@ -627,3 +627,42 @@ func TestRenderBridgeCost(t *testing.T) {
 		"| Embedding | wsgi | m0serve's cost over bare fasthttp at most Go program's over bare net/http at 64 connections (1/rate differences) | 15.0 µs / 25.0 µs a request (server CPU: 12.0 / 20.0) | met |",
 	)
 }
+
+// TestRenderInProcess: the in-process row (the application in a loop, no
+// server) is in the table with its rate and CPU and no latency, is the
+// reference of no m0 row and no loss, is left out of the latency chart,
+// and the target against it is a per-round ratio.
+func TestRenderInProcess(t *testing.T) {
+	interleave := "2026-12-04T08:00:00Z"
+	rep := &Report{
+		Date: "2026-12-04T08:00:00Z", Commit: "abc1234", Machine: Machine{CPUs: 2, Model: "Test CPU", Kernel: "6.1", MemGiB: 24},
+		Method: Method{Tool: "wrk", DurationS: 3, WarmupS: 2, ServerCPU: "0", ClientCPU: "1", Threads: 1, TimeoutS: 5, Rounds: 3},
+		Suite:  "wsgi", Title: "WSGI", About: "A WSGI application.",
+		Servers: []ServerInfo{{Key: "m0serve", Label: "m0serve"}, {Key: "granian", Label: "granian", Peer: true},
+			{Key: "inprocess", Label: "the application in-process (no server)", Group: "in-process", InProcess: true}},
+		Apps:    []AppInfo{{Name: "flask", About: "Flask"}},
+		Targets: []Target{{App: "flask", Concurrency: 64, Server: "m0serve", Versus: "inprocess", Min: 0.75}},
+		Runs: []Run{
+			{App: "flask", Server: "m0serve", Concurrency: 64, RPS: 14000, Rates: []float64{14000, 13000, 15000}, Interleave: interleave,
+				Requests: 42000, P50ms: 4, P99ms: 9, Maxms: 20, CPUSeconds: 3},
+			{App: "flask", Server: "granian", Concurrency: 64, RPS: 10000, Rates: []float64{10000, 9000, 11000}, Interleave: interleave,
+				Requests: 30000, P50ms: 6, P99ms: 12, Maxms: 30, CPUSeconds: 3},
+			{App: "flask", Server: "inprocess", Concurrency: 64, RPS: 21000, Rates: []float64{20000, 21000, 22000}, Interleave: interleave,
+				Requests: 63000, CPUSeconds: 3},
+		},
+	}
+	page, charts := render([]*Report{rep}, "bench/results", "")
+	pageHas(t, page,
+		// Per round 14,000/20,000, 13,000/21,000, 15,000/22,000: 0.70x, 0.62x, 0.68x.
+		"| WSGI | flask | m0serve at least 0.75x the application in-process (no server) at 64 connections | 0.68x per round (medians 14,000 / 21,000) | **not met**",
+		"| 64 | the application in-process (no server) | 21,000 (20,000-22,000) |  |  |  |  |  |  | 47.6 |",
+		"| WSGI | flask | 64 | m0serve | 14,000 | granian | 10,000 | **1.40x** |",
+		"Nowhere in this run",
+	)
+	if strings.Contains(charts["wsgi-flask-latency.svg"], "in-process") {
+		t.Errorf("the latency chart has the in-process row, which has no latency")
+	}
+	if !strings.Contains(charts["wsgi-flask.svg"], ">21,000<") {
+		t.Errorf("the rate chart lacks the in-process rate:\n%s", charts["wsgi-flask.svg"])
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -504,7 +505,7 @@ func (h *harness) runSuite(s Suite) *Report {
 		if !h.selected(sv.Key) {
 			continue
 		}
-		rep.Servers = append(rep.Servers, ServerInfo{Key: sv.Key, Label: sv.Label, Peer: sv.Peer, Base: sv.Base, Group: sv.Group})
+		rep.Servers = append(rep.Servers, ServerInfo{Key: sv.Key, Label: sv.Label, Peer: sv.Peer, Base: sv.Base, Group: sv.Group, InProcess: sv.InProcess})
 		for _, k := range versionKeys(sv.Package) {
 			if v, ok := h.versions[k]; ok {
 				rep.Versions[k] = v
@@ -752,7 +753,11 @@ func (h *harness) warm(s Suite, c *contender) error {
 	if h.opt.warmup <= 0 {
 		return nil
 	}
-	if _, err := h.load(s, c.url, 64, h.opt.warmup); err != nil {
+	load := h.load
+	if c.sv.InProcess {
+		load = h.loop
+	}
+	if _, err := load(s, c.url, 64, h.opt.warmup); err != nil {
 		return fmt.Errorf("warm-up: %v", err)
 	}
 	return nil
@@ -762,7 +767,7 @@ func (h *harness) warm(s Suite, c *contender) error {
 // that measure it.
 func (h *harness) memory(s Suite, c *contender, app App, rep *Report) {
 	n := h.holdCount(s)
-	if n == 0 {
+	if n == 0 || c.sv.InProcess {
 		return
 	}
 	m := h.holdIdle(c.p, s, app, c.url, n)
@@ -799,13 +804,15 @@ func (h *harness) loadOnce(s Suite, c *contender, app App, conc int, rep *Report
 	if busy := h.quiet(s); busy != "" {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%s on %s at %d: %s just before the run (other work, or a server still answering the previous load); treat it as noisy.", c.sv.Label, app.Name, conc, busy))
 	}
-	r := h.once(c.p, s, c.url, conc)
+	r := h.once(c, s, conc)
 	r.App, r.Server, r.Command = app.Name, c.sv.Key, c.command
 	if r.Failed == "" && !c.p.alive() {
 		r.Failed = "the server exited during the run (log: " + h.rel(c.logPath) + ")"
 	}
 	if r.Failed != "" {
 		h.warnf("%s / %s at %d: %s", app.Name, c.sv.Label, conc, r.Failed)
+	} else if c.sv.InProcess {
+		h.logf("%s%s / %s: %.0f calls/s, CPU %.1f µs/call", what, app.Name, c.sv.Label, r.RPS, r.CPUPerRequest())
 	} else {
 		h.logf("%s%s / %s at %d: %.0f/s, p50 %.2f ms, p99 %.2f ms, server CPU %.1f µs/request%s", what, app.Name, c.sv.Label, conc,
 			r.RPS, r.P50ms, r.P99ms, r.CPUPerRequest(), errNote(r.Errors))
@@ -859,15 +866,20 @@ func (h *harness) measure(s Suite, sv Server, app App, rep *Report) []Run {
 	return runs
 }
 
-// once is one measured load at concurrency c, with the server's CPU time
-// and RSS over it.
-func (h *harness) once(p *proc, s Suite, url string, c int) Run {
+// once is one measured load of c's server at concurrency conc (an
+// in-process row's loop), with the server's CPU time and RSS over it.
+func (h *harness) once(c *contender, s Suite, conc int) Run {
+	p := c.p
 	cpu0, rss0 := sessionUsage(p.pid())
 	sampler := sampleRSS(procfs.Session(p.pid()), 200*time.Millisecond)
-	r, err := h.load(s, url, c, h.opt.duration)
+	load := h.load
+	if c.sv.InProcess {
+		load = h.loop
+	}
+	r, err := load(s, c.url, conc, h.opt.duration)
 	peak := sampler.stop()
 	cpu1, _ := sessionUsage(p.pid())
-	r.Concurrency = c
+	r.Concurrency = conc
 	r.CPUSeconds, r.RSSBeforeKB, r.RSSPeakKB = cpu1-cpu0, rss0, peak
 	if err != nil {
 		r.Failed = err.Error()
@@ -978,6 +990,39 @@ func (h *harness) load(s Suite, url string, c int, d time.Duration) (Run, error)
 		r.Raw, r.ClientCPUS = "", cpu
 	}
 	return r, err
+}
+
+// loop is the load of an in-process row (bench/apps/inprocess.py at url's
+// port): the application called in a loop for d, on the request url names,
+// in the one Python process; its rate is calls over the loop's own time.
+// c is the concurrency of the rounds it shares, which a loop has none of.
+func (h *harness) loop(_ Suite, url string, _ int, d time.Duration) (Run, error) {
+	var r Run
+	u, err := neturl.Parse(url)
+	if err != nil {
+		return r, err
+	}
+	path := u.RequestURI()
+	u.Path, u.RawQuery = "/loop", neturl.Values{"path": {path}, "seconds": {strconv.FormatFloat(d.Seconds(), 'f', -1, 64)}}.Encode()
+	client := &http.Client{Timeout: d + 60*time.Second}
+	resp, err := client.Post(u.String(), "", nil)
+	if err != nil {
+		return r, fmt.Errorf("in-process loop: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return r, fmt.Errorf("in-process loop: %s %v: %s", resp.Status, err, trim(body))
+	}
+	var got struct {
+		Calls   int64   `json:"calls"`
+		Seconds float64 `json:"seconds"`
+	}
+	if err := json.Unmarshal(body, &got); err != nil || got.Calls <= 0 || got.Seconds <= 0 {
+		return r, fmt.Errorf("in-process loop: answered %s", trim(body))
+	}
+	r.Requests, r.RPS, r.Raw = got.Calls, float64(got.Calls)/got.Seconds, string(body)
+	return r, nil
 }
 
 func lastLine(s string) string {

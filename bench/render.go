@@ -129,7 +129,7 @@ func (t *table) server(k string) ServerInfo {
 func (t *table) label(k string) string { return t.server(k).Label }
 
 // m0 is whether a row is m0's own (not a peer, not a baseline).
-func (s ServerInfo) m0() bool { return !s.Peer && !s.Base }
+func (s ServerInfo) m0() bool { return !s.Peer && !s.Base && !s.InProcess }
 
 // ok is a run with figures.
 func ok(r Run, found bool) bool { return found && r.Failed == "" && r.RPS > 0 }
@@ -323,6 +323,7 @@ func render(reps []*Report, resultsDir, why string) (string, map[string]string) 
 		b.WriteString("- **One run per figure**: no repetition, no averaging, no run discarded. A run whose CPUs were busy with other work just before it is named in its suite's notes.\n")
 	}
 	b.WriteString("- **Ratios**: \"vs best peer\" compares a row's rate with the highest rate of any peer on the same application at the same concurrency (in the workers suite, with the same number of workers), leaving out runs with errors on more than 1% of their requests. Where no peer serves the application (the Go handler, the mounts and the Go host suites), the reference is m0's own baseline instead: bare net/http, m0serve unmounted, bare fasthttp; the column then says \"vs baseline\".\n")
+	b.WriteString("- **In-process**: in the WSGI suite, Flask and Django have one more row that is no server: bench/apps/inprocess.py, pinned like the servers, calls the application in a loop in one Python process for the load's duration, with the environ of wrk's request, reading each body and calling `close()`. It is loaded in the same rounds as the servers at every concurrency (a loop has none: its figure is the same at each), and its rate is the most any server could reach on the same core that minute; it has no latency, and no server is compared with it but in the targets.\n")
 	fmt.Fprintf(&b, "- **Memory per connection**: after the warm-up, %d connections are opened to the settled server, each with one request answered (a WebSocket: one echo), and held idle; the server's RSS (every process of its session) settled before and after, divided by the connections still open. A server that closes each connection after its answer, or when it has been idle for less than the settling time (2 s), holds none. For SSE, bench/holds does the same with the held streams.\n", holdConns)
 	b.WriteString("- **Reproduce**: `bench/run all` (about 90 minutes at 5 rounds; it installs wrk and nginx with apt-get, the peers into bench/.venv from bench/requirements.txt and the Mojo m0serve into bench/.venv-mojo from bench/requirements-mojo.txt, builds m0serve and Centrifugo), or one suite, `bench/run wsgi --only granian,m0serve`. See [bench/README.md](../bench/README.md).\n\n")
 	versions := map[string]string{}
@@ -615,7 +616,7 @@ func (t *table) writeTable(b *strings.Builder, a AppInfo) {
 				continue
 			}
 			vsRef := ""
-			if ref, _, found := t.reference(a.Name, c, s.Group); found {
+			if ref, _, found := t.reference(a.Name, c, s.Group); found && !s.InProcess {
 				vsRef = t.ratioText(r, ref)
 			}
 			errs := r.Errors.String()
@@ -636,8 +637,12 @@ func (t *table) writeTable(b *strings.Builder, a AppInfo) {
 			if len(r.Rates) > 1 {
 				rate += fmt.Sprintf(" (%s-%s)", num(slices.Min(r.Rates)), num(slices.Max(r.Rates)))
 			}
+			p50, p99, most := ms2(r.P50ms), ms2(r.P99ms), ms2(r.Maxms)
+			if s.InProcess { // a loop: no request waits on another
+				p50, p99, most, errs = "", "", "", ""
+			}
 			fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f |\n", c, label, rate, vsRef,
-				ms2(r.P50ms), p90, ms2(r.P99ms), ms2(r.Maxms), errs, cpuText(r), float64(r.RSSPeakKB)/1024)
+				p50, p90, p99, most, errs, cpuText(r), float64(r.RSSPeakKB)/1024)
 		}
 	}
 	b.WriteString("\n")
@@ -682,17 +687,18 @@ func (t *table) latencyChart(a AppInfo) string {
 }
 
 // chart is one bar per server in one group per concurrency, fill setting
-// each bar from its run.
+// each bar from its run. The latency chart (logScale) leaves out an
+// in-process row, which has none.
 func (t *table) chart(a AppInfo, title, subtitle string, logScale bool, fill func(Run, *bar)) string {
 	var gs []group
 	for _, c := range t.concs {
 		g := group{title: t.count(c)}
 		for _, s := range t.servers {
 			r, have := t.runs[key(a.Name, s.Key, c)]
-			if !have {
+			if !have || (s.InProcess && logScale) { // an in-process loop has no latency
 				continue
 			}
-			br := bar{label: s.Label, m0: !s.Peer}
+			br := bar{label: s.Label, m0: !s.Peer && !s.InProcess}
 			if ok(r, true) {
 				fill(r, &br)
 			} else {

@@ -64,6 +64,9 @@ type ServerInfo struct {
 	Peer  bool   `json:"peer"` // false: m0 itself (or a baseline of m0's own)
 	Base  bool   `json:"baseline,omitempty"`
 	Group string `json:"group,omitempty"`
+	// InProcess: the application called in a loop in one Python process,
+	// no server (Server.InProcess); its runs have a rate and CPU, no latency.
+	InProcess bool `json:"in_process,omitempty"`
 }
 
 // AppInfo names what was served.

@@ -83,6 +83,11 @@ type Server struct {
 	Only       []string          // the applications it serves (all when empty)
 	Paths      map[string]string // per application, in place of the App's Path
 	Config     func(h *harness, port int, app App) (string, error)
+	// InProcess: not a server but the application called in a loop inside
+	// one Python process (bench/apps/inprocess.py), loaded by asking it to
+	// loop for the load's duration: the rate the application has on its
+	// own, which no server passes. It has no latency and no connections.
+	InProcess bool
 }
 
 func (s *Server) serves(app string) bool {
@@ -165,9 +170,13 @@ func suites() []Suite {
 				{Key: "uwsgi", Label: "uWSGI", Peer: true, Package: "uWSGI", Args: uwsgi},
 				{Key: "granian", Label: "granian", Peer: true, Package: "granian", Args: granianWSGI},
 				{Key: "m0serve-mojo", Label: "m0serve 1.16 (Mojo)", Peer: true, Package: "m0serve-mojo", Args: mojo},
+				{Key: "inprocess", Label: "the application in-process (no server)", InProcess: true, Group: "in-process", Only: []string{"flask", "django"},
+					Args: []string{"{venv}/bin/python", "{apps}/inprocess.py", "--port", "{port}", "--dir", "{dir}", "{module}:{callable}"}},
 			},
 			Concurrency: []int{1, 64, 1024},
 			Targets: append([]Target{
+				{App: "flask", Concurrency: 64, Server: "m0serve", Versus: "inprocess", Min: 0.75,
+					Why: "the limit: the same view called in a loop in one Python process, in the same rounds; what a request costs beyond it is the server's and the kernel's"},
 				{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "uwsgi", Min: 2.5},
 				{App: "hello", Concurrency: 64, Server: "m0serve", Versus: "gunicorn-gthread", Min: 4},
 				{App: "django", Concurrency: 64, Server: "m0serve", Versus: "granian", Min: 1.0},
