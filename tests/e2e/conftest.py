@@ -66,12 +66,27 @@ ASGI_REFUSED = "is an ASGI application, and "
 ASGI_PANIC = "needs a GIL build of CPython, and the one loaded is free-threaded"
 
 
+# scripts/test runs the suite once per CPython. What a module marked `once`
+# checks is m0serve's Go side (listeners, workers, signals, limits, the
+# strict reading, static files), which no interpreter version changes: it
+# runs with the first version, and M0_E2E_ONCE=done (set by scripts/test
+# for every later one) deselects it.
+ONCE_DONE = os.environ.get("M0_E2E_ONCE") == "done"
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "gil: serves an ASGI application, which needs a GIL build; "
                             "skipped on a free-threaded CPython")
+    config.addinivalue_line("markers", "once: checks what no CPython version changes; "
+                            "deselected when M0_E2E_ONCE=done (scripts/test, after the first version)")
 
 
 def pytest_collection_modifyitems(config, items):
+    if ONCE_DONE:
+        done = [item for item in items if item.get_closest_marker("once")]
+        if done:
+            config.hook.pytest_deselected(items=done)
+            items[:] = [item for item in items if not item.get_closest_marker("once")]
     if not FREE_THREADED:
         return
     for item in items:

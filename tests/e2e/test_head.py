@@ -8,6 +8,9 @@ import pytest
 
 from conftest import FRONT_ENDS, RawReader, http_request, read_response, serve_on
 
+# What this module checks is decided in Go: it runs with one CPython (conftest.py).
+pytestmark = pytest.mark.once
+
 
 @pytest.fixture(scope="module", params=[(fe, spec) for fe in FRONT_ENDS
                                         for spec in ("sized:application", "sized:app")],

@@ -12,6 +12,9 @@ import pytest
 import hostile
 from conftest import APPS, ROOT
 
+# What this module checks is decided in Go: it runs with one CPython (conftest.py).
+pytestmark = pytest.mark.once
+
 NETHOST = ROOT / ".bin" / "nethost"
 
 FRONTS = {

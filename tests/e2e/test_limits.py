@@ -5,9 +5,13 @@ import socket
 import subprocess
 import time
 
+import pytest
 import requests
 
 from conftest import HTTP_TIMEOUT
+
+# What this module checks is decided in Go: it runs with one CPython (conftest.py).
+pytestmark = pytest.mark.once
 
 
 def lines_with(server, text):

@@ -20,6 +20,9 @@ import pytest
 
 from conftest import FRONT_ENDS, HOST, HTTP_TIMEOUT, M0SERVE, READY_PREFIX, ROOT, free_port, serve_on, wait_until
 
+# What this module checks is decided in Go: it runs with one CPython (conftest.py).
+pytestmark = pytest.mark.once
+
 GO_HOST = ROOT / ".bin" / "go_host"
 
 APP = "listen_app:application"

@@ -7,6 +7,9 @@ import pytest
 
 from conftest import READY_RE
 
+# What this module checks is decided in Go: it runs with one CPython (conftest.py).
+pytestmark = pytest.mark.once
+
 
 def environ_over(family, host, port):
     """GET /environ over a raw socket of the given family; the parsed JSON."""

@@ -12,6 +12,9 @@ import requests
 
 from conftest import FRONT_ENDS, HTTP_TIMEOUT, serve_on, wait_until
 
+# What this module checks is decided in Go: it runs with one CPython (conftest.py).
+pytestmark = pytest.mark.once
+
 TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 FIELDS = ["time", "level", "msg", "method", "path", "status", "dur_us", "bytes", "remote_addr"]
 

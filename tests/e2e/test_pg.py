@@ -20,6 +20,9 @@ import requests
 from conftest import APPS, HTTP_TIMEOUT, READY_TIMEOUT, free_port
 from test_realtime import SSE
 
+# What this module checks is decided in Go: it runs with one CPython (conftest.py).
+pytestmark = pytest.mark.once
+
 SPEC = "prefork_app:application"
 
 

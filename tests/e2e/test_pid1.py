@@ -14,8 +14,9 @@ import requests
 
 from conftest import APPS, HTTP_TIMEOUT, M0SERVE, READY_PREFIX, READY_TIMEOUT, STOP_TIMEOUT, free_port, wait_until
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
-                                reason="a new PID namespace needs root and unshare(1)")
+# What this module checks is decided in Go: it runs with one CPython (conftest.py).
+pytestmark = [pytest.mark.once, pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                                                   reason="a new PID namespace needs root and unshare(1)")]
 
 
 def children(pid):

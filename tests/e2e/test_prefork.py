@@ -35,6 +35,9 @@ from conftest import (APPS, HOST, HTTP_TIMEOUT, M0SERVE, READY_TIMEOUT, ROOT, Ra
                       read_response, wait_until)
 from test_realtime import SSE
 
+# What this module checks is decided in Go: it runs with one CPython (conftest.py).
+pytestmark = pytest.mark.once
+
 SPEC = "prefork_app:application"
 ARMED_RE = re.compile(r"^\[worker (\d+)\] pid=(\d+) armed for a graceful stop$", re.M)
 BANNER_RE = re.compile(r"^🔥 m0serve: (?P<spec>\S+) on http://(?P<host>[^:]+):(?P<port>\d+) "

@@ -22,6 +22,9 @@ from websockets.sync.client import connect as ws_connect
 
 from conftest import EXAMPLES, HTTP_TIMEOUT, wait_until
 
+# What this module checks is decided in Go: it runs with one CPython (conftest.py).
+pytestmark = pytest.mark.once
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BROWSER_TIMEOUT = 20  # seconds for the page to show what is awaited (EventSource retries after ~3 s)
 

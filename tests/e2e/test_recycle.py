@@ -18,6 +18,9 @@ import requests
 from conftest import HTTP_TIMEOUT, wait_until
 from test_realtime import SSE
 
+# What this module checks is decided in Go: it runs with one CPython (conftest.py).
+pytestmark = pytest.mark.once
+
 REPLACING_RE = re.compile(r"^m0serve: replacing worker (\d+) \(pid (\d+)\): (.*)$", re.M)
 REPLACED_RE = re.compile(r"^m0serve: worker (\d+) replaced: pid (\d+) serves in place of pid (\d+)$", re.M)
 

@@ -14,6 +14,9 @@ import requests
 from conftest import HTTP_TIMEOUT, wait_until
 from test_asgi_sendfile import trace, traced_bytes, wait_traced
 
+# What this module checks is decided in Go: it runs with one CPython (conftest.py).
+pytestmark = pytest.mark.once
+
 SIZE = 4 << 20
 
 

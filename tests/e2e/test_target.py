@@ -17,6 +17,9 @@ import hostile
 from conftest import APPS
 from test_hostile import FRONTS
 
+# What this module checks is decided in Go: it runs with one CPython (conftest.py).
+pytestmark = pytest.mark.once
+
 
 @pytest.fixture(scope="module", params=list(FRONTS))
 def front(request, serve_module):

@@ -18,6 +18,9 @@ import requests
 from conftest import HTTP_TIMEOUT, wait_until
 from test_recycle import Load, held_streams_lose_no_frame, write_app
 
+# What this module checks is decided in Go: it runs with one CPython (conftest.py).
+pytestmark = pytest.mark.once
+
 TOOK_OVER_RE = re.compile(r"^m0serve: SIG(?:USR2|HUP): pid (\d+) took over; pid (\d+) drains$", re.M)
 
 
