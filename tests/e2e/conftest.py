@@ -67,26 +67,33 @@ ASGI_PANIC = "needs a GIL build of CPython, and the one loaded is free-threaded"
 
 
 # scripts/test runs the suite once per CPython. What a module marked `once`
-# checks is m0serve's Go side (listeners, workers, signals, limits, the
-# strict reading, static files), which no interpreter version changes: it
-# runs with the first version, and M0_E2E_ONCE=done (set by scripts/test
-# for every later one) deselects it.
+# checks is decided by m0serve's Go side (listeners, workers and their
+# replacement, limits, the strict reading, static files), alike for every
+# interpreter of one kind: it runs with the first version of each kind
+# (scripts/test's kind_of), and M0_E2E_ONCE=done, set for the later ones,
+# deselects it. A test of such a module that checks what the interpreter
+# prints or runs (a traceback, the m0serve package in a child process) is
+# marked `each_version` and is never deselected.
 ONCE_DONE = os.environ.get("M0_E2E_ONCE") == "done"
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gil: serves an ASGI application, which needs a GIL build; "
                             "skipped on a free-threaded CPython")
-    config.addinivalue_line("markers", "once: checks what no CPython version changes; "
-                            "deselected when M0_E2E_ONCE=done (scripts/test, after the first version)")
+    config.addinivalue_line("markers", "once: checks what Go decides, alike for every CPython of one kind; "
+                            "deselected when M0_E2E_ONCE=done (scripts/test, after the first of a kind)")
+    config.addinivalue_line("markers", "each_version: in a module marked once, checks what the interpreter "
+                            "prints or runs: never deselected")
 
 
 def pytest_collection_modifyitems(config, items):
     if ONCE_DONE:
-        done = [item for item in items if item.get_closest_marker("once")]
+        def ran(item):
+            return item.get_closest_marker("once") and not item.get_closest_marker("each_version")
+        done = [item for item in items if ran(item)]
         if done:
             config.hook.pytest_deselected(items=done)
-            items[:] = [item for item in items if not item.get_closest_marker("once")]
+            items[:] = [item for item in items if not ran(item)]
     if not FREE_THREADED:
         return
     for item in items:

@@ -387,6 +387,7 @@ def test_sigterm_drains_every_worker(prefork):
         assert not alive(pid)
 
 
+@pytest.mark.each_version  # nothing on stderr: a warning of any version would show
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_idle_server_stops(prefork, sig):
     server = prefork(2)
@@ -551,6 +552,7 @@ def test_reconnect_to_a_replaced_worker_is_replayed(prefork):
 # 7-9. failures: at start-up, a crash loop, the supervisor killed
 
 
+@pytest.mark.each_version  # the interpreter's traceback, printed once
 def test_import_error_stops_the_server_once(prefork, tmp_path):
     server = prefork(3, spec="prefork_import_error:application", realtime=False, wait=False)
     rc = server.wait_exit(READY_TIMEOUT)
@@ -953,6 +955,7 @@ def child_server(prefork):
     return server
 
 
+@pytest.mark.each_version  # m0pub in a child process of this interpreter
 def test_child_publishes_numbered(prefork):
     server = child_server(prefork)
     pids = current(server)
@@ -974,6 +977,7 @@ def test_child_publishes_numbered(prefork):
     close_all(held)
 
 
+@pytest.mark.each_version  # m0pub in a child process of this interpreter
 def test_child_publishes_unnumbered(prefork):
     server = child_server(prefork)
     pids = current(server)

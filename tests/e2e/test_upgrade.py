@@ -154,6 +154,7 @@ def test_sigusr2_on_a_unix_socket_and_under_systemd(serve, tmp_path):
     assert not sock.exists()
 
 
+@pytest.mark.each_version  # the interpreter's import failure
 def test_a_successor_that_cannot_load_leaves_the_old_serving(serve, tmp_path):
     write_app(tmp_path, "v1")
     server = serve("versioned:application", app_dir=tmp_path)
