@@ -269,11 +269,12 @@ func render(reps []*Report, resultsDir, why string) (string, map[string]string) 
 	charts := map[string]string{}
 	var b strings.Builder
 	first := reps[0]
-	quick := false
+	quick, inProcess := false, false
 	days, commits := map[string]bool{}, map[string]bool{}
 	for _, r := range reps {
 		quick = quick || r.Quick
 		days[day(r.Date)], commits[r.Commit] = true, true
+		inProcess = inProcess || slices.ContainsFunc(r.Servers, func(s ServerInfo) bool { return s.InProcess })
 	}
 	b.WriteString("# Benchmarks\n\n")
 	if quick {
@@ -323,9 +324,11 @@ func render(reps []*Report, resultsDir, why string) (string, map[string]string) 
 		b.WriteString("- **One run per figure**: no repetition, no averaging, no run discarded. A run whose CPUs were busy with other work just before it is named in its suite's notes.\n")
 	}
 	b.WriteString("- **Ratios**: \"vs best peer\" compares a row's rate with the highest rate of any peer on the same application at the same concurrency (in the workers suite, with the same number of workers), leaving out runs with errors on more than 1% of their requests. Where no peer serves the application (the Go handler, the mounts and the Go host suites), the reference is m0's own baseline instead: bare net/http, m0serve unmounted, bare fasthttp; the column then says \"vs baseline\".\n")
-	b.WriteString("- **In-process**: in the WSGI suite, Flask and Django have one more row that is no server: bench/apps/inprocess.py, pinned like the servers, calls the application in a loop in one Python process for the load's duration, with the environ of wrk's request, reading each body and calling `close()`. It is loaded in the same rounds as the servers at every concurrency (a loop has none: its figure is the same at each), and its rate is the most any server could reach on the same core that minute; it has no latency, and no server is compared with it but in the targets.\n")
+	if inProcess {
+		b.WriteString("- **In-process**: in the WSGI suite, Flask and Django have one more row that is no server: bench/apps/inprocess.py, pinned like the servers, calls the application in a loop in one Python process for the load's duration, with the environ of wrk's request, reading each body and calling `close()`. It is loaded in the same rounds as the servers at every concurrency (a loop has none: its figure is the same at each), and its rate is the most any server could reach on the same core that minute; it has no latency, and no server is compared with it but in the targets.\n")
+	}
 	fmt.Fprintf(&b, "- **Memory per connection**: after the warm-up, %d connections are opened to the settled server, each with one request answered (a WebSocket: one echo), and held idle; the server's RSS (every process of its session) settled before and after, divided by the connections still open. A server that closes each connection after its answer, or when it has been idle for less than the settling time (2 s), holds none. For SSE, bench/holds does the same with the held streams.\n", holdConns)
-	b.WriteString("- **Reproduce**: `bench/run all` (about 90 minutes at 5 rounds; it installs wrk and nginx with apt-get, the peers into bench/.venv from bench/requirements.txt and the Mojo m0serve into bench/.venv-mojo from bench/requirements-mojo.txt, builds m0serve and Centrifugo), or one suite, `bench/run wsgi --only granian,m0serve`. See [bench/README.md](../bench/README.md).\n\n")
+	b.WriteString("- **Reproduce**: `bench/run all --rounds 3 --duration 3s` (about an hour, as for this page; the defaults, 5 rounds of 5 s, take about twice as long; it installs wrk and nginx with apt-get, the peers into bench/.venv from bench/requirements.txt and the Mojo m0serve into bench/.venv-mojo from bench/requirements-mojo.txt, builds m0serve and Centrifugo), or one suite, `bench/run wsgi --only granian,m0serve`. See [bench/README.md](../bench/README.md).\n\n")
 	versions := map[string]string{}
 	for _, r := range reps {
 		for k, v := range r.Versions {
@@ -687,18 +690,19 @@ func (t *table) latencyChart(a AppInfo) string {
 }
 
 // chart is one bar per server in one group per concurrency, fill setting
-// each bar from its run. The latency chart (logScale) leaves out an
-// in-process row, which has none.
+// each bar from its run. An in-process row is left out: it has no latency,
+// and its rate, the same at every concurrency, would dwarf the servers'
+// where they wait on one client.
 func (t *table) chart(a AppInfo, title, subtitle string, logScale bool, fill func(Run, *bar)) string {
 	var gs []group
 	for _, c := range t.concs {
 		g := group{title: t.count(c)}
 		for _, s := range t.servers {
 			r, have := t.runs[key(a.Name, s.Key, c)]
-			if !have || (s.InProcess && logScale) { // an in-process loop has no latency
+			if !have || s.InProcess {
 				continue
 			}
-			br := bar{label: s.Label, m0: !s.Peer && !s.InProcess}
+			br := bar{label: s.Label, m0: !s.Peer}
 			if ok(r, true) {
 				fill(r, &br)
 			} else {

@@ -44,7 +44,8 @@ def environ(path: str, port: int) -> dict[str, Any]:
 
 def loop(app: WSGIApp, path: str, port: int, seconds: float) -> tuple[int, float]:
     """Calls app until seconds have passed (checked every 20 calls). Every
-    call must answer 200: a rate of errors measures nothing."""
+    call must call start_response once and answer 200: a rate of errors
+    measures nothing."""
     statuses: list[str] = []
 
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
@@ -65,8 +66,10 @@ def loop(app: WSGIApp, path: str, port: int, seconds: float) -> tuple[int, float
                 if close is not None:
                     close()
         calls += 20
-        if any(not s.startswith("200 ") for s in statuses):
-            raise RuntimeError(f"the application answered {next(s for s in statuses if not s.startswith('200 '))!r}")
+        if len(statuses) != 20 or any(not s.startswith("200 ") for s in statuses):
+            wrong = [s for s in statuses if not s.startswith("200 ")]
+            raise RuntimeError(f"the application answered {wrong[0]!r}" if wrong else
+                               f"the application called start_response {len(statuses)} times in 20 calls")
         statuses.clear()
         now = time.perf_counter()
         if now >= end:
