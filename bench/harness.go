@@ -753,11 +753,7 @@ func (h *harness) warm(s Suite, c *contender) error {
 	if h.opt.warmup <= 0 {
 		return nil
 	}
-	load := h.load
-	if c.sv.InProcess {
-		load = h.loop
-	}
-	if _, err := load(s, c.url, 64, h.opt.warmup); err != nil {
+	if _, err := h.loadFor(c)(s, c.url, 64, h.opt.warmup); err != nil {
 		return fmt.Errorf("warm-up: %v", err)
 	}
 	return nil
@@ -872,11 +868,7 @@ func (h *harness) once(c *contender, s Suite, conc int) Run {
 	p := c.p
 	cpu0, rss0 := sessionUsage(p.pid())
 	sampler := sampleRSS(procfs.Session(p.pid()), 200*time.Millisecond)
-	load := h.load
-	if c.sv.InProcess {
-		load = h.loop
-	}
-	r, err := load(s, c.url, conc, h.opt.duration)
+	r, err := h.loadFor(c)(s, c.url, conc, h.opt.duration)
 	peak := sampler.stop()
 	cpu1, _ := sessionUsage(p.pid())
 	r.Concurrency = conc
@@ -992,10 +984,19 @@ func (h *harness) load(s Suite, url string, c int, d time.Duration) (Run, error)
 	return r, err
 }
 
+// loadFor is how c's server is loaded: the suite's tool, or an in-process
+// row's loop.
+func (h *harness) loadFor(c *contender) func(Suite, string, int, time.Duration) (Run, error) {
+	if c.sv.InProcess {
+		return h.loop
+	}
+	return h.load
+}
+
 // loop is the load of an in-process row (bench/apps/inprocess.py at url's
 // port): the application called in a loop for d, on the request url names,
 // in the one Python process; its rate is calls over the loop's own time.
-// c is the concurrency of the rounds it shares, which a loop has none of.
+// The concurrency of the rounds it shares is ignored: a loop has none.
 func (h *harness) loop(_ Suite, url string, _ int, d time.Duration) (Run, error) {
 	var r Run
 	u, err := neturl.Parse(url)

@@ -88,12 +88,12 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     if ONCE_DONE:
-        def ran(item):
+        def ran_before(item):
             return item.get_closest_marker("once") and not item.get_closest_marker("each_version")
-        done = [item for item in items if ran(item)]
+        done = [item for item in items if ran_before(item)]
         if done:
             config.hook.pytest_deselected(items=done)
-            items[:] = [item for item in items if not ran(item)]
+            items[:] = [item for item in items if not ran_before(item)]
     if not FREE_THREADED:
         return
     for item in items:
