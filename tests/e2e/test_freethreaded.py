@@ -149,6 +149,54 @@ NOGIL_C = textwrap.dedent("""
 """)
 
 
+CONSTANTS_APP = """
+import json
+import sys
+
+
+def immortal(obj):
+    is_immortal = getattr(sys, "_is_immortal", None)  # 3.14
+    return is_immortal(obj) if is_immortal else sys.getrefcount(obj) >= 2**30
+
+
+def step(x):
+    return (x * 1103515245 + 12345) & 0x7FFFFFFF
+
+
+def outer():
+    def inner(x):
+        return x * 2718281828
+    return inner
+
+
+def application(environ, start_response):
+    body = json.dumps({
+        "function": immortal(step.__code__.co_consts[1]),
+        "nested": immortal(outer().__code__.co_consts[1]),
+        "compiled_here": immortal(compile("y = 3141592653", "<here>", "exec").co_consts[0]),
+    }).encode()
+    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
+"""
+
+
+def test_a_module_without_a_pyc_gets_immortal_constants(tmp_path, serve):
+    # CPython 3.13t immortalizes a code object's constants, but not under
+    # compile(), which importlib uses for a module with no .pyc: every
+    # thread running its code then writes to the constants' reference
+    # counts, and a CPU-bound view stops scaling with threads. m0serve loads
+    # such a module as if from a .pyc (internal/cpython/bootstrap.py,
+    # _immortal_constants). A GIL build's large ints are not immortal either
+    # way; an explicit compile() in the application is left as CPython does it.
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    (app_dir / "consts.py").write_text(CONSTANTS_APP)
+    server = serve("consts:application", app_dir=app_dir, env={"PYTHONDONTWRITEBYTECODE": "1"})
+    assert not (app_dir / "__pycache__").exists()
+    got = server.get_json("/")
+    assert got == {"function": FREE_THREADED, "nested": FREE_THREADED, "compiled_here": False}, got
+
+
 @ft_only
 def test_a_module_that_turns_the_gil_on_is_named(tmp_path, serve):
     cc = shutil.which("gcc") or shutil.which("cc")
