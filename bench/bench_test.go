@@ -121,7 +121,7 @@ func TestParseHoldsRecorded(t *testing.T) {
 // The suites are data the harness trusts: every template expands to a
 // command line, every application has an answer a wrong server fails.
 func TestSuitesData(t *testing.T) {
-	known := regexp.MustCompile(`^\{(m0serve|bin|venv|mojo|port|dir|module|callable|static|apps|examples|conf|confdir|nginx)\}$`)
+	known := regexp.MustCompile(`^\{(m0serve|bin|venv|mojo|ftvenv|gilvenv|port|dir|module|callable|static|apps|examples|conf|confdir|nginx)\}$`)
 	placeholder := regexp.MustCompile(`\{[a-z]+\}`)
 	seen := map[string]bool{}
 	for _, s := range suites() {
@@ -158,7 +158,7 @@ func TestSuitesData(t *testing.T) {
 				if len(args) == 0 {
 					t.Errorf("%s: %s has no command line for %s", s.Name, sv.Key, a.Name)
 				}
-				for _, arg := range args {
+				for _, arg := range append(args, sv.Env...) {
 					for _, p := range placeholder.FindAllString(arg, -1) {
 						if !known.MatchString(p) {
 							t.Errorf("%s: %s: unknown placeholder %s", s.Name, sv.Key, p)
@@ -628,6 +628,31 @@ func TestRenderBridgeCost(t *testing.T) {
 		// server CPU 40 - 20 and 20 - 8.
 		"| Embedding | wsgi | Go program's cost over bare net/http at most m0serve's over bare fasthttp at 64 connections (1/rate differences) | 25.0 µs / 15.0 µs a request (server CPU: 20.0 / 12.0) | **not met** |",
 		"| Embedding | wsgi | m0serve's cost over bare fasthttp at most Go program's over bare net/http at 64 connections (1/rate differences) | 15.0 µs / 25.0 µs a request (server CPU: 12.0 / 20.0) | met |",
+	)
+}
+
+// An rss_kib target compares two rows' peak RSS over their loads: one
+// process with two threads against two worker processes, say.
+func TestRenderRSSTarget(t *testing.T) {
+	rep := fixtureReports()[0]
+	ft := *rep
+	ft.Suite, ft.Title, ft.About = "freethreaded", "Free-threaded CPython", "Threads."
+	ft.Servers = []ServerInfo{{Key: "ft-2", Label: "m0serve, 3.13t, 2 threads", Group: "threads"},
+		{Key: "gil-w2", Label: "m0serve, 3.13, --workers 2", Base: true, Group: "threads"}}
+	ft.Apps = []AppInfo{{Name: "cpu", About: "cpu"}}
+	ft.Memory = nil
+	ft.Targets = []Target{
+		{App: "cpu", Concurrency: 16, Server: "ft-2", Versus: "gil-w2", Metric: "rss_kib"},
+		{App: "cpu", Concurrency: 16, Server: "gil-w2", Versus: "ft-2", Metric: "rss_kib"},
+	}
+	ft.Runs = []Run{
+		{App: "cpu", Server: "ft-2", Concurrency: 16, RPS: 700, Requests: 7000, CPUSeconds: 20, P99ms: 30, RSSPeakKB: 40960},
+		{App: "cpu", Server: "gil-w2", Concurrency: 16, RPS: 750, Requests: 7500, CPUSeconds: 20, P99ms: 30, RSSPeakKB: 102400},
+	}
+	page, _ := render([]*Report{&ft}, "bench/results", "")
+	pageHas(t, page,
+		"| Free-threaded CPython | cpu | m0serve, 3.13t, 2 threads peak RSS at most m0serve, 3.13, --workers 2's at 16 connections | 40.0 MiB / 100.0 MiB | met |",
+		"| Free-threaded CPython | cpu | m0serve, 3.13, --workers 2 peak RSS at most m0serve, 3.13t, 2 threads's at 16 connections | 100.0 MiB / 40.0 MiB | **not met** |",
 	)
 }
 

@@ -50,6 +50,13 @@ type options struct {
 	mojoVenv string // the Mojo m0serve's virtualenv (bench/.venv-mojo)
 }
 
+// The free-threaded suite's virtualenvs: one on the free-threaded CPython
+// scripts/freethreaded builds, one on a GIL build of the same minor version.
+const (
+	ftVenv  = ".venv-3.13t"
+	gilVenv = ".venv-3.13"
+)
+
 type harness struct {
 	opt       options
 	repo      string // the checkout
@@ -86,6 +93,8 @@ func (h *harness) expand(args []string, port int, app App, conf string) []string
 		"{bin}", h.bin,
 		"{venv}", h.opt.venv,
 		"{mojo}", h.opt.mojoVenv,
+		"{ftvenv}", filepath.Join(h.bench, ftVenv),
+		"{gilvenv}", filepath.Join(h.bench, gilVenv),
 		"{port}", strconv.Itoa(port),
 		"{dir}", h.expandDir(app.Dir),
 		"{module}", app.Module,
@@ -144,6 +153,11 @@ func (h *harness) setup(ss []Suite) error {
 	}
 	if h.usesMojo(ss) {
 		if err := h.ensureMojoVenv(); err != nil {
+			return err
+		}
+	}
+	if uses(ss, "freethreaded", "") {
+		if err := h.ensureThreadVenvs(); err != nil {
 			return err
 		}
 	}
@@ -261,6 +275,46 @@ func (h *harness) ensureVenv() error {
 		[]string{"install", "-q", "--disable-pip-version-check", "--no-deps", filepath.Join(h.repo, "python")})
 }
 
+// ensureThreadVenvs makes the free-threaded suite's two virtualenvs from
+// bench/requirements-ft.txt: bench/.venv-3.13t on the free-threaded
+// CPython that scripts/freethreaded prints (building it the first time, as
+// the test command does), bench/.venv-3.13 on the python3.13 on PATH or
+// under pyenv, which must be a GIL build.
+func (h *harness) ensureThreadVenvs() error {
+	cmd := exec.Command(filepath.Join(h.repo, "scripts", "freethreaded"))
+	cmd.Stderr = os.Stderr // the build's progress, the first time
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("scripts/freethreaded: %w", err)
+	}
+	ft := strings.TrimSpace(string(out))
+	// The first that runs as a GIL build: a pyenv shim on PATH may run
+	// none, or another version.
+	var candidates []string
+	if p, err := exec.LookPath("python3.13"); err == nil {
+		candidates = append(candidates, p)
+	}
+	home, _ := os.UserHomeDir()
+	found, _ := filepath.Glob(filepath.Join(home, ".pyenv", "versions", "3.13*", "bin", "python3.13"))
+	slices.Reverse(found) // the newest first
+	gil := ""
+	for _, py := range append(candidates, found...) {
+		if free, err := output(py, "-c", "import sys, sysconfig; print(sys.version_info[:2] == (3, 13) and not sysconfig.get_config_var('Py_GIL_DISABLED'))"); err == nil && free == "True" {
+			gil = py
+			break
+		}
+	}
+	if gil == "" {
+		return errors.New("the free-threaded suite needs a GIL build of CPython 3.13 (python3.13 on PATH, or under ~/.pyenv/versions)")
+	}
+	for _, v := range []struct{ py, dir string }{{ft, ftVenv}, {gil, gilVenv}} {
+		if err := h.makeVenvWith(v.py, filepath.Join(h.bench, v.dir), "requirements-ft.txt", nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // usesMojo is whether a suite selected has the Mojo m0serve selected.
 func (h *harness) usesMojo(ss []Suite) bool {
 	for _, s := range ss {
@@ -293,6 +347,11 @@ func (h *harness) makeVenv(dir, req string, extra []string) error {
 	if err != nil {
 		return errors.New("python3 not found on PATH")
 	}
+	return h.makeVenvWith(py, dir, req, extra)
+}
+
+// makeVenvWith is makeVenv with the interpreter py.
+func (h *harness) makeVenvWith(py, dir, req string, extra []string) error {
 	ver, err := output(py, "-c", "import sys; print(sys.version.split()[0])")
 	if err != nil {
 		return err
@@ -706,7 +765,7 @@ func (h *harness) launch(s Suite, sv Server, app App, rep *Report) (*contender, 
 		c.command = "taskset -c " + cpus + " " + c.command
 	}
 	h.logf("%s / %s: %s", app.Name, sv.Label, c.command)
-	if c.p, err = startServer(argv, sv.Env, cpus, c.logPath); err != nil {
+	if c.p, err = startServer(argv, h.expand(sv.Env, port, app, ""), cpus, c.logPath); err != nil {
 		return nil, fmt.Errorf("start: %v", err)
 	}
 	track(c.p)

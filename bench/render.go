@@ -812,6 +812,12 @@ func (t *table) targets() []string {
 				measured = fmt.Sprintf("%s ms / %s ms", ms2(r.P99ms), ms2(v.P99ms))
 				verdict = atMost(r.P99ms, v.P99ms)
 			}
+		case tg.Metric == "rss_kib" && tg.Versus != "":
+			target = fmt.Sprintf("%s peak RSS at most %s's%s", t.label(tg.Server), versusLabel, at)
+			if ok(r, have) && ok(v, vhave) && r.RSSPeakKB > 0 && v.RSSPeakKB > 0 {
+				measured = fmt.Sprintf("%.1f MiB / %.1f MiB", float64(r.RSSPeakKB)/1024, float64(v.RSSPeakKB)/1024)
+				verdict = atMost(float64(r.RSSPeakKB), float64(v.RSSPeakKB))
+			}
 		case tg.Metric == "cpu_us":
 			target = fmt.Sprintf("%s server CPU per request at most %s's%s", t.label(tg.Server), versusLabel, at)
 			if ok(r, have) && ok(v, vhave) && r.CPUPerRequest() > 0 && v.CPUPerRequest() > 0 {

@@ -120,8 +120,9 @@ func roundRatios(runs []Run, servers []ServerInfo) []Ratio {
 }
 
 // interleaves is whether a suite is measured in interleaved rounds: every
-// one whose servers are pinned and loaded by the harness itself.
-func interleaves(s Suite) bool { return !s.Unpinned && s.Tool != "holds" }
+// one whose servers the harness loads itself, pinned or not (an unpinned
+// server idle until loaded takes nothing from the one loaded).
+func interleaves(s Suite) bool { return s.Tool != "holds" }
 
 // measureTogether starts every server of the suite that serves app, checks
 // and warms each, measures the memory per idle connection of each in turn

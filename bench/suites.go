@@ -351,7 +351,50 @@ func suites() []Suite {
 			},
 			Concurrency: []int{64, 1024},
 		},
+		{
+			Name: "freethreaded", Title: "Free-threaded CPython", Tool: "wrk", Unpinned: true, Threads: 2,
+			About: "What a free-threaded CPython (3.13t, GIL off) gives one m0serve process on two cores: one and two pool threads on 3.13t, against a GIL build of 3.13 with one thread and with `--workers 2`, and gunicorn's gthread worker with two threads on the same 3.13t. Nothing is pinned; wrk -t2 shares the cores, and the servers are still up together and loaded in turn. RSS is the peak over the load, of every process of the server's session.",
+			Apps: []App{
+				{Name: "cpu", About: "bench/apps/cpu_bound.py: 20,000 iterations of an integer recurrence in pure Python, `GET /`", Dir: "{apps}", Module: "cpu_bound", Callable: "application", Body: "1431330791\n"},
+				{Name: "flask", About: "examples/flask_app: Flask, `GET /json`", Dir: "{examples}/flask_app", Module: "app", Callable: "app", Path: "/json", Contains: `"hello":"world"`, ContentType: "application/json"},
+			},
+			Servers: []Server{
+				{Key: "ft-1", Group: "threads", Label: "m0serve, 3.13t, 1 thread", Args: threads(m0serveWSGI, "1"), Env: onPython("{ftvenv}")},
+				{Key: "ft-2", Group: "threads", Label: "m0serve, 3.13t, 2 threads", Args: threads(m0serveWSGI, "2"), Env: onPython("{ftvenv}")},
+				{Key: "gil-1", Group: "threads", Label: "m0serve, 3.13, 1 thread", Base: true, Args: threads(m0serveWSGI, "1"), Env: onPython("{gilvenv}")},
+				{Key: "gil-w2", Group: "threads", Label: "m0serve, 3.13, --workers 2", Base: true, Args: workers(threads(m0serveWSGI, "1"), "--workers", "2"), Env: onPython("{gilvenv}")},
+				{Key: "gunicorn-ft", Group: "threads", Label: "gunicorn gthread, 3.13t, 2 threads", Peer: true, Package: "gunicorn",
+					Args: onVenv(gunicorn("gthread", "--threads", "2"), "{ftvenv}")},
+			},
+			Concurrency: []int{16},
+			Targets: []Target{
+				{App: "cpu", Concurrency: 16, Server: "ft-2", Versus: "ft-1", Min: 1.8},
+				{App: "cpu", Concurrency: 16, Server: "ft-2", Versus: "gil-w2", Min: 0.9},
+				{App: "flask", Concurrency: 16, Server: "ft-2", Versus: "gil-w2", Min: 0.9},
+				{App: "cpu", Concurrency: 16, Server: "ft-2", Versus: "gil-w2", Metric: "rss_kib"},
+				{App: "flask", Concurrency: 16, Server: "ft-2", Versus: "gil-w2", Metric: "rss_kib"},
+			},
+		},
 	}
+}
+
+// threads is m0serve's command line with --blocking-threads N.
+func threads(args []string, n string) []string {
+	return workers(args, "--blocking-threads", n)
+}
+
+// onPython is the environment of an m0serve that loads the Python of the
+// virtualenv venv (a template): its bin first on PATH.
+func onPython(venv string) []string {
+	return []string{"PATH=" + venv + "/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV=" + venv}
+}
+
+// onVenv is a peer's command line run from the virtualenv venv rather than
+// bench/.venv.
+func onVenv(args []string, venv string) []string {
+	out := append([]string{}, args...)
+	out[0] = strings.Replace(out[0], "{venv}", venv, 1)
+	return out
 }
 
 // workers is a command line with FLAG's value replaced, or FLAG VALUE put
