@@ -765,7 +765,14 @@ func (h *harness) launch(s Suite, sv Server, app App, rep *Report) (*contender, 
 		c.command = "taskset -c " + cpus + " " + c.command
 	}
 	h.logf("%s / %s: %s", app.Name, sv.Label, c.command)
-	if c.p, err = startServer(argv, h.expand(sv.Env, port, app, ""), cpus, c.logPath); err != nil {
+	env := h.expand(sv.Env, port, app, "")
+	if len(env) > 0 {
+		c.command = h.shown(append(append([]string{"env"}, env...), argv...), port)
+		if cpus != "" {
+			c.command = "taskset -c " + cpus + " " + c.command
+		}
+	}
+	if c.p, err = startServer(argv, env, cpus, c.logPath); err != nil {
 		return nil, fmt.Errorf("start: %v", err)
 	}
 	track(c.p)
