@@ -76,6 +76,7 @@ type harness struct {
 	serverCPU string // taskset CPU lists: "0" and "1", or "" on a machine of one CPU
 	clientCPU string
 	ports     map[int]bool // the ports given to servers so far
+	noThreads string       // why the free-threaded suite is left out ("": it is not)
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -157,7 +158,13 @@ func (h *harness) setup(ss []Suite) error {
 		}
 	}
 	if uses(ss, "freethreaded", "") {
-		if err := h.ensureThreadVenvs(); err != nil {
+		// With --venv (the test command's smoke run) the free-threaded
+		// CPython is not built for the suite's sake: it takes minutes.
+		check := exec.Command(filepath.Join(h.repo, "scripts", "freethreaded"), "--check")
+		if h.opt.venv != filepath.Join(h.bench, ".venv") && check.Run() != nil {
+			h.noThreads = "no free-threaded CPython is built (scripts/freethreaded builds one)"
+			h.warnf("suite freethreaded left out: %s", h.noThreads)
+		} else if err := h.ensureThreadVenvs(); err != nil {
 			return err
 		}
 	}
@@ -583,6 +590,9 @@ func (h *harness) runSuite(s Suite) *Report {
 	if s.Tool == "holds" {
 		h.runHolds(s, rep)
 		return rep
+	}
+	if s.Name == "freethreaded" && h.noThreads != "" {
+		return rep // no runs: "nothing selected"
 	}
 	for _, app := range s.Apps {
 		if !h.selected(app.Name) {
