@@ -63,6 +63,13 @@ var (
 // serve runs the application for one request on the calling goroutine's OS
 // thread (or, with no pool, on the one Python thread) and hands the
 // response to x.
+//
+// Its frames are kept small on purpose: an idle keep-alive connection
+// keeps the stack its deepest request grew, and the response's head is
+// written at the bottom of fasthttp's 832-byte serveConn frame. The call
+// (run) returns before the response is written (reply), so that writing it
+// stays within a 4 KiB goroutine stack rather than growing every
+// connection's to 8 KiB (docs/profiles.md, "Memory per idle connection").
 func (h *Handler) serve(ctx context.Context, x exchange, env *cpython.Environ, body []byte) error {
 	slot, why := h.pool.slots.acquire(ctx)
 	switch why {
@@ -73,32 +80,66 @@ func (h *Handler) serve(ctx context.Context, x exchange, env *cpython.Environ, b
 		return errUnavailable
 	}
 	if h.pool.one != nil {
-		defer h.pool.slots.release(slot)
-		h.pool.one.do(func() {
-			w := h.watchStart(x, slot)
-			t, res, err := h.app.Call(env, body, false)
-			defer t.Release()
-			if !h.watchEnd(x, slot, w, t, err) {
-				h.finish(x, t, res, err)
-			}
-		})
+		h.serveOne(x, env, body, slot)
 		return nil
 	}
+	t, res, err, answered := h.run(x, env, body, slot)
+	if !answered {
+		h.reply(x, t, res, err, slot)
+	}
+	return nil
+}
+
+// run calls the application on this goroutine's OS thread, under the
+// pool's timeout; answered means the timeout answered the request, and the
+// thread and slot are released.
+//
+//go:noinline
+func (h *Handler) run(x exchange, env *cpython.Environ, body []byte, slot int) (cpython.Thread, cpython.Result, error, bool) {
 	w := h.watchStart(x, slot)
 	t, res, err := h.app.Call(env, body, h.pool.stream)
 	if h.watchEnd(x, slot, w, t, err) {
 		t.Release()
 		h.pool.slots.release(slot)
-		return nil
+		return t, res, err, true
 	}
+	return t, res, err, false
+}
+
+// reply hands the response of a call to x: whole, or as a stream that
+// releases the thread and slot at its end.
+//
+//go:noinline
+func (h *Handler) reply(x exchange, t cpython.Thread, res cpython.Result, err error, slot int) {
 	if err == nil && res.Stream {
-		x.send(t, decide(x.head(), t, res.Status, &stream{h: h, x: x, t: t, slot: slot, part: t.Body()}))
-		return nil
+		h.replyStream(x, t, res.Status, slot)
+		return
 	}
 	defer h.pool.slots.release(slot)
 	defer t.Release()
 	h.finish(x, t, res, err)
-	return nil
+}
+
+// replyStream hands x a body the application produces in parts.
+//
+//go:noinline
+func (h *Handler) replyStream(x exchange, t cpython.Thread, status, slot int) {
+	x.send(t, decide(x.head(), t, status, &stream{h: h, x: x, t: t, slot: slot, part: t.Body()}))
+}
+
+// serveOne serves the request on the one Python thread (NoPool).
+//
+//go:noinline
+func (h *Handler) serveOne(x exchange, env *cpython.Environ, body []byte, slot int) {
+	defer h.pool.slots.release(slot)
+	h.pool.one.do(func() {
+		w := h.watchStart(x, slot)
+		t, res, err := h.app.Call(env, body, false)
+		defer t.Release()
+		if !h.watchEnd(x, slot, w, t, err) {
+			h.finish(x, t, res, err)
+		}
+	})
 }
 
 // watchStart puts the request about to run in slot, on this OS thread,

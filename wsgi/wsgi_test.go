@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -710,4 +711,60 @@ func TestSharedPool(t *testing.T) {
 			}
 		}
 	})
+}
+
+// An idle keep-alive connection keeps the goroutine stack its request
+// grew. Serving a page under fasthttp, as m0serve does, must fit in the
+// 4 KiB a connection's goroutine reaches reading its request: at 8 KiB,
+// every idle connection would hold 4 KiB more (serve keeps the call's
+// frames off the path that writes the response).
+func TestIdleConnectionKeepsASmallStack(t *testing.T) {
+	if raceBuild {
+		t.Skip("the race detector's instrumentation makes every frame larger; the build m0serve ships is measured without it")
+	}
+	s := serve(t, "fasthttp", "page", nil)
+	addr := strings.TrimPrefix(s.URL, "http://")
+	one := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: test\r\nAccept: */*\r\n\r\n")
+		got := make([]byte, 0, 8192)
+		buf := make([]byte, 8192)
+		for !strings.Contains(string(got), "</p>\n") {
+			n, err := c.Read(buf)
+			if err != nil {
+				t.Fatalf("read: %v after %q", err, got)
+			}
+			got = append(got, buf[:n]...)
+		}
+		return c
+	}
+	for range 8 { // warm: pools, the thread's state
+		one().Close()
+	}
+	time.Sleep(100 * time.Millisecond)
+	stack := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.StackInuse
+	}
+	before := stack()
+	const n = 128
+	var conns []net.Conn
+	for range n {
+		conns = append(conns, one())
+	}
+	time.Sleep(100 * time.Millisecond)
+	per := float64(stack()-before) / n
+	for _, c := range conns {
+		c.Close()
+	}
+	// One goroutine a connection, its stack 4,096 or 8,192 bytes.
+	if per > 6144 {
+		t.Fatalf("an idle connection holds %.0f bytes of goroutine stack, want 4 KiB", per)
+	}
 }

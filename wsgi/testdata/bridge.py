@@ -327,3 +327,12 @@ def check_environ(environ, start_response):
     data = json.dumps({"cgi": cgi, "body": body.decode("latin-1"), "problems": problems}).encode()
     start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
     return [data]
+
+
+def page(environ, start_response):
+    """A page as a framework answers one: a few headers, a body of some KiB."""
+    body = b"<p>" + b"x" * 3000 + b"</p>\n"
+    start_response("200 OK", [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body))),
+                              ("Vary", "Cookie"), ("X-Frame-Options", "DENY"), ("X-Content-Type-Options", "nosniff"),
+                              ("Referrer-Policy", "same-origin"), ("Cross-Origin-Opener-Policy", "same-origin")])
+    return [body]

@@ -1,0 +1,5 @@
+//go:build !race
+
+package wsgi_test
+
+const raceBuild = false
