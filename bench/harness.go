@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	neturl "net/url"
 	"os"
@@ -77,6 +78,8 @@ type harness struct {
 	clientCPU string
 	ports     map[int]bool // the ports given to servers so far
 	noThreads string       // why the free-threaded suite is left out ("": it is not)
+	// the free-threaded suite's interpreters, for its report
+	threadVersions map[string]string
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -159,12 +162,26 @@ func (h *harness) setup(ss []Suite) error {
 	}
 	if uses(ss, "freethreaded", "") {
 		// With --venv (the test command's smoke run) the free-threaded
-		// CPython is not built for the suite's sake: it takes minutes.
-		check := exec.Command(filepath.Join(h.repo, "scripts", "freethreaded"), "--check")
-		if h.opt.venv != filepath.Join(h.bench, ".venv") && check.Run() != nil {
+		// CPython is not built for the suite's sake (it takes minutes),
+		// and a machine without a GIL 3.13 leaves the suite out.
+		given := h.opt.venv != filepath.Join(h.bench, ".venv")
+		ft, err := h.freeThreaded(given)
+		if err != nil {
+			return err
+		}
+		gil := gil313()
+		switch {
+		case ft == "":
 			h.noThreads = "no free-threaded CPython is built (scripts/freethreaded builds one)"
+		case gil == "":
+			h.noThreads = "no GIL build of CPython 3.13 (python3.13 on PATH, or under ~/.pyenv/versions)"
+		}
+		if h.noThreads != "" && !given {
+			return errors.New("the free-threaded suite: " + h.noThreads)
+		}
+		if h.noThreads != "" {
 			h.warnf("suite freethreaded left out: %s", h.noThreads)
-		} else if err := h.ensureThreadVenvs(); err != nil {
+		} else if err := h.ensureThreadVenvs(ft, gil); err != nil {
 			return err
 		}
 	}
@@ -284,42 +301,76 @@ func (h *harness) ensureVenv() error {
 
 // ensureThreadVenvs makes the free-threaded suite's two virtualenvs from
 // bench/requirements-ft.txt: bench/.venv-3.13t on the free-threaded
-// CPython that scripts/freethreaded prints (building it the first time, as
-// the test command does), bench/.venv-3.13 on the python3.13 on PATH or
-// under pyenv, which must be a GIL build.
-func (h *harness) ensureThreadVenvs() error {
-	cmd := exec.Command(filepath.Join(h.repo, "scripts", "freethreaded"))
+// CPython ft (scripts/freethreaded's), bench/.venv-3.13 on the GIL build
+// gil. Then it writes the .pyc of the suite's applications, so that no
+// server loads them compiled by compile(), whose constants 3.13t does not
+// make immortal (docs/running.md, "Modules without a .pyc"): the suite
+// compares servers, not the state of a cache. The interpreters' versions
+// go into the suite's report.
+func (h *harness) ensureThreadVenvs(ft, gil string) error {
+	h.threadVersions = map[string]string{}
+	for _, v := range []struct{ py, dir, key string }{{ft, ftVenv, "python (free-threaded)"}, {gil, gilVenv, "python (GIL)"}} {
+		if err := h.makeVenvWith(v.py, filepath.Join(h.bench, v.dir), "requirements-ft.txt", nil); err != nil {
+			return err
+		}
+		ver, err := output(v.py, "-c", "import sys; print(sys.version.split()[0])")
+		if err != nil {
+			return err
+		}
+		h.threadVersions[v.key] = ver
+	}
+	s, _ := suiteByName("freethreaded")
+	args := []string{"-m", "compileall", "-q"}
+	for _, app := range s.Apps {
+		args = append(args, h.expandDir(app.Dir))
+	}
+	if out, err := exec.Command(ft, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("compileall: %v: %s", err, out)
+	}
+	return nil
+}
+
+// freeThreaded is the free-threaded CPython scripts/freethreaded built,
+// building it first unless check (then "" when none is built).
+func (h *harness) freeThreaded(check bool) (string, error) {
+	args := []string{}
+	if check {
+		args = append(args, "--check")
+	}
+	cmd := exec.Command(filepath.Join(h.repo, "scripts", "freethreaded"), args...)
 	cmd.Stderr = os.Stderr // the build's progress, the first time
 	out, err := cmd.Output()
 	if err != nil {
-		return fmt.Errorf("scripts/freethreaded: %w", err)
+		if check {
+			return "", nil
+		}
+		return "", fmt.Errorf("scripts/freethreaded: %w", err)
 	}
-	ft := strings.TrimSpace(string(out))
-	// The first that runs as a GIL build: a pyenv shim on PATH may run
-	// none, or another version.
+	return strings.TrimSpace(string(out)), nil
+}
+
+// gil313 is a GIL build of CPython 3.13: the python3.13 on PATH, or the
+// newest under pyenv, the first that runs as one (a pyenv shim may run
+// none, or another version); "" when there is none.
+func gil313() string {
 	var candidates []string
 	if p, err := exec.LookPath("python3.13"); err == nil {
 		candidates = append(candidates, p)
 	}
 	home, _ := os.UserHomeDir()
 	found, _ := filepath.Glob(filepath.Join(home, ".pyenv", "versions", "3.13*", "bin", "python3.13"))
-	slices.Reverse(found) // the newest first
-	gil := ""
+	patch := func(path string) int { // 3.13.10 after 3.13.9
+		v := filepath.Base(filepath.Dir(filepath.Dir(path)))
+		n, _ := strconv.Atoi(strings.TrimPrefix(v, "3.13."))
+		return n
+	}
+	slices.SortFunc(found, func(a, b string) int { return patch(b) - patch(a) })
 	for _, py := range append(candidates, found...) {
-		if free, err := output(py, "-c", "import sys, sysconfig; print(sys.version_info[:2] == (3, 13) and not sysconfig.get_config_var('Py_GIL_DISABLED'))"); err == nil && free == "True" {
-			gil = py
-			break
+		if gil, err := output(py, "-c", "import sys, sysconfig; print(sys.version_info[:2] == (3, 13) and not sysconfig.get_config_var('Py_GIL_DISABLED'))"); err == nil && gil == "True" {
+			return py
 		}
 	}
-	if gil == "" {
-		return errors.New("the free-threaded suite needs a GIL build of CPython 3.13 (python3.13 on PATH, or under ~/.pyenv/versions)")
-	}
-	for _, v := range []struct{ py, dir string }{{ft, ftVenv}, {gil, gilVenv}} {
-		if err := h.makeVenvWith(v.py, filepath.Join(h.bench, v.dir), "requirements-ft.txt", nil); err != nil {
-			return err
-		}
-	}
-	return nil
+	return ""
 }
 
 // usesMojo is whether a suite selected has the Mojo m0serve selected.
@@ -581,6 +632,10 @@ func (h *harness) runSuite(s Suite) *Report {
 	for _, k := range []string{"python", "go", "wrk"} {
 		rep.Versions[k] = h.versions[k]
 	}
+	if s.Name == "freethreaded" {
+		delete(rep.Versions, "python") // the harness's own, which serves nothing here
+		maps.Copy(rep.Versions, h.threadVersions)
+	}
 	for _, app := range s.Apps {
 		if !h.selected(app.Name) {
 			continue
@@ -774,7 +829,6 @@ func (h *harness) launch(s Suite, sv Server, app App, rep *Report) (*contender, 
 	if cpus != "" {
 		c.command = "taskset -c " + cpus + " " + c.command
 	}
-	h.logf("%s / %s: %s", app.Name, sv.Label, c.command)
 	env := h.expand(sv.Env, port, app, "")
 	if len(env) > 0 {
 		c.command = h.shown(append(append([]string{"env"}, env...), argv...), port)
@@ -782,6 +836,7 @@ func (h *harness) launch(s Suite, sv Server, app App, rep *Report) (*contender, 
 			c.command = "taskset -c " + cpus + " " + c.command
 		}
 	}
+	h.logf("%s / %s: %s", app.Name, sv.Label, c.command)
 	if c.p, err = startServer(argv, env, cpus, c.logPath); err != nil {
 		return nil, fmt.Errorf("start: %v", err)
 	}

@@ -353,17 +353,17 @@ func suites() []Suite {
 		},
 		{
 			Name: "freethreaded", Title: "Free-threaded CPython", Tool: "wrk", Unpinned: true, Threads: 2,
-			About: "What a free-threaded CPython (3.13t, GIL off) gives one m0serve process on two cores: one and two pool threads on 3.13t, against a GIL build of 3.13 with one thread and with `--workers 2`, and gunicorn's gthread worker with two threads on the same 3.13t. m0serve loads the Python first on its PATH: bench/.venv-3.13t (the free-threaded build scripts/freethreaded makes) or bench/.venv-3.13 (a GIL build), both from bench/requirements-ft.txt. Nothing is pinned; wrk -t2 shares the cores, and the servers are still up together and loaded in turn. RSS is the peak over the load, of every process of the server's session. On two cores the Flask view measures each build's cost a request more than scaling: m0serve's Go side and wrk take much of the second core at these rates.",
+			About: "What a free-threaded CPython (3.13t, GIL off) gives one m0serve process on two cores: one and two pool threads on 3.13t, against a GIL build of 3.13 with one thread and with `--workers 2`, and gunicorn's gthread worker with two threads on the same 3.13t. m0serve loads the Python first on its PATH: bench/.venv-3.13t (the free-threaded build scripts/freethreaded makes) or bench/.venv-3.13 (a GIL build), both from bench/requirements-ft.txt. The applications' .pyc files are written before the suite (compileall), so that every server loads the same code: a module 3.13t compiles from source without one contends on its constants, which m0serve avoids and gunicorn does not (docs/running.md, \"Modules without a .pyc\"). Nothing is pinned; wrk -t2 shares the cores, and the servers are still up together and loaded in turn. RSS is the peak over the load, of every process of the server's session. On two cores the Flask view measures each build's cost a request more than scaling: m0serve's Go side and wrk take much of the second core at these rates.",
 			Apps: []App{
 				{Name: "cpu", About: "bench/apps/cpu_bound.py: 20,000 iterations of an integer recurrence in pure Python, `GET /`", Dir: "{apps}", Module: "cpu_bound", Callable: "application", Body: "1431330791\n"},
 				{Name: "flask", About: "examples/flask_app: Flask, `GET /json`", Dir: "{examples}/flask_app", Module: "app", Callable: "app", Path: "/json", Contains: `"hello":"world"`, ContentType: "application/json"},
 			},
 			Servers: []Server{
-				{Key: "ft-1", Group: "threads", Label: "m0serve, 3.13t, 1 thread", Args: threads(m0serveWSGI, "1"), Env: onPython("{ftvenv}")},
-				{Key: "ft-2", Group: "threads", Label: "m0serve, 3.13t, 2 threads", Args: threads(m0serveWSGI, "2"), Env: onPython("{ftvenv}")},
-				{Key: "gil-1", Group: "threads", Label: "m0serve, 3.13, 1 thread", Base: true, Args: threads(m0serveWSGI, "1"), Env: onPython("{gilvenv}")},
-				{Key: "gil-w2", Group: "threads", Label: "m0serve, 3.13, --workers 2", Base: true, Args: workers(threads(m0serveWSGI, "1"), "--workers", "2"), Env: onPython("{gilvenv}")},
-				{Key: "gunicorn-ft", Group: "threads", Label: "gunicorn gthread, 3.13t, 2 threads", Peer: true, Package: "gunicorn",
+				{Key: "ft-1", Group: "1 thread", Label: "m0serve, 3.13t, 1 thread", Args: threads(m0serveWSGI, "1"), Env: onPython("{ftvenv}")},
+				{Key: "ft-2", Group: "2 threads", Label: "m0serve, 3.13t, 2 threads", Args: threads(m0serveWSGI, "2"), Env: onPython("{ftvenv}")},
+				{Key: "gil-1", Group: "1 thread", Label: "m0serve, 3.13, 1 thread", Base: true, Args: threads(m0serveWSGI, "1"), Env: onPython("{gilvenv}")},
+				{Key: "gil-w2", Group: "2 threads", Label: "m0serve, 3.13, --workers 2", Base: true, Args: workers(threads(m0serveWSGI, "1"), "--workers", "2"), Env: onPython("{gilvenv}")},
+				{Key: "gunicorn-ft", Group: "2 threads", Label: "gunicorn gthread, 3.13t, 2 threads", Peer: true, Package: "gunicorn",
 					Args: onVenv(gunicorn("gthread", "--threads", "2"), "{ftvenv}")},
 			},
 			Concurrency: []int{16},

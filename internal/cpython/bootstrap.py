@@ -208,10 +208,12 @@ def _immortal_constants():
     writes to, and two threads of a CPU-bound view then run little faster
     than one. Loading the compiled code back through marshal, as a .pyc is
     loaded, makes every code object again (nested ones too) with its
-    constants immortal. A no-op on a GIL build, where nothing contends."""
-    import sysconfig
+    constants immortal. A no-op on a GIL build, where nothing contends.
 
-    if not sysconfig.get_config_var("Py_GIL_DISABLED"):
+    The wrapper's code is named as importlib's own, so that an import's
+    traceback (a SyntaxError in the application, say) is cleaned of
+    importlib's frames as before."""
+    if "t" not in getattr(sys, "abiflags", ""):  # a free-threaded build's flags carry "t"
         return
     import marshal
     from importlib import _bootstrap_external
@@ -222,6 +224,7 @@ def _immortal_constants():
         return marshal.loads(marshal.dumps(compiled(self, *args, **kwargs)))
 
     source_to_code.__doc__ = compiled.__doc__
+    source_to_code.__code__ = source_to_code.__code__.replace(co_filename=compiled.__code__.co_filename)
     _bootstrap_external.SourceLoader.source_to_code = source_to_code
 
 

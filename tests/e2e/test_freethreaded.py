@@ -169,11 +169,16 @@ def outer():
     return inner
 
 
+def const(code, value):
+    # By value: where a constant sits in co_consts changes between versions.
+    return next(c for c in code.co_consts if c == value)
+
+
 def application(environ, start_response):
     body = json.dumps({
-        "function": immortal(step.__code__.co_consts[1]),
-        "nested": immortal(outer().__code__.co_consts[1]),
-        "compiled_here": immortal(compile("y = 3141592653", "<here>", "exec").co_consts[0]),
+        "function": immortal(const(step.__code__, 1103515245)),
+        "nested": immortal(const(outer().__code__, 2718281828)),
+        "compiled_here": immortal(const(compile("y = 3141592653", "<here>", "exec"), 3141592653)),
     }).encode()
     start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
     return [body]
