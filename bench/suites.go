@@ -13,14 +13,14 @@ package main
 //	{apps}            bench/apps
 //	{conf}            a configuration file the server's Config wrote
 //
-// Every server but the workers suite's runs one worker process (beside an
-// idle supervisor where the server has one) pinned to CPU 0; the load tool
-// runs pinned to CPU 1. The suites whose servers are pinned and loaded by
-// the harness itself are measured in interleaved rounds (rounds.go): every
-// server of an application up at once, loaded in turn, round after round.
-// The workers suite (nothing pinned) and the fan-out suite (bench/holds
-// starts each server itself, and 10,000 held streams want the machine to
-// themselves) load one server at a time.
+// Every server but the workers and free-threaded suites' runs one worker
+// process (beside an idle supervisor where the server has one) pinned to
+// CPU 0; the load tool runs pinned to CPU 1. Every suite the harness loads
+// itself, pinned or not, is measured in interleaved rounds (rounds.go):
+// every server of an application up at once, loaded in turn, round after
+// round. The fan-out suite (bench/holds starts each server itself, and
+// 10,000 held streams want the machine to themselves) loads one server at
+// a time.
 
 import "strings"
 
