@@ -310,10 +310,7 @@ func (h *harness) ensureVenv() error {
 func (h *harness) ensureThreadVenvs(ft, gil string) error {
 	h.threadVersions = map[string]string{}
 	for _, v := range []struct{ py, dir, key string }{{ft, ftVenv, "python (free-threaded)"}, {gil, gilVenv, "python (GIL)"}} {
-		if err := h.makeVenvWith(v.py, filepath.Join(h.bench, v.dir), "requirements-ft.txt", nil); err != nil {
-			return err
-		}
-		ver, err := output(v.py, "-c", "import sys; print(sys.version.split()[0])")
+		ver, err := h.makeVenvWith(v.py, filepath.Join(h.bench, v.dir), "requirements-ft.txt", nil)
 		if err != nil {
 			return err
 		}
@@ -405,25 +402,26 @@ func (h *harness) makeVenv(dir, req string, extra []string) error {
 	if err != nil {
 		return errors.New("python3 not found on PATH")
 	}
-	return h.makeVenvWith(py, dir, req, extra)
+	_, err = h.makeVenvWith(py, dir, req, extra)
+	return err
 }
 
-// makeVenvWith is makeVenv with the interpreter py.
-func (h *harness) makeVenvWith(py, dir, req string, extra []string) error {
+// makeVenvWith is makeVenv with the interpreter py; it returns py's version.
+func (h *harness) makeVenvWith(py, dir, req string, extra []string) (string, error) {
 	ver, err := output(py, "-c", "import sys; print(sys.version.split()[0])")
 	if err != nil {
-		return err
+		return "", err
 	}
 	reqPath := filepath.Join(h.bench, req)
 	b, err := os.ReadFile(reqPath)
 	if err != nil {
-		return err
+		return "", err
 	}
 	sum := sha256.Sum256(b)
 	stamp := ver + " " + hex.EncodeToString(sum[:])
 	stampPath := filepath.Join(dir, ".bench-stamp")
 	if b, err := os.ReadFile(stampPath); err == nil && strings.TrimSpace(string(b)) == stamp {
-		return nil
+		return ver, nil
 	}
 	pip := filepath.Join(dir, "bin", "pip")
 	have, _ := output(filepath.Join(dir, "bin", "python"), "-c", "import sys; print(sys.version.split()[0])")
@@ -440,10 +438,10 @@ func (h *harness) makeVenvWith(py, dir, req string, extra []string) error {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+			return "", fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
 		}
 	}
-	return os.WriteFile(stampPath, []byte(stamp+"\n"), 0o644)
+	return ver, os.WriteFile(stampPath, []byte(stamp+"\n"), 0o644)
 }
 
 // build compiles m0serve and the harness's Go servers and tools into
@@ -824,17 +822,15 @@ func (h *harness) launch(s Suite, sv Server, app App, rep *Report) (*contender, 
 	if s.Unpinned {
 		cpus = ""
 	}
+	env := h.expand(sv.Env, port, app, "")
+	shown := argv
+	if len(env) > 0 { // the environment that picks the server's Python
+		shown = append(append([]string{"env"}, env...), argv...)
+	}
 	c := &contender{sv: sv, url: "http://127.0.0.1:" + strconv.Itoa(port) + path,
-		command: h.shown(argv, port), logPath: filepath.Join(h.raw, fmt.Sprintf("%s-%s-%s.log", s.Name, app.Name, sv.Key))}
+		command: h.shown(shown, port), logPath: filepath.Join(h.raw, fmt.Sprintf("%s-%s-%s.log", s.Name, app.Name, sv.Key))}
 	if cpus != "" {
 		c.command = "taskset -c " + cpus + " " + c.command
-	}
-	env := h.expand(sv.Env, port, app, "")
-	if len(env) > 0 {
-		c.command = h.shown(append(append([]string{"env"}, env...), argv...), port)
-		if cpus != "" {
-			c.command = "taskset -c " + cpus + " " + c.command
-		}
 	}
 	h.logf("%s / %s: %s", app.Name, sv.Label, c.command)
 	if c.p, err = startServer(argv, env, cpus, c.logPath); err != nil {
