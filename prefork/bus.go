@@ -32,6 +32,12 @@ import (
 //	'U' an unnumbered frame: channel length u16, channel, data; the worker
 //	    that reads it numbers and publishes it, as m0pub.publish would
 //
+// A frame with an SSE event type sets the channel length's top bit
+// (eventFlag) and has the event's length (u8) and the event between the
+// channel and the data. A channel is at most 1,024 bytes, so the bit is
+// free, and a frame without an event is as it was: a server started by
+// SIGUSR2 and the one it replaces read each other's frames.
+//
 // Kinds between workers:
 //
 //	'C' a connection, as the descriptor it carries (SCM_RIGHTS)
@@ -213,7 +219,7 @@ func (b *Bus) Close() error {
 // Send hands a frame this worker published to every sibling (realtime.Bus),
 // and to a successor's workers.
 func (b *Bus) Send(f *realtime.Frame) error {
-	m := appendFrame(header(kindFrame, b.self), f.ID, f.Channel, f.Data)
+	m := appendFrame(header(kindFrame, b.self), f)
 	for i := range b.out {
 		if i != b.self && b.runs(i) {
 			b.enqueue(i, m)
@@ -317,12 +323,23 @@ func header(kind byte, from int) []byte {
 	return append(make([]byte, 0, 64), kind, byte(from), byte(from>>8))
 }
 
-func appendFrame(m []byte, id realtime.ID, channel string, data []byte) []byte {
-	m = binary.LittleEndian.AppendUint64(m, id.Epoch)
-	m = binary.LittleEndian.AppendUint64(m, id.Seq)
-	m = binary.LittleEndian.AppendUint16(m, uint16(len(channel)))
-	m = append(m, channel...)
-	return append(m, data...)
+// eventFlag marks, in a frame's channel length, that an event follows the
+// channel.
+const eventFlag = 0x8000
+
+func appendFrame(m []byte, f *realtime.Frame) []byte {
+	m = binary.LittleEndian.AppendUint64(m, f.ID.Epoch)
+	m = binary.LittleEndian.AppendUint64(m, f.ID.Seq)
+	if f.Event == "" {
+		m = binary.LittleEndian.AppendUint16(m, uint16(len(f.Channel)))
+		m = append(m, f.Channel...)
+	} else {
+		m = binary.LittleEndian.AppendUint16(m, uint16(len(f.Channel))|eventFlag)
+		m = append(m, f.Channel...)
+		m = append(m, byte(len(f.Event)))
+		m = append(m, f.Event...)
+	}
+	return append(m, f.Data...)
 }
 
 // parseFrame reads a frame's fields; numbered says whether the id is there.
@@ -339,10 +356,19 @@ func parseFrame(body []byte, numbered bool) (*realtime.Frame, bool) {
 		return nil, false
 	}
 	n := int(binary.LittleEndian.Uint16(body))
+	event := n&eventFlag != 0
+	n &^= eventFlag
 	if len(body) < 2+n {
 		return nil, false
 	}
-	f.Channel, f.Data = string(body[2:2+n]), body[2+n:]
+	f.Channel, body = string(body[2:2+n]), body[2+n:]
+	if event {
+		if len(body) < 1 || len(body) < 1+int(body[0]) {
+			return nil, false
+		}
+		f.Event, body = string(body[1:1+int(body[0])]), body[1+int(body[0]):]
+	}
+	f.Data = body
 	return &f, true
 }
 
@@ -414,16 +440,17 @@ func (b *Bus) dispatch(m message) {
 	}
 	switch m.kind {
 	case kindFrame:
-		if f, ok := parseFrame(m.body, true); ok && realtime.ValidChannel(f.Channel) && len(f.Data) <= realtime.MaxFrame {
+		if f, ok := parseFrame(m.body, true); ok && realtime.ValidChannel(f.Channel) && len(f.Data) <= realtime.MaxFrame &&
+			realtime.ValidEvent(f.Event) {
 			f.Data = append([]byte(nil), f.Data...)
 			hub.Deliver(f)
 			if m.from == fromChild && b.forwarding() && b.firstRunning() {
-				b.forward(appendFrame(header(kindFrame, b.self), f.ID, f.Channel, f.Data))
+				b.forward(appendFrame(header(kindFrame, b.self), f))
 			}
 		}
 	case kindUnnumbered:
 		if f, ok := parseFrame(m.body, false); ok {
-			hub.Publish(f.Channel, f.Data) // refused names and sizes are counted there
+			hub.PublishEvent(f.Channel, f.Event, f.Data) // refused names, events and sizes are counted there
 		}
 	case kindConn:
 		if m.file == nil {
@@ -537,7 +564,7 @@ func (b *Bus) answerJournal(send func([]byte), req []byte) {
 	hub := b.hub.Load()
 	floor, frames := hub.Journal()
 	for _, f := range frames {
-		send(appendFrame(append(header(kindJournalFr, b.self), req...), f.ID, f.Channel, f.Data))
+		send(appendFrame(append(header(kindJournalFr, b.self), req...), f))
 	}
 	end := append(header(kindJournalEnd, b.self), req...)
 	end = binary.LittleEndian.AppendUint64(end, floor.Epoch)

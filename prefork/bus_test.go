@@ -166,7 +166,7 @@ func TestBusFrames(t *testing.T) {
 		got = f.ID
 	}
 	// A numbered frame with a bad channel is dropped, not delivered.
-	bad := appendFrame(header(kindFrame, fromChild), realtime.ID{Epoch: id.Epoch, Seq: 99}, "\x01reserved", []byte("x"))
+	bad := appendFrame(header(kindFrame, fromChild), &realtime.Frame{ID: realtime.ID{Epoch: id.Epoch, Seq: 99}, Channel: "\x01reserved", Data: []byte("x")})
 	if _, err := unix.Write(int(m.outboxes[2].Fd()), bad); err != nil {
 		t.Fatal(err)
 	}
@@ -356,23 +356,25 @@ func TestHandoff(t *testing.T) {
 // FuzzParseFrame: any datagram body parses to a frame within it, or to
 // none, and a frame written parses back whole.
 func FuzzParseFrame(f *testing.F) {
-	f.Add(appendFrame(nil, realtime.ID{Epoch: 7, Seq: 42}, "news", []byte("hello")), true)
+	f.Add(appendFrame(nil, &realtime.Frame{ID: realtime.ID{Epoch: 7, Seq: 42}, Channel: "news", Data: []byte("hello")}), true)
+	f.Add(appendFrame(nil, &realtime.Frame{ID: realtime.ID{Epoch: 7, Seq: 43}, Channel: "news", Event: "tick", Data: []byte("hello")}), true)
 	f.Add([]byte{4, 0, 'n', 'e', 'w', 's', 'x'}, false)
+	f.Add([]byte{4, 0x80, 'n', 'e', 'w', 's', 2, 'e', 'v', 'x'}, false)
 	f.Add([]byte{0xff, 0xff}, false)
 	f.Fuzz(func(t *testing.T, body []byte, numbered bool) {
 		fr, ok := parseFrame(body, numbered)
 		if !ok {
 			return
 		}
-		if len(fr.Channel)+len(fr.Data) > len(body) {
-			t.Fatalf("a frame larger than its datagram: %d+%d of %d", len(fr.Channel), len(fr.Data), len(body))
+		if len(fr.Channel)+len(fr.Event)+len(fr.Data) > len(body) {
+			t.Fatalf("a frame larger than its datagram: %d+%d+%d of %d", len(fr.Channel), len(fr.Event), len(fr.Data), len(body))
 		}
-		enc := appendFrame(nil, fr.ID, fr.Channel, fr.Data)
+		enc := appendFrame(nil, fr)
 		if !numbered {
 			enc = enc[16:] // no id
 		}
 		again, ok := parseFrame(enc, numbered)
-		if !ok || again.ID != fr.ID && numbered || again.Channel != fr.Channel || string(again.Data) != string(fr.Data) {
+		if !ok || again.ID != fr.ID && numbered || again.Channel != fr.Channel || again.Event != fr.Event || string(again.Data) != string(fr.Data) {
 			t.Fatalf("%+v did not parse back: %+v", fr, again)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"github.com/m0serve/m0/internal/wire"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +35,10 @@ var ErrDraining = errors.New("realtime: the hub is draining")
 type Frame struct {
 	ID      ID
 	Channel string
-	Data    []byte
+	// Event is the frame's SSE event type, "" for a message event
+	// (ValidEvent); a WebSocket subscriber is sent Data alone.
+	Event string
+	Data  []byte
 
 	once sync.Once
 	sse  []byte // the SSE event, made once
@@ -42,7 +46,7 @@ type Frame struct {
 
 // SSE returns the frame as one SSE event, its id and its data.
 func (f *Frame) SSE() []byte {
-	f.once.Do(func() { f.sse = appendEvent(nil, f.ID.String(), "", f.Data) })
+	f.once.Do(func() { f.sse = appendEvent(nil, f.ID.String(), f.Event, f.Data) })
 	return f.sse
 }
 
@@ -51,6 +55,26 @@ func (f *Frame) SSE() []byte {
 // reserved).
 func ValidChannel(name string) bool {
 	return len(name) > 0 && len(name) <= MaxChannel && name[0] >= 0x20 && name[0] != 0x7f
+}
+
+// MaxEvent is the longest SSE event type a frame may carry, in bytes.
+const MaxEvent = 255
+
+// ValidEvent reports whether a frame may carry event as its SSE event type:
+// "" (a message event), or 1 to MaxEvent bytes without a control byte (a
+// line break would end the field and begin another) that do not begin
+// "m0-", the prefix of the server's own events (GapEvent, PositionEvent),
+// which a publisher could otherwise forge.
+func ValidEvent(event string) bool {
+	if len(event) > MaxEvent || strings.HasPrefix(event, "m0-") {
+		return false
+	}
+	for i := 0; i < len(event); i++ {
+		if c := event[i]; c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // Bus carries frames between the processes whose hubs share channels (the
@@ -172,16 +196,23 @@ func New(opts *Options) *Hub {
 // other processes. ok is false, and nothing is sent, for a channel name
 // ValidChannel refuses or data over MaxFrame bytes. data is copied.
 func (h *Hub) Publish(channel string, data []byte) (id ID, ok bool) {
-	return h.publish(channel, ID{}, data)
+	return h.publish(channel, "", ID{}, data)
 }
 
-// publish is Publish as event id, or the next id when id is zero.
-func (h *Hub) publish(channel string, id ID, data []byte) (ID, bool) {
-	if !ValidChannel(channel) || len(data) > MaxFrame {
+// PublishEvent is Publish of a frame whose SSE event type is event (an
+// EventSource dispatches it to that type's listeners). ok is false, and
+// nothing is sent, also for an event ValidEvent refuses.
+func (h *Hub) PublishEvent(channel, event string, data []byte) (id ID, ok bool) {
+	return h.publish(channel, event, ID{}, data)
+}
+
+// publish is PublishEvent as event id, or the next id when id is zero.
+func (h *Hub) publish(channel, event string, id ID, data []byte) (ID, bool) {
+	if !ValidChannel(channel) || len(data) > MaxFrame || !ValidEvent(event) {
 		h.refused.Add(1)
 		return ID{}, false
 	}
-	f := &Frame{ID: id, Channel: channel, Data: bytes.Clone(data)}
+	f := &Frame{ID: id, Channel: channel, Event: event, Data: bytes.Clone(data)}
 	h.mu.Lock()
 	if f.ID.IsZero() {
 		f.ID = h.ids.Next()
@@ -212,7 +243,7 @@ func (h *Hub) PublishID(channel string, id ID, data []byte) (ok bool) {
 		h.refused.Add(1)
 		return false
 	}
-	_, ok = h.publish(channel, id, data)
+	_, ok = h.publish(channel, "", id, data)
 	return ok
 }
 

@@ -1,6 +1,7 @@
 package realtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
@@ -36,6 +37,35 @@ func TestPublishRefuses(t *testing.T) {
 	}
 	if st := h.Stats(); st.Published != 3 || st.Refused != 6 || st.JournalDepth != 3 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestPublishEvent: a frame's event type goes into its SSE event, and an
+// event that would break the stream or forge the server's is refused.
+func TestPublishEvent(t *testing.T) {
+	h := New(nil)
+	sub, err := h.Subscribe("room", false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	id, ok := h.PublishEvent("room", "update", []byte("one\ntwo"))
+	if !ok {
+		t.Fatal("refused")
+	}
+	f := <-sub.C()
+	if want := "id: " + id.String() + "\nevent: update\ndata: one\ndata: two\n\n"; string(f.SSE()) != want {
+		t.Fatalf("SSE %q, want %q", f.SSE(), want)
+	}
+	for _, ev := range []string{GapEvent, PositionEvent, "m0-anything", "a\nb", "a\rb", "tab\there", "\x7f", string(make([]byte, MaxEvent+1))} {
+		if _, ok := h.PublishEvent("room", ev, []byte("x")); ok || ValidEvent(ev) {
+			t.Errorf("event %q taken", ev)
+		}
+	}
+	for _, ev := range []string{"", "m0", "M0-not-ours", "caf\u00e9", string(bytes.Repeat([]byte("e"), MaxEvent))} {
+		if !ValidEvent(ev) {
+			t.Errorf("event %q refused", ev)
+		}
 	}
 }
 

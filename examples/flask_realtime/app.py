@@ -57,6 +57,9 @@ def announce_view() -> Response:
 def announce(text: str) -> None:
     """Say TEXT to the room (inside the server; from a shell it says why not)."""
     try:
-        click.echo(m0pub.publish(CHANNEL, f"announcement: {text}"))
-    except m0pub.NotServing as e:
+        frame_id = m0pub.publish(CHANNEL, f"announcement: {text}")
+    except m0pub.NotServing as e:  # a server without --realtime
         raise click.ClickException(str(e)) from None
+    if frame_id is False:  # outside the server: its warning says why
+        raise click.ClickException("the announcement was not published")
+    click.echo(frame_id)

@@ -22,9 +22,10 @@ func go_log(level C.int, msg *C.char) {
 	slog.Log(context.Background(), slog.Level(level), C.GoString(msg))
 }
 
-// Publisher publishes a frame for Python's _m0.publish: its id, and false
-// when the channel refuses it. data is valid only during the call.
-type Publisher func(channel string, data []byte) (id string, ok bool)
+// Publisher publishes a frame for Python's _m0.publish, with an SSE event
+// type ("" for none): its id, and false when the channel refuses it. data
+// is valid only during the call.
+type Publisher func(channel, event string, data []byte) (id string, ok bool)
 
 var publisher atomic.Pointer[Publisher]
 
@@ -39,10 +40,11 @@ func SetPublisher(fn Publisher) {
 }
 
 // go_publish is _m0.publish: 1 with the id written to idbuf, 0 when the
-// channel refused the frame, -1 without a publisher.
+// channel refused the frame, -1 without a publisher. event (elen bytes) is
+// the frame's SSE event type, elen 0 for none.
 //
 //export go_publish
-func go_publish(channel *C.char, clen C.size_t, data *C.char, dlen C.size_t, idbuf *C.char, idlen C.size_t) C.int {
+func go_publish(channel *C.char, clen C.size_t, event *C.char, elen C.size_t, data *C.char, dlen C.size_t, idbuf *C.char, idlen C.size_t) C.int {
 	p := publisher.Load()
 	if p == nil {
 		return -1
@@ -51,7 +53,11 @@ func go_publish(channel *C.char, clen C.size_t, data *C.char, dlen C.size_t, idb
 	if dlen > 0 {
 		d = unsafe.Slice((*byte)(unsafe.Pointer(data)), int(dlen))
 	}
-	id, ok := (*p)(C.GoStringN(channel, C.int(clen)), d)
+	var ev string
+	if elen > 0 {
+		ev = C.GoStringN(event, C.int(elen))
+	}
+	id, ok := (*p)(C.GoStringN(channel, C.int(clen)), ev, d)
 	if !ok {
 		return 0
 	}

@@ -178,25 +178,29 @@ static PyObject *m0_log(PyObject *self, PyObject *args)
 	return Py_None;
 }
 
-/* _m0.publish(channel: str, data: bytes) -> str | False | None: the frame's
- * id, False when the channel refused it, None when the process publishes
- * nowhere (the server runs without a hub). Any thread holding the GIL; the
- * GIL is released while Go publishes. channel and data are borrowed: Go
- * copies what it keeps. */
+/* _m0.publish(channel: str, data: bytes, event: str = "") -> str | False |
+ * None: the frame's id, False when the channel refused it (or the event),
+ * None when the process publishes nowhere (the server runs without a hub).
+ * event is the frame's SSE event type, "" for none. Any thread holding the
+ * GIL; the GIL is released while Go publishes. channel, data and event are
+ * borrowed: Go copies what it keeps. */
 static PyObject *m0_publish(PyObject *self, PyObject *args)
 {
 	(void)self;
-	PyObject *channel, *data;
-	if (!py.PyArg_ParseTuple(args, "UO", &channel, &data))
+	PyObject *channel, *data, *event = NULL;
+	if (!py.PyArg_ParseTuple(args, "UO|U", &channel, &data, &event))
 		return NULL;
-	Py_ssize_t clen, dlen;
+	Py_ssize_t clen, dlen, elen = 0;
 	const char *c = py.PyUnicode_AsUTF8AndSize(channel, &clen);
 	char *d;
 	if (!c || py.PyBytes_AsStringAndSize(data, &d, &dlen) < 0)
 		return NULL;
+	const char *e = "";
+	if (event && !(e = py.PyUnicode_AsUTF8AndSize(event, &elen)))
+		return NULL;
 	char id[64];
 	PyThreadState *ts = py.PyEval_SaveThread(); /* never block in Go holding the GIL */
-	int rc = go_publish((char *)c, (size_t)clen, d, (size_t)dlen, id, sizeof id);
+	int rc = go_publish((char *)c, (size_t)clen, (char *)e, (size_t)elen, d, (size_t)dlen, id, sizeof id);
 	m0_attach(ts);
 	if (rc < 0) {
 		py.Py_IncRef(Py_None);
@@ -210,7 +214,7 @@ static PyObject *m0_publish(PyObject *self, PyObject *args)
 static PyMethodDef m0_methods[] = {
 	{"log", m0_log, METH_VARARGS, "log(level, message): write a line to the server's log."},
 	{"publish", m0_publish, METH_VARARGS,
-	 "publish(channel, data): publish a frame; its id, False if refused, None without a hub."},
+	 "publish(channel, data, event=''): publish a frame; its id, False if refused, None without a hub."},
 	{NULL, NULL, 0, NULL},
 };
 

@@ -24,17 +24,23 @@ import time
 from typing import Optional, Union
 from urllib.parse import urlencode
 
-__all__ = ["stream_url", "NoGrantKey", "MIN_KEY"]
+__all__ = ["stream_url", "GrantError", "NoGrantKey", "MIN_KEY", "DEFAULT_TTL"]
 
 #: The shortest key the server takes, in bytes.
 MIN_KEY = 32
 #: The longest channel name, in bytes.
 MAX_CHANNEL = 1024
+#: How long a grant lasts, in seconds, unless ``ttl`` says otherwise.
+DEFAULT_TTL = 60
 
 Key = Union[str, bytes]
 
 
-class NoGrantKey(RuntimeError):
+class GrantError(ValueError):
+    """A grant that cannot be signed: no key, or an argument it refuses."""
+
+
+class NoGrantKey(GrantError, RuntimeError):
     """No signing key: M0_GRANT_KEY is unset or too short."""
 
 
@@ -42,11 +48,11 @@ def _field(b: bytes) -> bytes:
     return str(len(b)).encode() + b":" + b + b","
 
 
-def _message(prefix: str, channel: str, exp: int, session: Optional[str]) -> bytes:
+def _message(prefix: str, channel: str, exp: int, session: Optional[bytes]) -> bytes:
     msg = _field(b"m0-grant-1") + _field(prefix.encode()) + _field(channel.encode()) + _field(str(exp).encode())
     if session is None:
         return msg + _field(b"0") + _field(b"")
-    return msg + _field(b"1") + _field(session.encode())
+    return msg + _field(b"1") + _field(session)
 
 
 def _key(key: Optional[Key]) -> bytes:
@@ -66,22 +72,26 @@ def stream_url(
     prefix: str,
     channel: str,
     *,
-    session: Optional[str] = None,
-    ttl: int = 60,
+    session: Union[str, bytes, None] = None,
+    ttl: int = DEFAULT_TTL,
     key: Optional[Key] = None,
     now: Optional[float] = None,
 ) -> str:
     """The URL of a held stream of ``channel`` under the hold mount ``prefix``.
 
     ``session`` is the value of the session cookie (``M0_GRANT_COOKIE``,
-    ``sessionid`` by default) as the browser sends it: the grant then serves
-    that session only. ``None`` makes a grant anyone holding the URL may use.
-    The grant expires ``ttl`` seconds from now (a reconnect after that is
-    refused, so make it longer than a page stays open, or sign again).
-    ``key`` defaults to ``M0_GRANT_KEY``.
+    ``sessionid`` by default) as the browser sends it, ``str`` or ``bytes``:
+    the grant then serves that session only (an empty value is signed, as
+    the other implementation signs it, but no request can use the grant: the
+    server refuses a bound grant without a session cookie). ``None`` makes a grant anyone holding the URL may
+    use. The grant expires ``ttl`` seconds from now (a reconnect after that is
+    refused, so make it longer than a page stays open, or sign again; zero or
+    less signs one already expired). ``key`` defaults to ``M0_GRANT_KEY``.
+    Raises ``GrantError`` (a ``ValueError``) for an argument it refuses,
+    ``NoGrantKey`` (one too) without a key.
     """
     if not isinstance(prefix, str) or not prefix.startswith("/"):
-        raise ValueError(f"grant.stream_url: the prefix is the mount's path, starting with /, not {prefix!r}")
+        raise GrantError(f"grant.stream_url: the prefix is the mount's path, starting with /, not {prefix!r}")
     if (
         not isinstance(channel, str)
         or not channel
@@ -89,18 +99,19 @@ def stream_url(
         or channel[0] == "\x7f"
         or len(channel.encode()) > MAX_CHANNEL
     ):
-        raise ValueError(f"grant.stream_url: {channel!r} is not a channel name")
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0:
-        raise ValueError(f"grant.stream_url: ttl is a positive number of seconds, not {ttl!r}")
-    if session is not None and not isinstance(session, str):
-        raise TypeError(f"grant.stream_url: session is the cookie's value (str), not {type(session).__name__}")
-    if session == "":
-        raise ValueError(
-            "grant.stream_url: session is empty (a visitor without a session cookie?); "
-            "pass the cookie's value, or None for a grant anyone holding the URL may use"
-        )
+        raise GrantError(f"grant.stream_url: {channel!r} is not a channel name")
+    if isinstance(ttl, bool) or not isinstance(ttl, int):
+        raise GrantError(f"grant.stream_url: ttl is a number of seconds, not {ttl!r}")
+    if isinstance(session, str):
+        bound: Optional[bytes] = session.encode()
+    elif isinstance(session, (bytes, bytearray)):
+        bound = bytes(session)
+    elif session is None:
+        bound = None
+    else:
+        raise TypeError(f"grant.stream_url: session is the cookie's value (str or bytes), not {type(session).__name__}")
     exp = int(time.time() if now is None else now) + ttl
-    sig = hmac.new(_key(key), _message(prefix, channel, exp, session), hashlib.sha256).digest()
+    sig = hmac.new(_key(key), _message(prefix, channel, exp, bound), hashlib.sha256).digest()
     query = urlencode(
         [
             ("ch", channel),

@@ -17,6 +17,16 @@ the frame's id. Handed only ``bus_write_fds()``, the child still publishes,
 unnumbered: a worker numbers the frame, and ``publish`` returns ``True``.
 The descriptors are the only way to the server; there is no address. The
 server names them to its children in the environment variable ``M0_BUS``.
+
+In a process no m0serve started (a shell, a cron job, an application's own
+tests) ``publish`` sends nothing: it warns once (``RuntimeWarning``) and
+returns ``False``. From outside, publish through the database instead:
+``cursor.execute(*m0pub.notify_sql(channel, data))`` under ``--pg-listen``.
+
+The calls of the other m0serve implementation's ``m0pub`` (PyPI's
+``m0serve``) are here too, so that an application moves between the two
+unchanged: ``publish(channel, data, event=...)``, ``publish_with_id``,
+``publish_frame``, ``sse_event``, ``next_event_id`` and ``notify_sql``.
 """
 
 from __future__ import annotations
@@ -27,15 +37,37 @@ import select
 import stat
 import struct
 import threading
+import warnings
 from typing import Callable, Optional, Union
 
-__all__ = ["NotServing", "publish", "child_fds", "bus_write_fds", "MAX_FRAME", "MAX_CHANNEL"]
+__all__ = [
+    "NotServing",
+    "publish",
+    "publish_with_id",
+    "publish_frame",
+    "sse_event",
+    "next_event_id",
+    "notify_sql",
+    "child_fds",
+    "bus_write_fds",
+    "MAX_FRAME",
+    "MAX_CHANNEL",
+    "MAX_EVENT",
+    "NO_EVENT_ID",
+]
 
 #: The largest frame a channel takes, in bytes.
 MAX_FRAME = 64 * 1024
 
 #: The longest channel name, in bytes of UTF-8.
 MAX_CHANNEL = 1024
+
+#: The longest SSE event type a frame may carry, in bytes of UTF-8.
+MAX_EVENT = 255
+
+#: What ``next_event_id`` returns and ``sse_event`` takes for "no id": the
+#: server numbers each frame as it publishes it.
+NO_EVENT_ID = -1
 
 #: The environment variable in which a worker names the page and the bus to
 #: its child processes: ``page=FD:INODE;bus=FD:INODE,FD:INODE,...``.
@@ -55,9 +87,11 @@ _OFF_EPOCH = 8
 _OFF_SEQ = 16
 
 # A message on the bus (prefork/bus.go): kind, then the sender, 0xffff for a
-# child process.
+# child process. A frame with an event sets the channel length's top bit and
+# carries the event's length (one byte) and the event after the channel.
 _NUMBERED = b"F\xff\xff"
 _UNNUMBERED = b"U\xff\xff"
+_EVENT_FLAG = 0x8000
 
 # POSIX locks belong to the process, not to a thread: this orders the
 # threads of one process, the fcntl lock the processes.
@@ -78,14 +112,15 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 _NOT_INSIDE = (
-    "m0pub.publish needs to run inside m0serve: this Python process was not started by it "
-    "(publish from a view, from a thread of the application, or from a command the application "
-    "runs in the server, e.g. Django's call_command in a view; from a child process a view starts, "
-    "pass it pass_fds=m0pub.child_fds(); start the server with m0serve --realtime)"
+    "m0pub.publish sent nothing: it reaches subscribers only inside m0serve, and this Python process "
+    "was not started by it (publish from a view, from a thread of the application, or from a command "
+    "the application runs in the server, e.g. Django's call_command in a view; from a child process a "
+    "view starts, pass it pass_fds=m0pub.child_fds(); start the server with m0serve --realtime; from "
+    "outside the server, execute m0pub.notify_sql(...) against the database of --pg-listen)"
 )
 
 
-def _publisher() -> Optional[Callable[[str, bytes], object]]:
+def _publisher() -> Optional[Callable[..., object]]:
     """The server's publish in its own process; None in any other."""
     if _forked:
         return None
@@ -93,21 +128,27 @@ def _publisher() -> Optional[Callable[[str, bytes], object]]:
         import _m0  # type: ignore[import-not-found]
     except ImportError:
         return None
-    publish: Callable[[str, bytes], object] = _m0.publish
+    publish: Callable[..., object] = _m0.publish
     return publish
 
 
-def _bus_env(caller: str) -> tuple[tuple[int, int], list[tuple[int, int]]]:
-    """The page's and the bus's (descriptor, inode) pairs, as M0_BUS names them."""
+_warned = False
+
+
+def _not_inside() -> None:
+    """Warns, once a process, that a publish outside m0serve went nowhere."""
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(_NOT_INSIDE, RuntimeWarning, stacklevel=4)
+
+
+def _bus_env(caller: str) -> Optional[tuple[tuple[int, int], list[tuple[int, int]]]]:
+    """The page's and the bus's (descriptor, inode) pairs, as M0_BUS names
+    them; None where it is not set (no m0serve started this process)."""
     value = os.environ.get(BUS_ENV)
     if value is None:
-        if caller == "publish":
-            raise NotServing(_NOT_INSIDE)
-        raise NotServing(
-            f"m0pub.{caller} names the descriptors of m0serve's bus, and this process has none: "
-            f"{BUS_ENV} is not set (call it in an application m0serve --realtime serves, "
-            "or in a child process it handed them to)"
-        )
+        return None
     try:
         page_part, bus_part = value.split(";")
         page_key, page_value = page_part.split("=", 1)
@@ -160,11 +201,14 @@ def child_fds() -> list[int]:
     """The descriptors to hand a child process so that it can publish numbered
     frames: the event-id page, then the bus (one per worker).
 
-    ``subprocess.Popen([...], pass_fds=m0pub.child_fds())``. Raises
-    ``NotServing`` in a process that has none to hand on (not served by
-    ``m0serve --realtime``, nor handed them).
+    ``subprocess.Popen([...], pass_fds=m0pub.child_fds())``. In a process no
+    m0serve started, none: ``[]``. Raises ``NotServing`` in a process that
+    was not handed the ones ``M0_BUS`` names.
     """
-    page, bus = _bus_env("child_fds")
+    env = _bus_env("child_fds")
+    if env is None:
+        return []
+    page, bus = env
     if not _page_ok(*page):
         raise _not_handed("child_fds", page[0])
     return [page[0], *_handed_bus("child_fds", bus)]
@@ -174,9 +218,13 @@ def bus_write_fds() -> list[int]:
     """The bus's descriptors alone (one per worker): a child process handed
     only these publishes unnumbered frames, which a worker numbers.
 
-    Raises ``NotServing`` in a process that has none to hand on.
+    In a process no m0serve started, none: ``[]``. Raises ``NotServing`` in a
+    process that was not handed the ones ``M0_BUS`` names.
     """
-    return _handed_bus("bus_write_fds", _bus_env("bus_write_fds")[1])
+    env = _bus_env("bus_write_fds")
+    if env is None:
+        return []
+    return _handed_bus("bus_write_fds", env[1])
 
 
 def _handed_bus(caller: str, bus: list[tuple[int, int]]) -> list[int]:
@@ -186,24 +234,31 @@ def _handed_bus(caller: str, bus: list[tuple[int, int]]) -> list[int]:
     return [fd for fd, _ in bus]
 
 
-def publish(channel: str, data: Data) -> Union[str, bool]:
+def publish(channel: str, data: Data, event: Optional[str] = None) -> Union[str, bool]:
     """Publish ``data`` as the next frame of ``channel``.
 
-    ``data`` is text (sent as UTF-8) or bytes of up to ``MAX_FRAME``. Returns the
-    frame's event id, or ``False`` when the channel refused the frame (a name
-    that is empty, over ``MAX_CHANNEL`` bytes or begins with a control
-    character, or data over ``MAX_FRAME``).
+    ``data`` is text (sent as UTF-8) or bytes of up to ``MAX_FRAME``. ``event``
+    is the frame's SSE event type (an ``EventSource`` dispatches it to that
+    type's listeners; ``None`` or ``""``: a message event); a WebSocket
+    subscriber is sent the data alone. Returns the frame's event id, or
+    ``False`` when the channel refused the frame (a name that is empty, over
+    ``MAX_CHANNEL`` bytes or begins with a control character, data over
+    ``MAX_FRAME``, an event over ``MAX_EVENT`` bytes, with a control character
+    or beginning ``m0-``, the server's own events).
 
     In a child process handed ``child_fds()`` it returns the id too; handed
     only ``bus_write_fds()``, ``True``: the frame is sent, and a worker
     numbers it. A child waits while the bus is full, never drops a frame.
 
-    Raises ``NotServing`` where no server is reachable (outside m0serve, a
-    server without ``--realtime``, a child not handed the descriptors),
+    In a process no m0serve started, nothing is sent: it warns once and
+    returns ``False``. Raises ``NotServing`` under an m0serve that has no
+    channels (no ``--realtime``) and in a child not handed the descriptors,
     ``TypeError`` for data of another type.
     """
     if not isinstance(channel, str):
         raise TypeError(f"m0pub.publish: the channel is a str, not {type(channel).__name__}")
+    if event is not None and not isinstance(event, str):
+        raise TypeError(f"m0pub.publish: the event is a str, not {type(event).__name__}")
     if isinstance(data, str):
         payload = data.encode("utf-8")
     elif isinstance(data, bytes):
@@ -214,8 +269,8 @@ def publish(channel: str, data: Data) -> Union[str, bool]:
         raise TypeError(f"m0pub.publish: data is str or bytes, not {type(data).__name__}")
     server = _publisher()
     if server is None:
-        return _publish_child(channel, payload)
-    result = server(channel, payload)
+        return _publish_child(channel, payload, event or "")
+    result = server(channel, payload, event) if event else server(channel, payload)
     if result is None:
         raise NotServing(
             "m0serve serves this application without realtime channels: start it with --realtime "
@@ -226,13 +281,101 @@ def publish(channel: str, data: Data) -> Union[str, bool]:
     return str(result)
 
 
-def _valid(name: bytes, payload: bytes) -> bool:
-    """realtime.ValidChannel, and the frame's size."""
-    return 0 < len(name) <= MAX_CHANNEL and name[0] >= 0x20 and name[0] != 0x7F and len(payload) <= MAX_FRAME
+def publish_with_id(channel: str, data: Data, event: Optional[str] = None) -> tuple[int, Optional[str]]:
+    """``publish``, answered as ``(sent, id)``: ``(1, id)`` for a frame sent
+    and numbered, ``(1, None)`` for one sent unnumbered (a child handed only
+    ``bus_write_fds()``; a worker numbers it), ``(0, None)`` for one not sent.
+    """
+    result = publish(channel, data, event)
+    if result is False:
+        return 0, None
+    return 1, (None if result is True else result)
 
 
-def _publish_child(channel: str, payload: bytes) -> Union[str, bool]:
-    page, bus = _bus_env("publish")
+def publish_frame(channel: str, frame: Union[str, bytes], event_id: Union[int, str] = NO_EVENT_ID) -> int:
+    """Publish a frame written as SSE text (``sse_event``'s, or ``"event:
+    tick\\ndata: 1\\n\\n"``): its ``data:`` lines, joined by line feeds, as the
+    frame's data and its ``event:`` as its event type. The server numbers the
+    frame itself, so an ``id:`` line and ``event_id`` are not used; comments and
+    ``retry:`` are dropped. Returns 1 when sent, 0 when not (no ``data:`` line,
+    which an ``EventSource`` would not dispatch either, or a refusal).
+    """
+    if isinstance(frame, bytes):
+        text = frame.decode("utf-8")
+    elif isinstance(frame, str):
+        text = frame
+    else:
+        raise TypeError(f"m0pub.publish_frame: the frame is str or bytes, not {type(frame).__name__}")
+    data: list[str] = []
+    event = ""
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        if not line or line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if field == "data":
+            data.append(value)
+        elif field == "event":
+            event = value
+    if not data:
+        return 0
+    return publish_with_id(channel, "\n".join(data), event)[0]
+
+
+def sse_event(data: str, event: Optional[str] = None, event_id: Union[int, str] = NO_EVENT_ID) -> bytes:
+    """``data`` written as one SSE event: an ``id:`` line (none for
+    ``NO_EVENT_ID``), an ``event:`` line (none for ``None``), a ``data:`` line for
+    each of its lines, and the blank line that ends it, in UTF-8."""
+    lines = []
+    if event_id != NO_EVENT_ID and event_id is not None:
+        lines.append(f"id: {event_id}")
+    if event:
+        lines.append("event: " + event)
+    lines += ["data: " + line for line in (data.splitlines() or [""])]
+    return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+def next_event_id() -> int:
+    """``NO_EVENT_ID``: m0serve numbers each frame as it publishes it (ids are
+    ``EPOCH-SEQ`` strings, which ``publish`` returns), so there is no id to take
+    ahead of a publish."""
+    return NO_EVENT_ID
+
+
+def notify_sql(channel: str, data: str, event: Optional[str] = None) -> tuple[str, list[str]]:
+    """The SQL that publishes ``data`` on ``channel`` from outside the server,
+    through the database every instance started with ``--pg-listen`` shares,
+    as ``(statement, parameters)`` for a DB-API cursor::
+
+        with connection.cursor() as cur:
+            cur.execute(*m0pub.notify_sql("news", "hello", event="greeting"))
+
+    The frame is published when the transaction commits (``m0.publish``,
+    docs/pg.md), and refused there, with an error, as ``publish`` refuses it.
+    """
+    return "SELECT m0.publish(%s, %s, %s)", [channel, data, event or ""]
+
+
+def _valid(name: bytes, payload: bytes, event: bytes) -> bool:
+    """realtime.ValidChannel, realtime.ValidEvent, and the frame's size."""
+    return (
+        0 < len(name) <= MAX_CHANNEL
+        and name[0] >= 0x20
+        and name[0] != 0x7F
+        and len(payload) <= MAX_FRAME
+        and len(event) <= MAX_EVENT
+        and not event.startswith(b"m0-")
+        and not any(c < 0x20 or c == 0x7F for c in event)
+    )
+
+
+def _publish_child(channel: str, payload: bytes, event: str) -> Union[str, bool]:
+    env = _bus_env("publish")
+    if env is None:
+        _not_inside()
+        return False
+    page, bus = env
     handed = [fd for fd, ino in bus if _is(fd, ino, stat.S_ISSOCK)]
     if not handed:
         raise NotServing(
@@ -240,14 +383,19 @@ def _publish_child(channel: str, payload: bytes) -> Union[str, bool]:
             "start it with pass_fds=m0pub.child_fds() (or pass_fds=m0pub.bus_write_fds())"
         )
     name = channel.encode("utf-8")
-    if not _valid(name, payload):
+    ev = event.encode("utf-8")
+    if not _valid(name, payload, ev):
         return False
+    if ev:
+        body = struct.pack("<H", len(name) | _EVENT_FLAG) + name + bytes([len(ev)]) + ev + payload
+    else:
+        body = struct.pack("<H", len(name)) + name + payload
     if len(handed) < len(bus) or not _page_ok(*page):
         # Any worker numbers it and hands it to the others.
-        _send(handed[0], _UNNUMBERED + struct.pack("<H", len(name)) + name + payload)
+        _send(handed[0], _UNNUMBERED + body)
         return True
     epoch, seq = _next_id(page[0])
-    message = _NUMBERED + struct.pack("<QQH", epoch, seq, len(name)) + name + payload
+    message = _NUMBERED + struct.pack("<QQ", epoch, seq) + body
     for fd in handed:  # every worker's inbox, each delivers it to its own subscribers
         _send(fd, message)
     return _id_string(epoch, seq)

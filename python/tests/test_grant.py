@@ -54,15 +54,33 @@ def test_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
         (("live", "room"), {}),
         (("/live", ""), {}),
         (("/live", "\x01x"), {}),
-        (("/live", "room"), {"ttl": 0}),
         (("/live", "room"), {"ttl": True}),
-        (("/live", "room"), {"session": ""}),
+        (("/live", "room"), {"ttl": 1.5}),
         (("/live", "x" * 1025), {}),
     ],
 )
 def test_refusals(args: tuple[str, str], kwargs: dict[str, Any]) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(grant.GrantError):
         grant.stream_url(*args, key="k" * 32, **kwargs)
+
+
+def test_refusals_are_value_errors_and_no_key_a_runtime_error_too() -> None:
+    assert issubclass(grant.GrantError, ValueError)
+    assert issubclass(grant.NoGrantKey, grant.GrantError) and issubclass(grant.NoGrantKey, RuntimeError)
+
+
+def test_what_the_other_implementation_takes() -> None:
+    """A session as bytes signs as the same str does; an empty session binds
+    to an empty cookie; a ttl of zero or less signs a grant already expired."""
+    v = vectors()[0]
+    bound = next(x for x in vectors() if x["bound"])
+    as_bytes = grant.stream_url(bound["prefix"], bound["channel"], session=bound["session"].encode(), ttl=100,
+                                key=bound["key"].encode(), now=bound["exp"] - 100)
+    assert as_bytes == f"{bound['prefix']}?{bound['query']}"
+    assert "ses=1" in grant.stream_url("/live", "room", session="", key="k" * 32)
+    expired = grant.stream_url(v["prefix"], v["channel"], ttl=-10, key=v["key"], now=1000)
+    assert "exp=990&" in expired
+    assert grant.DEFAULT_TTL == 60
 
 
 def test_session_must_be_text() -> None:

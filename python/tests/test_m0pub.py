@@ -11,17 +11,27 @@ import sys
 import textwrap
 import threading
 import types
-from typing import Any, Iterator, Sequence
+import warnings
+from typing import Any, Iterator, Optional, Sequence
 
 import pytest
 
 from m0serve import m0pub
 
 
-def test_outside_the_server_it_says_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_outside_the_server_it_sends_nothing_and_says_why_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the other m0serve's m0pub does (it returns 0), so that an
+    application's own tests run its views without a server; the warning
+    says what to do, once."""
     monkeypatch.delenv("M0_BUS", raising=False)
-    with pytest.raises(m0pub.NotServing, match="needs to run inside m0serve.*--realtime"):
-        m0pub.publish("room", "hello")
+    monkeypatch.setattr(m0pub, "_warned", False)
+    with pytest.warns(RuntimeWarning, match="sent nothing.*inside m0serve.*--realtime.*notify_sql"):
+        assert m0pub.publish("room", "hello") is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert m0pub.publish("room", "again", event="tick") is False
+        assert m0pub.publish_with_id("room", "again") == (0, None)
+        assert m0pub.publish_frame("room", "data: x\n\n") == 0
 
 
 class FakeM0:
@@ -30,10 +40,12 @@ class FakeM0:
     def __init__(self, answer: Any) -> None:
         self.answer = answer
         self.calls: list[tuple[str, bytes]] = []
+        self.events: list[Optional[str]] = []
 
-    def publish(self, channel: str, data: bytes) -> Any:
-        assert type(channel) is str and type(data) is bytes
+    def publish(self, channel: str, data: bytes, event: Optional[str] = None) -> Any:
+        assert type(channel) is str and type(data) is bytes and (event is None or type(event) is str)
         self.calls.append((channel, data))
+        self.events.append(event)
         return self.answer
 
 
@@ -69,11 +81,45 @@ def test_a_server_without_realtime_says_so(fake: FakeM0) -> None:
         m0pub.publish("room", "x")
 
 
+def test_an_event_goes_to_the_server_beside_the_data(fake: FakeM0) -> None:
+    assert m0pub.publish("room", "x", event="tick") == "k-1"
+    assert m0pub.publish("room", "y", event="") == "k-1"  # none, as None is
+    assert m0pub.publish("room", "z", None) == "k-1"
+    assert fake.calls == [("room", b"x"), ("room", b"y"), ("room", b"z")]
+    assert fake.events == ["tick", None, None]
+
+
+def test_the_other_implementations_calls(fake: FakeM0) -> None:
+    """publish_with_id, publish_frame, sse_event, next_event_id and
+    notify_sql, as an application written for the other m0serve calls them."""
+    assert m0pub.publish_with_id("room", "x", event="e") == (1, "k-1")
+    frame = m0pub.sse_event("line 1\nline 2", event="update", event_id=7)
+    assert frame == b"id: 7\nevent: update\ndata: line 1\ndata: line 2\n\n"
+    assert m0pub.sse_event("x") == b"data: x\n\n"
+    assert m0pub.sse_event("", event_id=m0pub.next_event_id()) == b"data: \n\n"
+    assert m0pub.publish_frame("room", frame) == 1
+    assert m0pub.publish_frame("room", ": a comment\r\nretry: 5\r\ndata:no space\r\n\r\n") == 1
+    assert m0pub.publish_frame("room", b"event: only\n\n") == 0  # no data: not dispatched, not sent
+    assert fake.calls[1:] == [("room", b"line 1\nline 2"), ("room", b"no space")]
+    assert fake.events[1:] == ["update", None]
+    assert m0pub.next_event_id() == m0pub.NO_EVENT_ID == -1
+    assert m0pub.notify_sql("news", "hello", event="greeting") == (
+        "SELECT m0.publish(%s, %s, %s)", ["news", "hello", "greeting"])
+    assert m0pub.notify_sql("news", "hello")[1] == ["news", "hello", ""]
+
+
+@pytest.mark.parametrize("fake", [False], indirect=True)
+def test_publish_with_id_of_a_refused_frame(fake: FakeM0) -> None:
+    assert m0pub.publish_with_id("room", "x", event="m0-gap") == (0, None)
+
+
 def test_other_types_are_refused(fake: FakeM0) -> None:
     with pytest.raises(TypeError, match="str or bytes, not int"):
         m0pub.publish("room", 5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="channel is a str"):
         m0pub.publish(b"room", "x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="event is a str"):
+        m0pub.publish("room", "x", event=b"tick")  # type: ignore[arg-type]
     assert fake.calls == []
 
 
@@ -165,16 +211,16 @@ PUBLISH = """
     import json, sys
     from m0serve import m0pub
     out = []
-    for channel, data in json.loads(sys.argv[1] if len(sys.argv) > 1 else sys.stdin.read()):
+    for channel, data, *event in json.loads(sys.argv[1] if len(sys.argv) > 1 else sys.stdin.read()):
         try:
-            out.append(m0pub.publish(channel, data))
+            out.append(m0pub.publish(channel, data, *event))
         except m0pub.NotServing as e:
             out.append("NotServing: " + str(e))
     print(json.dumps(out))
 """
 
 
-def publish_in_child(pass_fds: Sequence[int], *frames: tuple[str, str]) -> list[Any]:
+def publish_in_child(pass_fds: Sequence[int], *frames: tuple[str, ...]) -> list[Any]:
     got: list[Any] = outcome(child(PUBLISH, pass_fds), json.dumps(frames))
     return got
 
@@ -300,9 +346,7 @@ def test_descriptors_not_handed_are_refused(mesh: Mesh, monkeypatch: pytest.Monk
 
 def test_child_fds_outside_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("M0_BUS", raising=False)
-    for f in (m0pub.child_fds, m0pub.bus_write_fds):
-        with pytest.raises(m0pub.NotServing, match="M0_BUS is not set.*m0serve --realtime"):
-            f()
+    assert m0pub.child_fds() == [] and m0pub.bus_write_fds() == []  # nothing to hand on
     for bad in ("", "page=3:4", "page=3:4;bus=", "bus=3:4;page=5:6", "page=3;bus=4:5", "page=-3:4;bus=5:6"):
         monkeypatch.setenv("M0_BUS", bad)
         with pytest.raises(m0pub.NotServing, match="is not what m0serve sets"):
@@ -324,6 +368,25 @@ def test_a_child_refuses_what_the_channel_would(mesh: Mesh) -> None:
     assert [m[3:21] for m in sent] == [struct.pack("<QQH", EPOCH, n, k) for n, k in ((1, 4), (2, 1024), (3, 5), (4, 2))]
     assert len(sent[0]) == 3 + 18 + 4 + m0pub.MAX_FRAME
     assert mesh.pending(1) == sent
+
+
+def test_a_child_sends_an_event_after_the_channel(mesh: Mesh) -> None:
+    """The channel length's top bit, then the event's length and the event
+    (prefork/bus.go); an event the server would refuse is refused here."""
+    got = publish_in_child(
+        m0pub.child_fds(),
+        ("room", "x", "tick"), ("room", "y", ""), ("room", "z", "m0-gap"), ("room", "z", "a\nb"),
+        ("room", "z", "e" * 256), ("room", "w", "\u00e9" * 127),
+    )
+    assert got == [f"{EPOCH36}-1", f"{EPOCH36}-2", False, False, False, f"{EPOCH36}-3"]
+    sent = mesh.pending(0)
+    assert sent[0] == b"F\xff\xff" + struct.pack("<QQH", EPOCH, 1, 4 | 0x8000) + b"room" + b"\x04tick" + b"x"
+    assert sent[1] == b"F\xff\xff" + struct.pack("<QQH", EPOCH, 2, 4) + b"room" + b"y"
+    assert sent[2][3 + 18 + 4:] == bytes([254]) + "\u00e9".encode() * 127 + b"w"
+    assert mesh.pending(1) == sent
+    # Handed the bus alone: unnumbered, the event carried the same way.
+    assert publish_in_child(m0pub.bus_write_fds(), ("room", "v", "tock")) == [True]
+    assert mesh.pending(0) == [b"U\xff\xff" + struct.pack("<H", 4 | 0x8000) + b"room\x04tock" + b"v"]
 
 
 def test_a_child_waits_for_a_full_nonblocking_inbox(mesh: Mesh) -> None:

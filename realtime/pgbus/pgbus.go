@@ -9,9 +9,9 @@
 //
 //	m0.frame_seq            the sequence frames are numbered from
 //	m0.meta (epoch)         the id space's epoch, chosen once
-//	m0.frames               seq, channel, data, origin, at: the frames of the
+//	m0.frames               seq, channel, event, data, origin, at: the frames of the
 //	                        last RetainFor
-//	m0.publish(channel, data) → seq
+//	m0.publish(channel, data[, event]) → seq
 //	                        numbers and writes a frame and notifies: what a
 //	                        trigger calls to publish with no Python in the path
 package pgbus
@@ -75,7 +75,9 @@ CREATE TABLE IF NOT EXISTS m0.frames (
 	at      timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX IF NOT EXISTS frames_at ON m0.frames (at);
-CREATE OR REPLACE FUNCTION m0.put(p_seq bigint, p_channel text, p_data bytea, p_origin text DEFAULT '')
+ALTER TABLE m0.frames ADD COLUMN IF NOT EXISTS event text NOT NULL DEFAULT '';
+DROP FUNCTION IF EXISTS m0.put(bigint, text, bytea, text); -- before the event: called as before, the one below answers
+CREATE OR REPLACE FUNCTION m0.put(p_seq bigint, p_channel text, p_data bytea, p_origin text DEFAULT '', p_event text DEFAULT '')
 RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, m0 AS $$
 BEGIN
 	IF p_channel = '' OR ascii(p_channel) < 32 OR ascii(p_channel) = 127 OR octet_length(p_channel) > 1024 THEN
@@ -84,7 +86,10 @@ BEGIN
 	IF octet_length(p_data) > 65536 THEN
 		RAISE EXCEPTION 'm0: a frame of % bytes is over the 65536 a channel takes', octet_length(p_data);
 	END IF;
-	INSERT INTO m0.frames (seq, channel, data, origin) VALUES (p_seq, p_channel, p_data, p_origin);
+	IF octet_length(p_event) > 255 OR p_event ~ '[[:cntrl:]]' OR p_event LIKE 'm0-%' THEN
+		RAISE EXCEPTION 'm0: the event % is refused (a control character, the server''s m0- prefix or over 255 bytes)', quote_literal(p_event);
+	END IF;
+	INSERT INTO m0.frames (seq, channel, event, data, origin) VALUES (p_seq, p_channel, p_event, p_data, p_origin);
 	PERFORM pg_notify('m0_frames', p_seq::text);
 	RETURN p_seq;
 END $$;
@@ -94,12 +99,18 @@ AS $$ SELECT m0.put(nextval('m0.frame_seq'), p_channel, p_data) $$;
 CREATE OR REPLACE FUNCTION m0.publish(p_channel text, p_data text)
 RETURNS bigint LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, m0
 AS $$ SELECT m0.put(nextval('m0.frame_seq'), p_channel, convert_to(p_data, 'UTF8')) $$;
+CREATE OR REPLACE FUNCTION m0.publish(p_channel text, p_data bytea, p_event text)
+RETURNS bigint LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, m0
+AS $$ SELECT m0.put(nextval('m0.frame_seq'), p_channel, p_data, '', p_event) $$;
+CREATE OR REPLACE FUNCTION m0.publish(p_channel text, p_data text, p_event text)
+RETURNS bigint LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, m0
+AS $$ SELECT m0.put(nextval('m0.frame_seq'), p_channel, convert_to(p_data, 'UTF8'), '', p_event) $$;
 GRANT USAGE ON SCHEMA m0 TO PUBLIC;
 `
 
 // ready asks whether the schema is made already (its newest object
 // exists): an instance whose role may not make it then uses it as it is.
-const ready = `SELECT to_regclass('m0.meta') IS NOT NULL AND to_regprocedure('m0.publish(text,text)') IS NOT NULL`
+const ready = `SELECT to_regclass('m0.meta') IS NOT NULL AND to_regprocedure('m0.publish(text,text,text)') IS NOT NULL`
 
 // Redact hides the password of a DSN, as a URL (postgres://user:secret@host/db,
 // or ?password=secret) or as key=value pairs (password=secret, or
@@ -405,7 +416,7 @@ func (b *Bus) put(ctx context.Context, frames []*realtime.Frame) error {
 	defer cancel()
 	var batch pgx.Batch
 	for _, f := range frames {
-		batch.Queue(`SELECT m0.put($1, $2, $3, $4)`, int64(f.ID.Seq), f.Channel, f.Data, b.origin)
+		batch.Queue(`SELECT m0.put($1, $2, $3, $4, $5)`, int64(f.ID.Seq), f.Channel, f.Data, b.origin, f.Event)
 	}
 	return b.pool.SendBatch(ctx, &batch).Close()
 }
@@ -525,7 +536,7 @@ func (b *Bus) fetch(ctx context.Context, conn *pgx.Conn) error {
 		late = append(late, int64(seq))
 	}
 	b.mu.Unlock()
-	rows, err := conn.Query(ctx, `SELECT seq, channel, data, origin FROM m0.frames
+	rows, err := conn.Query(ctx, `SELECT seq, channel, event, data, origin FROM m0.frames
 		WHERE seq > $1 OR seq = ANY($2) ORDER BY seq LIMIT 1000`, int64(from), late)
 	if err != nil {
 		return err
@@ -536,7 +547,7 @@ func (b *Bus) fetch(ctx context.Context, conn *pgx.Conn) error {
 		var seq int64
 		var f realtime.Frame
 		var origin string
-		if err := rows.Scan(&seq, &f.Channel, &f.Data, &origin); err != nil {
+		if err := rows.Scan(&seq, &f.Channel, &f.Event, &f.Data, &origin); err != nil {
 			rows.Close()
 			return err
 		}

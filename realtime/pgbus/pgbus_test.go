@@ -107,16 +107,22 @@ func next(t *testing.T, s *realtime.Subscription) *realtime.Frame {
 
 func sql(t *testing.T, dsn, q string, args ...any) {
 	t.Helper()
+	if err := sqlErr(dsn, q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// sqlErr runs q on a connection of its own, and says how it failed.
+func sqlErr(dsn, q string, args ...any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, q, args...); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
+	_, err = c.Exec(ctx, q, args...)
+	return err
 }
 
 // TestTwoInstances: frames published on either instance reach the other's
@@ -158,6 +164,55 @@ func TestTwoInstances(t *testing.T) {
 	fa, fb := next(t, subA), next(t, subB)
 	if string(fa.Data) != "from sql" || fa.ID != fb.ID || fa.ID.Seq <= id.Seq {
 		t.Fatalf("the frame SQL published: A %v %q, B %v %q", fa.ID, fa.Data, fb.ID, fb.Data)
+	}
+	// An event type travels with the frame, from an instance and from SQL
+	// (m0pub.notify_sql's statement), and SQL refuses one the hub would.
+	id, ok := hubA.PublishEvent("news", "update", []byte("typed"))
+	if fb := next(t, subB); !ok || fb.ID != id || fb.Event != "update" || string(fb.Data) != "typed" {
+		t.Fatalf("the typed frame: %v %q %q", fb.ID, fb.Event, fb.Data)
+	}
+	next(t, subA)
+	sql(t, dsn, `SELECT m0.publish('news', 'typed from sql', 'greeting')`)
+	if fa, fb := next(t, subA), next(t, subB); fa.Event != "greeting" || fb.Event != "greeting" || string(fb.Data) != "typed from sql" {
+		t.Fatalf("the typed frame SQL published: A %q, B %q %q", fa.Event, fb.Event, fb.Data)
+	}
+	if err := sqlErr(dsn, `SELECT m0.publish('news', 'x', 'm0-gap')`); err == nil || !strings.Contains(err.Error(), "is refused") {
+		t.Fatalf("SQL took the server's own event: %v", err)
+	}
+}
+
+// TestUpgrade: a database whose schema an older m0serve made (frames
+// without an event type) is taken over: the event column and the
+// three-argument m0.publish are added, the older frames are kept, and the
+// statements an older instance runs still work.
+func TestUpgrade(t *testing.T) {
+	dsn := startPG(t)
+	old, err := os.ReadFile("testdata/schema-before-events.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql(t, dsn, string(old))
+	sql(t, dsn, `SELECT m0.publish('news', 'from before')`)
+	_, hub := open(t, dsn)
+	sub, _ := hub.Subscribe("news", false, "")
+	sql(t, dsn, `SELECT m0.put(nextval('m0.frame_seq'), 'news', 'as an older instance writes', 'elsewhere')`)
+	if f := next(t, sub); string(f.Data) != "as an older instance writes" || f.Event != "" {
+		t.Fatalf("the older instance's frame: %q %q", f.Event, f.Data)
+	}
+	sql(t, dsn, `SELECT m0.publish('news', 'typed', 'update')`)
+	if f := next(t, sub); string(f.Data) != "typed" || f.Event != "update" {
+		t.Fatalf("the typed frame: %q %q", f.Event, f.Data)
+	}
+	var n int
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if err := c.QueryRow(ctx, `SELECT count(*) FROM m0.frames WHERE data = 'from before' AND event = ''`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the older frame: %d, %v", n, err)
 	}
 }
 

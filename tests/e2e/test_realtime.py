@@ -214,7 +214,8 @@ def test_command_outside_the_server_says_why(kind):
         argv = [sys.executable, "-m", "flask", "--app", "app", "announce", "hello"]
     p = subprocess.run(argv, cwd=app_dir, capture_output=True, text=True, timeout=60)
     assert p.returncode == 1
-    assert "m0pub.publish needs to run inside m0serve" in p.stderr and "--realtime" in p.stderr, p.stderr
+    assert "m0pub.publish sent nothing" in p.stderr and "--realtime" in p.stderr, p.stderr
+    assert "the announcement was not published" in p.stderr, p.stderr
 
 
 def test_reconnect_gets_what_it_missed(serve):
@@ -305,6 +306,28 @@ def test_frames_of_any_bytes(serve):
     big = server.post("/publish?c=bytes", data=b"x" * (64 * 1024 + 1)).json()
     assert big == {"id": False}
     assert server.post("/publish?c=%01reserved", data=b"x").json() == {"id": False}
+
+
+@pytest.mark.parametrize("workers", [None, "2"])
+def test_an_event_type_reaches_the_stream_and_its_replay(serve, workers):
+    """m0pub.publish(channel, data, event=...): an SSE event line on the
+    stream, on every worker's, and in the replay; the data alone on a
+    WebSocket; an event the server would not send refused."""
+    args = ("--realtime",) + (("--workers", workers) if workers else ())
+    server = serve("realtime_app:application", args=args)
+    streams = [SSE(server, "/hold?c=ev") for _ in range(4)]  # spread over the workers
+    ws = ws_connect(f"ws://127.0.0.1:{server.port}/ws?c=ev", open_timeout=HTTP_TIMEOUT)
+    fid = server.post("/publish?c=ev&event=tick", data=b"one\ntwo").json()["id"]
+    plain = server.post("/publish?c=ev", data=b"three").json()["id"]
+    for s in streams:
+        assert s.event() == {"event": "tick", "data": b"one\ntwo", "id": fid}
+        assert s.event() == {"data": b"three", "id": plain}
+    assert ws.recv(timeout=HTTP_TIMEOUT) == "one\ntwo"
+    ws.close()
+    again = SSE(server, "/hold?c=ev", last_id=streams[0].positions[-1])
+    assert again.event() == {"event": "tick", "data": b"one\ntwo", "id": fid}
+    for bad in ("m0-gap", "a%0Ab", "x" * 256):
+        assert server.post(f"/publish?c=ev&event={bad}", data=b"x").json() == {"id": False}
 
 
 def test_socket_messages_reach_the_application(serve):

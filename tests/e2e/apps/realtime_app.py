@@ -24,7 +24,10 @@ def application(environ, start_response):
         return []
     if path == "/publish":
         body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-        result = m0pub.publish(channel, body)
+        if "event" in query:
+            result = m0pub.publish(channel, body, event=query["event"])
+        else:
+            result = m0pub.publish(channel, body)
         start_response("200 OK", [("Content-Type", "application/json")])
         return [json.dumps({"id": result}).encode()]
     if path == "/publish-burst":

@@ -13,6 +13,8 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: str) -> None:
         try:
             frame_id = m0pub.publish("chat", f"announcement: {options['text']}")
-        except m0pub.NotServing as e:
+        except m0pub.NotServing as e:  # a server without --realtime
             raise CommandError(str(e)) from None
+        if frame_id is False:  # outside the server: its warning says why
+            raise CommandError("the announcement was not published")
         self.stdout.write(str(frame_id))
