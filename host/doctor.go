@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/m0serve/m0/internal/version"
 	"github.com/m0serve/m0/realtime/pgbus"
 
 	"github.com/m0serve/m0/realtime"
@@ -23,6 +24,9 @@ var plainEnv = []string{"M0_PYTHON_LIBRARY", "MOJO_PYTHON_LIBRARY", "M0_SSE_HEAR
 
 // doctorReport is what the doctor prints, as one JSON object.
 type doctorReport struct {
+	// Build is what `m0serve --version` prints: the version, the commit,
+	// the Go version and the platform.
+	Build    map[string]string         `json:"build"`
 	Platform map[string]any            `json:"platform"`
 	Python   any                       `json:"python"`
 	App      any                       `json:"app"`
@@ -44,6 +48,7 @@ type doctorReport struct {
 func newReport(p *Plan, getenv func(string) string) *doctorReport {
 	c := p.Config
 	r := &doctorReport{
+		Build:    version.Build(),
 		Platform: platform(),
 		Config:   map[string]map[string]any{},
 		Env:      map[string]string{},
@@ -235,6 +240,7 @@ func wantsDoctor(args []string) bool {
 // read: one failed check, exit 2.
 func usageReport(err error) *doctorReport {
 	return &doctorReport{
+		Build:    version.Build(),
 		Platform: platform(),
 		Config:   map[string]map[string]any{},
 		Env:      map[string]string{},

@@ -9,6 +9,7 @@ import (
 func printHelp(w io.Writer) {
 	fmt.Fprint(w, `usage: m0serve [flags] MODULE[:ATTR]
        m0serve --doctor [flags] [MODULE[:ATTR]]
+       m0serve --version | -V
 
 Serves a Python web application. MODULE[:ATTR] names the callable (ATTR
 defaults to application); a bare MODULE tries MODULE.asgi:application,

@@ -10,17 +10,21 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/m0serve/m0/internal/version"
 	"github.com/m0serve/m0/prefork"
 )
 
 // parseArgs reads args and the M0_* variables. When done, the process ends
-// with code: after --help, or a command line it could not read (reported
+// with code: after --help or --version, or a command line it could not read (reported
 // on stderr, or as the doctor's JSON under --doctor).
 func parseArgs(args []string, getenv func(string) string) (cfg *Config, code int, done bool) {
 	cfg, err := Parse(args, getenv)
 	switch {
 	case isHelp(err):
 		printHelp(os.Stdout)
+		return nil, ExitOK, true
+	case isVersion(err):
+		fmt.Fprintln(os.Stdout, version.Line())
 		return nil, ExitOK, true
 	case err != nil && wantsDoctor(args):
 		usageReport(err).Print(os.Stdout)

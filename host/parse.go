@@ -98,6 +98,8 @@ func Parse(args []string, getenv func(string) string) (*Config, error) {
 		}
 	}
 	help := fs.Bool("help", false, "print this help")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.BoolVar(showVersion, "V", false, "print the version and exit")
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -114,6 +116,9 @@ func Parse(args []string, getenv func(string) string) (*Config, error) {
 	}
 	if *help {
 		return nil, errHelp
+	}
+	if *showVersion {
+		return nil, errVersion
 	}
 	if len(positional) > 1 {
 		return nil, &UsageError{Msg: fmt.Sprintf("one application expected, got %q (see m0serve --help)", positional)}
@@ -166,7 +171,13 @@ func orNone(s string) string {
 	return s
 }
 
-var errHelp = &UsageError{Msg: "help requested"}
+var (
+	errHelp    = &UsageError{Msg: "help requested"}
+	errVersion = &UsageError{Msg: "version requested"}
+)
 
 // isHelp reports whether Parse stopped for --help.
 func isHelp(err error) bool { return err == errHelp }
+
+// isVersion reports whether Parse stopped for --version or -V.
+func isVersion(err error) bool { return err == errVersion }

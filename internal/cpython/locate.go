@@ -208,10 +208,27 @@ func locate(explicit, from string) (Interpreter, error) {
 			return in, nil
 		}
 	}
-	return in, &LibraryError{
-		Found: fmt.Sprintf("%s reports its libpython at %s, which does not exist", p.Executable, filepath.Join(p.LibDir, p.LDLibrary)),
-		Fix:   fixLibrary,
+	found := fmt.Sprintf("%s reports its libpython at %s, which does not exist", p.Executable, filepath.Join(p.LibDir, p.LDLibrary))
+	if p.InstSoname != "" && p.InstSoname != p.LDLibrary {
+		found = fmt.Sprintf("%s reports its libpython at %s, and neither it nor %s exists", p.Executable,
+			filepath.Join(p.LibDir, p.LDLibrary), p.InstSoname)
 	}
+	fix := fixLibrary
+	if strings.HasPrefix(p.LibDir, "/usr/lib") {
+		// A distribution's python3: its shared library is a package of its
+		// own, which python3 does not depend on.
+		fix = fmt.Sprintf("install the distribution's shared libpython: apt-get install libpython%s on Debian and Ubuntu; or %s",
+			majorMinor(p.Version), fixLibrary)
+	}
+	return in, &LibraryError{Found: found, Fix: fix}
+}
+
+// majorMinor is "3.11" of "3.11.2".
+func majorMinor(version string) string {
+	if i := strings.LastIndexByte(version, '.'); strings.Count(version, ".") == 2 {
+		return version[:i]
+	}
+	return version
 }
 
 // libraryVersion reads "3.11" from a name such as libpython3.11.so.1.0,

@@ -1,8 +1,10 @@
-"""pip install m0serve: the wheel scripts/wheel builds, installed with pip
+"""pip install m0serve-go: the wheel scripts/wheel builds, installed with pip
 --no-index into a fresh virtualenv of the interpreter running these tests
 (scripts/test runs them under CPython 3.10, 3.11, 3.12 and 3.13), serves the
 Flask and FastAPI examples with the installed command, activated and not,
-imports as a package, and uninstalls without a trace.
+imports as a package, says its version alike everywhere, and uninstalls
+without a trace; and the sdist, built and installed with pip, builds the
+binary with the Go toolchain on PATH.
 
 The wheel is built once per run of scripts/test (M0_WHEEL names it), or
 here when M0_WHEEL is unset. The examples' own dependencies (Flask,
@@ -21,7 +23,10 @@ import pytest
 
 from conftest import EXAMPLES, READY_RE, ROOT, Server
 
-WHEEL_RE = re.compile(r"^m0serve-(?P<version>[^-]+)-py3-none-manylinux_(?P<major>\d+)_(?P<minor>\d+)_(?P<arch>x86_64|aarch64)\.whl$")
+WHEEL_RE = re.compile(r"^m0serve_go-(?P<version>[^-]+)-py3-none-manylinux_(?P<major>\d+)_(?P<minor>\d+)_(?P<arch>x86_64|aarch64)"
+                      r"(?:\.manylinux\w+)?\.whl$")
+# The one copy of the version, which the wheel's metadata is read from.
+VERSION = re.search(r'const Number = "([^"]+)"', (ROOT / "internal" / "version" / "version.go").read_text())[1]
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +69,7 @@ def test_wheel_name_and_tag(wheel):
     meets."""
     m = WHEEL_RE.match(wheel.name)
     assert m, wheel.name
-    init = (ROOT / "python" / "m0serve" / "__init__.py").read_text()
-    assert f'__version__ = "{m["version"]}"' in init, m["version"]
+    assert m["version"] == VERSION, (m["version"], VERSION)
     floor = (int(m["major"]), int(m["minor"]))
     libc = os.confstr("CS_GNU_LIBC_VERSION").split()[1]
     assert floor <= tuple(int(x) for x in libc.split(".")[:2]), f"the wheel wants glibc {floor}, this machine has {libc}"
@@ -135,12 +139,74 @@ def test_package_imports(venv):
     assert Path(where).parent == Path(purelib) / "m0serve", (where, purelib)
 
 
+def test_the_version_is_the_same_everywhere(venv):
+    """The wheel's, the binary's (--version and -V), the doctor's and the
+    package's: the one in internal/version."""
+    root, _, _ = venv
+    binary = str(root / "bin" / "m0serve")
+    for flag in ("--version", "-V"):
+        proc = subprocess.run([binary, flag], capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 0 and proc.stderr == "", (flag, proc.returncode, proc.stderr)
+        m = re.fullmatch(r"m0serve (\S+) \(m0serve-go, commit (\S+), (go1\.\S+), (linux/(?:amd64|arm64))\)\n", proc.stdout)
+        assert m and m[1] == VERSION and m[2] != "unknown", proc.stdout
+    doctor = subprocess.run([binary, "--doctor"], capture_output=True, text=True, timeout=60,
+                            env={"PATH": f"{root / 'bin'}:/usr/bin:/bin"})
+    build = json.loads(doctor.stdout.strip().splitlines()[-1])["build"]
+    assert build["version"] == VERSION and build["distribution"] == "m0serve-go", build
+    assert build["commit"] == m[2] and build["go"] == m[3] and build["platform"] == m[4], (build, proc.stdout)
+    pkg = subprocess.run([str(root / "bin" / "python"), "-I", "-c", "import m0serve; print(m0serve.__version__)"],
+                         capture_output=True, text=True, timeout=60)
+    assert pkg.stdout.strip() == VERSION, pkg.stdout + pkg.stderr
+
+
 def test_uninstall_leaves_nothing(venv):
     root, before, pth = venv
     pth.unlink()
-    proc = subprocess.run([str(root / "bin" / "pip"), "uninstall", "-y", "--disable-pip-version-check", "m0serve"],
+    proc = subprocess.run([str(root / "bin" / "pip"), "uninstall", "-y", "--disable-pip-version-check", "m0serve-go"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     left = files_under(root) - before
     assert not left, sorted(map(str, left))
     assert not (root / "bin" / "m0serve").exists()
+
+
+@pytest.mark.once
+def test_the_sdist_builds_and_serves(tmp_path):
+    """The sdist (what scripts/wheel --all publishes beside the wheels),
+    installed with pip into a fresh virtualenv: its build hook builds the
+    binary with the Go toolchain on PATH, stamped with the commit the sdist
+    was made from; the binary serves. twine's metadata check is
+    scripts/wheel --all's."""
+    out = tmp_path / "sdist"
+    proc = subprocess.run([sys.executable, "-m", "hatchling", "build", "--target", "sdist", "--directory", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [sdist] = out.glob("m0serve_go-*.tar.gz")
+    assert sdist.name == f"m0serve_go-{VERSION}.tar.gz", sdist.name
+    import tarfile
+    with tarfile.open(sdist) as t:
+        names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
+        commit = t.extractfile(f"m0serve_go-{VERSION}/COMMIT").read().decode().strip()
+    assert {"go.mod", "go.sum", "cmd/m0serve/main.go", "internal/cpython/m0py.c", "python/m0serve/m0pub.py",
+            "scripts/hatch_build.py", "scripts/glibcfloor/main.go", "pyproject.toml"} <= names, sorted(names)
+    assert not [n for n in names if n.endswith("_test.go") or "/testdata/" in n], "tests in the sdist"
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert commit.removesuffix("-dirty") == head[:12], (commit, head)
+    root = tmp_path / "venv"
+    base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    subprocess.run([str(base), "-m", "venv", str(root)], check=True, timeout=120)
+    # Not from the checkout: pip unpacks the sdist and builds there (no .git).
+    proc = subprocess.run([str(root / "bin" / "pip"), "install", "--disable-pip-version-check", str(sdist)],
+                          capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    version = subprocess.run([str(root / "bin" / "m0serve"), "--version"], capture_output=True, text=True, timeout=30)
+    assert version.stdout.startswith(f"m0serve {VERSION} (m0serve-go, commit {commit}, "), version.stdout
+    pth = Path(subprocess.run([str(root / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              capture_output=True, text=True, check=True).stdout.strip()) / "m0serve-e2e-deps.pth"
+    pth.write_text(sysconfig.get_paths()["purelib"] + "\n")
+    server = serve(root, tmp_path, "app:app", EXAMPLES / "flask_app", activated=False)
+    try:
+        r = server.get("/json")
+        assert r.status_code == 200 and r.json() == {"hello": "world"}, (r.status_code, r.text)
+    finally:
+        server.stop()
