@@ -327,6 +327,12 @@ func header(kind byte, from int) []byte {
 // channel.
 const eventFlag = 0x8000
 
+// A channel's length never reaches eventFlag, and an event's fits its byte.
+var (
+	_ [eventFlag - 1 - realtime.MaxChannel]struct{}
+	_ [255 - realtime.MaxEvent]struct{}
+)
+
 func appendFrame(m []byte, f *realtime.Frame) []byte {
 	m = binary.LittleEndian.AppendUint64(m, f.ID.Epoch)
 	m = binary.LittleEndian.AppendUint64(m, f.ID.Seq)

@@ -57,7 +57,7 @@ func TestPublishEvent(t *testing.T) {
 	if want := "id: " + id.String() + "\nevent: update\ndata: one\ndata: two\n\n"; string(f.SSE()) != want {
 		t.Fatalf("SSE %q, want %q", f.SSE(), want)
 	}
-	for _, ev := range []string{GapEvent, PositionEvent, "m0-anything", "a\nb", "a\rb", "tab\there", "\x7f", string(make([]byte, MaxEvent+1))} {
+	for _, ev := range []string{GapEvent, PositionEvent, "m0-anything", "a\nb", "a\rb", "tab\there", "\x7f", strings.Repeat("e", MaxEvent+1)} {
 		if _, ok := h.PublishEvent("room", ev, []byte("x")); ok || ValidEvent(ev) {
 			t.Errorf("event %q taken", ev)
 		}

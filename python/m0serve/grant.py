@@ -73,7 +73,7 @@ def stream_url(
     channel: str,
     *,
     session: Union[str, bytes, None] = None,
-    ttl: int = DEFAULT_TTL,
+    ttl: float = DEFAULT_TTL,
     key: Optional[Key] = None,
     now: Optional[float] = None,
 ) -> str:
@@ -100,7 +100,7 @@ def stream_url(
         or len(channel.encode()) > MAX_CHANNEL
     ):
         raise GrantError(f"grant.stream_url: {channel!r} is not a channel name")
-    if isinstance(ttl, bool) or not isinstance(ttl, int):
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
         raise GrantError(f"grant.stream_url: ttl is a number of seconds, not {ttl!r}")
     if isinstance(session, str):
         bound: Optional[bytes] = session.encode()
@@ -110,7 +110,7 @@ def stream_url(
         bound = None
     else:
         raise TypeError(f"grant.stream_url: session is the cookie's value (str or bytes), not {type(session).__name__}")
-    exp = int(time.time() if now is None else now) + ttl
+    exp = int((time.time() if now is None else now) + ttl)
     sig = hmac.new(_key(key), _message(prefix, channel, exp, bound), hashlib.sha256).digest()
     query = urlencode(
         [

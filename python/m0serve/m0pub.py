@@ -140,7 +140,7 @@ def _not_inside() -> None:
     global _warned
     if not _warned:
         _warned = True
-        warnings.warn(_NOT_INSIDE, RuntimeWarning, stacklevel=4)
+        warnings.warn(_NOT_INSIDE, RuntimeWarning, stacklevel=2)
 
 
 def _bus_env(caller: str) -> Optional[tuple[tuple[int, int], list[tuple[int, int]]]]:
@@ -281,18 +281,19 @@ def publish(channel: str, data: Data, event: Optional[str] = None) -> Union[str,
     return str(result)
 
 
-def publish_with_id(channel: str, data: Data, event: Optional[str] = None) -> tuple[int, Optional[str]]:
+def publish_with_id(channel: str, data: Data, event: Optional[str] = None) -> tuple[int, Union[str, int]]:
     """``publish``, answered as ``(sent, id)``: ``(1, id)`` for a frame sent
-    and numbered, ``(1, None)`` for one sent unnumbered (a child handed only
-    ``bus_write_fds()``; a worker numbers it), ``(0, None)`` for one not sent.
+    and numbered, ``(1, NO_EVENT_ID)`` for one sent unnumbered (a child handed
+    only ``bus_write_fds()``; a worker numbers it), ``(0, NO_EVENT_ID)`` for one
+    not sent, as the other implementation answers.
     """
     result = publish(channel, data, event)
     if result is False:
-        return 0, None
-    return 1, (None if result is True else result)
+        return 0, NO_EVENT_ID
+    return 1, (NO_EVENT_ID if result is True else result)
 
 
-def publish_frame(channel: str, frame: Union[str, bytes], event_id: Union[int, str] = NO_EVENT_ID) -> int:
+def publish_frame(channel: str, frame: Union[str, Data], event_id: Union[int, str] = NO_EVENT_ID) -> int:
     """Publish a frame written as SSE text (``sse_event``'s, or ``"event:
     tick\\ndata: 1\\n\\n"``): its ``data:`` lines, joined by line feeds, as the
     frame's data and its ``event:`` as its event type. The server numbers the
@@ -300,8 +301,8 @@ def publish_frame(channel: str, frame: Union[str, bytes], event_id: Union[int, s
     ``retry:`` are dropped. Returns 1 when sent, 0 when not (no ``data:`` line,
     which an ``EventSource`` would not dispatch either, or a refusal).
     """
-    if isinstance(frame, bytes):
-        text = frame.decode("utf-8")
+    if isinstance(frame, (bytes, bytearray, memoryview)):
+        text = bytes(frame).decode("utf-8", "surrogateescape")  # bytes that are not UTF-8 go as they are
     elif isinstance(frame, str):
         text = frame
     else:
@@ -320,7 +321,8 @@ def publish_frame(channel: str, frame: Union[str, bytes], event_id: Union[int, s
             event = value
     if not data:
         return 0
-    return publish_with_id(channel, "\n".join(data), event)[0]
+    payload = "\n".join(data).encode("utf-8", "surrogateescape")
+    return publish_with_id(channel, payload, event)[0]
 
 
 def sse_event(data: str, event: Optional[str] = None, event_id: Union[int, str] = NO_EVENT_ID) -> bytes:

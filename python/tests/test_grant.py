@@ -55,7 +55,7 @@ def test_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
         (("/live", ""), {}),
         (("/live", "\x01x"), {}),
         (("/live", "room"), {"ttl": True}),
-        (("/live", "room"), {"ttl": 1.5}),
+        (("/live", "room"), {"ttl": "60"}),
         (("/live", "x" * 1025), {}),
     ],
 )
@@ -80,6 +80,7 @@ def test_what_the_other_implementation_takes() -> None:
     assert "ses=1" in grant.stream_url("/live", "room", session="", key="k" * 32)
     expired = grant.stream_url(v["prefix"], v["channel"], ttl=-10, key=v["key"], now=1000)
     assert "exp=990&" in expired
+    assert "exp=1001&" in grant.stream_url(v["prefix"], v["channel"], ttl=1.5, key=v["key"], now=999.5)
     assert grant.DEFAULT_TTL == 60
 
 

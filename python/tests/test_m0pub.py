@@ -30,7 +30,7 @@ def test_outside_the_server_it_sends_nothing_and_says_why_once(monkeypatch: pyte
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert m0pub.publish("room", "again", event="tick") is False
-        assert m0pub.publish_with_id("room", "again") == (0, None)
+        assert m0pub.publish_with_id("room", "again") == (0, m0pub.NO_EVENT_ID)
         assert m0pub.publish_frame("room", "data: x\n\n") == 0
 
 
@@ -100,8 +100,9 @@ def test_the_other_implementations_calls(fake: FakeM0) -> None:
     assert m0pub.publish_frame("room", frame) == 1
     assert m0pub.publish_frame("room", ": a comment\r\nretry: 5\r\ndata:no space\r\n\r\n") == 1
     assert m0pub.publish_frame("room", b"event: only\n\n") == 0  # no data: not dispatched, not sent
-    assert fake.calls[1:] == [("room", b"line 1\nline 2"), ("room", b"no space")]
-    assert fake.events[1:] == ["update", None]
+    assert m0pub.publish_frame("room", bytearray(b"data: \xff raw\n\n")) == 1  # not UTF-8: as it is
+    assert fake.calls[1:] == [("room", b"line 1\nline 2"), ("room", b"no space"), ("room", b"\xff raw")]
+    assert fake.events[1:] == ["update", None, None]
     assert m0pub.next_event_id() == m0pub.NO_EVENT_ID == -1
     assert m0pub.notify_sql("news", "hello", event="greeting") == (
         "SELECT m0.publish(%s, %s, %s)", ["news", "hello", "greeting"])
@@ -110,7 +111,7 @@ def test_the_other_implementations_calls(fake: FakeM0) -> None:
 
 @pytest.mark.parametrize("fake", [False], indirect=True)
 def test_publish_with_id_of_a_refused_frame(fake: FakeM0) -> None:
-    assert m0pub.publish_with_id("room", "x", event="m0-gap") == (0, None)
+    assert m0pub.publish_with_id("room", "x", event="m0-gap") == (0, m0pub.NO_EVENT_ID)
 
 
 def test_other_types_are_refused(fake: FakeM0) -> None:

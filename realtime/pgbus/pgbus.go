@@ -552,6 +552,11 @@ func (b *Bus) fetch(ctx context.Context, conn *pgx.Conn) error {
 			return err
 		}
 		f.ID = realtime.ID{Epoch: b.epoch, Seq: uint64(seq)}
+		if !realtime.ValidEvent(f.Event) {
+			// A row written around m0.put: its data still goes, as a
+			// message, never a line of its event into the stream.
+			f.Event = ""
+		}
 		frames = append(frames, &f)
 		mine = append(mine, origin == b.origin)
 	}
