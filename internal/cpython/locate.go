@@ -225,10 +225,8 @@ func locate(explicit, from string) (Interpreter, error) {
 
 // majorMinor is "3.11" of "3.11.2".
 func majorMinor(version string) string {
-	if i := strings.LastIndexByte(version, '.'); strings.Count(version, ".") == 2 {
-		return version[:i]
-	}
-	return version
+	parts := strings.SplitN(version, ".", 3)
+	return strings.Join(parts[:min(2, len(parts))], ".")
 }
 
 // libraryVersion reads "3.11" from a name such as libpython3.11.so.1.0,
