@@ -143,7 +143,7 @@ def _not_inside() -> None:
         warnings.warn(_NOT_INSIDE, RuntimeWarning, stacklevel=2)
 
 
-def _bus_env(caller: str) -> Optional[tuple[tuple[int, int], list[tuple[int, int]]]]:
+def _bus_env() -> Optional[tuple[tuple[int, int], list[tuple[int, int]]]]:
     """The page's and the bus's (descriptor, inode) pairs, as M0_BUS names
     them; None where it is not set (no m0serve started this process)."""
     value = os.environ.get(BUS_ENV)
@@ -205,7 +205,7 @@ def child_fds() -> list[int]:
     m0serve started, none: ``[]``. Raises ``NotServing`` in a process that
     was not handed the ones ``M0_BUS`` names.
     """
-    env = _bus_env("child_fds")
+    env = _bus_env()
     if env is None:
         return []
     page, bus = env
@@ -221,7 +221,7 @@ def bus_write_fds() -> list[int]:
     In a process no m0serve started, none: ``[]``. Raises ``NotServing`` in a
     process that was not handed the ones ``M0_BUS`` names.
     """
-    env = _bus_env("bus_write_fds")
+    env = _bus_env()
     if env is None:
         return []
     return _handed_bus("bus_write_fds", env[1])
@@ -373,7 +373,7 @@ def _valid(name: bytes, payload: bytes, event: bytes) -> bool:
 
 
 def _publish_child(channel: str, payload: bytes, event: str) -> Union[str, bool]:
-    env = _bus_env("publish")
+    env = _bus_env()
     if env is None:
         _not_inside()
         return False
