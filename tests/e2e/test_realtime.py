@@ -315,7 +315,7 @@ def test_an_event_type_reaches_the_stream_and_its_replay(serve, workers):
     WebSocket; an event the server would not send refused."""
     args = ("--realtime",) + (("--workers", workers) if workers else ())
     server = serve("realtime_app:application", args=args)
-    streams = [SSE(server, "/hold?c=ev") for _ in range(4)]  # spread over the workers
+    streams = [SSE(server, "/hold?c=ev") for _ in range(4)]  # the least-loaded handoff puts some on each worker
     ws = ws_connect(f"ws://127.0.0.1:{server.port}/ws?c=ev", open_timeout=HTTP_TIMEOUT)
     fid = server.post("/publish?c=ev&event=tick", data=b"one\ntwo").json()["id"]
     plain = server.post("/publish?c=ev", data=b"three").json()["id"]
