@@ -26,7 +26,16 @@ type balancer struct {
 	placing  sync.WaitGroup // the accept loop and the handed connections' reader
 	closed   chan struct{}  // closed once everything accepted is in conns
 	once     sync.Once
+
+	resume   *time.Timer // ends a pause that lost began (its goroutine only)
+	throttle sock.Throttle
 }
+
+// FullPause is how long siblings hand nothing to a worker that could not
+// take a connection one handed it (out of descriptors): each such
+// connection is lost, where one the worker's own accept cannot take waits
+// in the listener's queue. The pause starts again at each loss.
+var FullPause = time.Second
 
 // backlog is how many placed connections may wait for the server's Accept.
 const backlog = 64
@@ -77,7 +86,7 @@ func (b *balancer) least() int {
 	w, p := b.w, b.w.Page
 	best, open := -1, int64(0)
 	for j := range w.Workers {
-		if j == w.Index || !p.Serving(j) {
+		if j == w.Index || !p.Takes(j) {
 			continue
 		}
 		if n := p.Open(j).Load(); best < 0 || n < open {
@@ -96,12 +105,16 @@ func (b *balancer) handed() {
 		select {
 		case c := <-b.w.Bus.Conns():
 			b.deliver(sock.Counted(c, mine))
+		case err := <-b.w.Bus.Lost():
+			b.lost(err)
 		case <-b.stopping:
 			go func() {
 				for {
 					select {
 					case c := <-b.w.Bus.Conns():
 						b.deliver(sock.Counted(c, mine))
+					case err := <-b.w.Bus.Lost():
+						b.lost(err)
 					case <-b.w.Bus.done:
 						return
 					}
@@ -109,6 +122,27 @@ func (b *balancer) handed() {
 			}()
 			return
 		}
+	}
+}
+
+// lost takes off this worker's count a connection a sibling handed it and
+// it could not take, says so (at most once per sock.LogEvery), and has the
+// siblings hand it nothing for FullPause (Page.SetTaking): until then each
+// keeps what it accepts, and one that runs out of descriptors too leaves
+// the next connection in the listener's queue, where it waits rather than
+// is lost.
+func (b *balancer) lost(err error) {
+	w := b.w
+	w.Page.Open(w.Index).Add(-1)
+	if n, ok := b.throttle.Note(); ok {
+		w.Bus.log.Warn("m0serve: lost a connection a sibling handed this worker; siblings keep theirs for a while",
+			"error", err.Error(), "pause", FullPause.String(), "lost", n)
+	}
+	w.Page.SetTaking(w.Index, os.Getpid(), false) // not once the worker stops
+	if b.resume == nil {
+		b.resume = time.AfterFunc(FullPause, func() { w.Page.SetTaking(w.Index, os.Getpid(), true) })
+	} else {
+		b.resume.Reset(FullPause)
 	}
 }
 

@@ -91,6 +91,7 @@ type Bus struct {
 	inUse   func(i int) bool // the slots that run a worker (Page.InUse); nil: every one
 	hub     atomic.Pointer[realtime.Hub]
 	conns   chan net.Conn
+	lost    chan error // handed connections that could not be taken
 	gather  atomic.Pointer[func() []byte]
 	reqs    atomic.Uint32
 	mu      sync.Mutex
@@ -113,13 +114,14 @@ type message struct {
 	from int
 	body []byte
 	file *os.File
+	cut  bool // a descriptor it carried was dropped (MSG_CTRUNC): none fitted
 }
 
 // NewBus returns worker self's end of a mesh: in is its inbox, out every
 // worker's inbox in order. It takes the files, closing them on an error,
 // and reads nothing until Start.
 func NewBus(self int, in *os.File, out []*os.File) (*Bus, error) {
-	b := &Bus{self: self, conns: make(chan net.Conn, 64), waiting: map[uint32]chan message{},
+	b := &Bus{self: self, conns: make(chan net.Conn, 64), lost: make(chan error, 64), waiting: map[uint32]chan message{},
 		log: slog.Default(), done: make(chan struct{})}
 	// Requests are numbered from a start of this process's own: an answer
 	// meant for a predecessor, still in the inbox, matches none of them.
@@ -391,7 +393,7 @@ func (b *Bus) read() {
 			}
 			return
 		}
-		m := message{}
+		m := message{cut: flags&unix.MSG_CTRUNC != 0}
 		if oobn > 0 {
 			m.file = received(oob[:oobn])
 		}
@@ -459,12 +461,21 @@ func (b *Bus) dispatch(m message) {
 			hub.PublishEvent(f.Channel, f.Event, f.Data) // refused names, events and sizes are counted there
 		}
 	case kindConn:
+		// The sender counted the connection on this worker already, and
+		// closed its own descriptor: one that does not arrive, or does
+		// not become a connection, is lost, and Lost says so.
 		if m.file == nil {
+			err := errors.New("the descriptor was not received")
+			if m.cut {
+				err = errors.New("the descriptor did not fit: out of descriptors")
+			}
+			b.loses(err)
 			return
 		}
 		c, err := net.FileConn(m.file)
 		m.file.Close()
 		if err != nil {
+			b.loses(err)
 			return
 		}
 		select {
@@ -528,6 +539,18 @@ func (b *Bus) dispatch(m message) {
 
 // Conns are the connections siblings handed to this worker.
 func (b *Bus) Conns() <-chan net.Conn { return b.conns }
+
+// Lost reports each connection a sibling handed to this worker that it
+// could not take (out of descriptors, most often), with why. The sibling
+// had counted it here; the connection is closed.
+func (b *Bus) Lost() <-chan error { return b.lost }
+
+func (b *Bus) loses(err error) {
+	select {
+	case b.lost <- err:
+	case <-b.done:
+	}
+}
 
 // Hand passes c to worker i and closes it here. It reports false, leaving
 // c open, when it could not.

@@ -379,3 +379,125 @@ func FuzzParseFrame(f *testing.F) {
 		}
 	})
 }
+
+// TestHandoffOutOfDescriptors: a connection handed to a worker with no
+// descriptor left for it is lost, once: the worker's count falls back,
+// its siblings hand it nothing for FullPause and keep what they accept,
+// and then hand it connections again.
+func TestHandoffOutOfDescriptors(t *testing.T) {
+	old := FullPause
+	FullPause = 300 * time.Millisecond
+	defer func() { FullPause = old }()
+	_, ws, _ := meshOf(t, 2)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, err := net.Listen("tcp4", "127.0.0.1:0") // worker 1 accepts nothing itself
+	if err != nil {
+		t.Fatal(err)
+	}
+	l0, l1 := ws[0].Balance(ln, false), ws[1].Balance(idle, false)
+	defer l0.Close()
+	defer l1.Close()
+	for _, l := range []net.Listener{l0, l1} {
+		who := "w0"
+		if l == l1 {
+			who = "w1"
+		}
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					line, _ := bufio.NewReader(c).ReadString('\n')
+					io.WriteString(c, who+":"+line)
+				}()
+			}
+		}()
+	}
+	ask := func() (net.Conn, string, error) {
+		c, err := net.Dial("tcp4", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "hi\n")
+		line, err := bufio.NewReader(c).ReadString('\n')
+		return c, line, err
+	}
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range 2 { // 0 vs 0, then 1 vs 0: both kept by worker 0
+		c, line, err := ask()
+		if err != nil || line != "w0:hi\n" {
+			t.Fatalf("answered %q, %v", line, err)
+		}
+		conns = append(conns, c)
+	}
+
+	// Leave this process two descriptors: the client's and the one worker
+	// 0 accepts. The one it hands worker 1 (2 vs 0) does not fit there.
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	saved := lim
+	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &saved)
+	lim.Cur = 4096
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	var fill []int
+	for {
+		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			break
+		}
+		fill = append(fill, fd)
+	}
+	for _, fd := range fill[len(fill)-2:] {
+		unix.Close(fd)
+	}
+	fill = fill[:len(fill)-2]
+	c, line, err := ask()
+	for _, fd := range fill {
+		unix.Close(fd)
+	}
+	if err == nil {
+		t.Fatalf("a connection handed to a worker out of descriptors was answered %q", line)
+	}
+	c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for ws[0].Page.Takes(1) || ws[0].Page.Open(1).Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker 1 takes %v with %d open, want a pause with 0", ws[0].Page.Takes(1), ws[0].Page.Open(1).Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !ws[0].Page.Serving(1) {
+		t.Fatal("worker 1 paused taking connections reads as not serving")
+	}
+	c, line, err = ask() // 2 vs 0, but worker 1 is paused: kept
+	if err != nil || line != "w0:hi\n" {
+		t.Fatalf("during the pause: answered %q, %v", line, err)
+	}
+	conns = append(conns, c)
+	for !ws[0].Page.Takes(1) {
+		if time.Now().After(deadline) {
+			t.Fatal("worker 1 takes no handed connection after the pause")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c, line, err = ask() // 3 vs 0: handed
+	if err != nil || line != "w1:hi\n" {
+		t.Fatalf("after the pause: answered %q, %v", line, err)
+	}
+	conns = append(conns, c)
+}

@@ -28,7 +28,8 @@ import (
 //	    server started by SIGUSR2 numbers from the old one's page instead
 //	    of its own (Share), and names that page to its children
 //	64  for each worker i, at 64+16*i: its open connections, and its pid
-//	    while it accepts handed-off connections (0 otherwise)
+//	    while it serves (0 otherwise), negated while its siblings are to
+//	    hand it no connection (it ran out of descriptors taking one)
 //	3968 the slots in use, a bit each (worker i: bit i%64 of word i/64):
 //	    the supervisor's, which SIGTTIN and SIGTTOU change
 //	4000 the workers replaced, a word for each of ReplacementReasons in
@@ -196,9 +197,23 @@ func (p *Page) serving(i int) *atomic.Int64 {
 	return (*atomic.Int64)(unsafe.Pointer(&p.mem[offSlots+slotSize*i+8]))
 }
 
-// SetServing marks worker i as taking connections handed to it (pid) or
-// not (0).
+// SetServing marks worker i as serving and taking connections handed to
+// it (pid) or not serving (0).
 func (p *Page) SetServing(i, pid int) { p.serving(i).Store(int64(pid)) }
+
+// SetTaking marks worker i, serving as pid, as taking connections handed
+// to it or not, for a while; a worker that is not serving stays so.
+func (p *Page) SetTaking(i, pid int, on bool) {
+	if on {
+		p.serving(i).CompareAndSwap(-int64(pid), int64(pid))
+	} else {
+		p.serving(i).CompareAndSwap(int64(pid), -int64(pid))
+	}
+}
+
+// Takes reports whether worker i serves and takes connections handed to
+// it now.
+func (p *Page) Takes(i int) bool { return p.serving(i).Load() > 0 }
 
 // SetInUse marks slot i as one the supervisor runs a worker in, or not:
 // siblings send nothing to a slot not in use (a spare one, for SIGTTIN).
@@ -225,14 +240,15 @@ func (p *Page) Live(n int) int {
 	return live
 }
 
-// Serving reports whether worker i takes connections handed to it.
+// Serving reports whether worker i serves: it has begun to take
+// connections and not yet to stop.
 func (p *Page) Serving(i int) bool { return p.serving(i).Load() != 0 }
 
 // Release clears worker i's slot as the process pid exits, unless another
 // process holds it: a reload's new worker that failed leaves the slot of
 // the worker that serves on as it is.
 func (p *Page) Release(i, pid int) {
-	if p.serving(i).CompareAndSwap(int64(pid), 0) || p.serving(i).Load() == 0 {
+	if p.serving(i).CompareAndSwap(int64(pid), 0) || p.serving(i).CompareAndSwap(-int64(pid), 0) || p.serving(i).Load() == 0 {
 		p.Open(i).Store(0)
 	}
 }

@@ -70,9 +70,7 @@ func AcceptLoop(ln net.Listener, closed <-chan struct{}, place func(net.Conn)) {
 type AcceptRetry struct {
 	Logger *slog.Logger // where failures are logged; nil: slog.Default()
 
-	mu     sync.Mutex
-	logged time.Time // when the last line was logged
-	failed int       // failures since then
+	throttle Throttle
 }
 
 // LogEvery is how often AcceptRetry logs, at most, while accepting fails.
@@ -110,22 +108,41 @@ func (r *AcceptRetry) Accept(ln net.Listener, closed <-chan struct{}) (net.Conn,
 // failure counts a failure to accept and logs it, unless a line went out
 // less than LogEvery ago.
 func (r *AcceptRetry) failure(err error, pause time.Duration) {
-	r.mu.Lock()
-	r.failed++
-	now := time.Now()
-	if !r.logged.IsZero() && now.Sub(r.logged) < LogEvery {
-		r.mu.Unlock()
+	failed, ok := r.throttle.Note()
+	if !ok {
 		return
 	}
-	failed := r.failed
-	r.logged, r.failed = now, 0
-	r.mu.Unlock()
 	log := r.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	log.Warn("m0serve: cannot accept a connection; retrying", "error", err.Error(), "in", pause.String(),
 		"failures", failed)
+}
+
+// Throttle lets a failure that repeats be logged at most once per
+// LogEvery, each line saying how many there were since the one before.
+// The zero value is ready; it is safe for concurrent use.
+type Throttle struct {
+	mu     sync.Mutex
+	logged time.Time // when the last line was logged
+	failed int       // failures since then
+}
+
+// Note counts a failure. It reports whether to log it, and how many
+// failures the line stands for (this one and those not logged since the
+// line before).
+func (t *Throttle) Note() (int, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.failed++
+	now := time.Now()
+	if !t.logged.IsZero() && now.Sub(t.logged) < LogEvery {
+		return 0, false
+	}
+	failed := t.failed
+	t.logged, t.failed = now, 0
+	return failed, true
 }
 
 // heldConn is the strict reading's connection, which may hold bytes it

@@ -231,6 +231,18 @@ def test_slow_clients_held_while_requests_are_served(serve):
 # out of descriptors
 
 
+def descriptors(pid):
+    """How many descriptors pid and each of its children have open."""
+    out = {}
+    for p in [pid] + sorted({int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+                             for c in (task / "children").read_text().split()}):
+        try:
+            out[p] = len(list(Path(f"/proc/{p}/fd").iterdir()))
+        except FileNotFoundError:
+            pass
+    return out
+
+
 @pytest.fixture
 def limited_binary(tmp_path):
     """m0serve run under prlimit with a hard RLIMIT_NOFILE of 128 (Go
@@ -258,7 +270,8 @@ def test_out_of_descriptors_retries_then_recovers(serve, limited_binary, workers
         began = time.monotonic()
         for _ in range(300):
             held.append(socket.create_connection((HOST, server.port), timeout=HTTP_TIMEOUT))
-        server.wait_for_stderr(RETRY_LINE, since=mark, timeout=10)
+        wait_until(lambda: RETRY_LINE in server.stderr_since(mark), 10,
+                   lambda: f"{RETRY_LINE!r}; descriptors open {descriptors(server.proc.pid)}\n{server.describe()}")
         time.sleep(2)  # exhausted for a while
         assert server.running, server.describe()
         assert get_on(kept, "/hello") == (200, b"Hello, World!\n")
