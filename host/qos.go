@@ -5,7 +5,6 @@ import (
 	"runtime"
 
 	"github.com/m0serve/m0/internal/boot"
-	"golang.org/x/sys/unix"
 )
 
 // qosClass is what a --qos class means on Linux: a nice level for the
@@ -28,7 +27,8 @@ var qosLinux = map[string]qosClass{
 // qosPermitted reports whether this process may take the class. A nice
 // level below 0 needs CAP_SYS_NICE or an RLIMIT_NICE that allows it, which
 // root inside a container may not have: it is tried on a thread made for
-// the purpose and thrown away.
+// the purpose and thrown away. (On macOS every class is the process's to
+// take, and the nice level stands for the class: see m0_apply_qos.)
 func qosPermitted(class string) bool {
 	q := qosLinux[class]
 	if q.nice >= 0 {
@@ -37,7 +37,7 @@ func qosPermitted(class string) bool {
 	ok := make(chan bool)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		ok <- unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), q.nice) == nil
+		ok <- threadNice(q.nice) == nil
 	}()
 	return <-ok
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/m0serve/m0/internal/bind"
 	"github.com/m0serve/m0/internal/proc"
 	"github.com/m0serve/m0/prefork"
-	"golang.org/x/sys/unix"
 )
 
 // SIGUSR2 re-executes the process that listens (the supervisor, or a
@@ -223,11 +222,10 @@ func (l *listening) addHandOff() error {
 	if err != nil {
 		return err
 	}
-	fd, err := unix.MemfdCreate(handOffFile, unix.MFD_CLOEXEC)
+	f, err := proc.AnonFile(handOffFile)
 	if err != nil {
 		return err
 	}
-	f := os.NewFile(uintptr(fd), handOffFile)
 	defer f.Close() // tableflip keeps a copy
 	if _, err := f.Write(b); err != nil {
 		return err
@@ -264,10 +262,11 @@ func (l *listening) handOver(sig string, stderr io.Writer) bool {
 		}
 		return false
 	}
-	pid := successor(before)
-	fmt.Fprintf(stderr, "m0serve: %s: pid %d took over; pid %d drains\n", sig, pid, os.Getpid())
-	if pid > 0 {
+	if pid := successor(before); pid > 0 {
+		fmt.Fprintf(stderr, "m0serve: %s: pid %d took over; pid %d drains\n", sig, pid, os.Getpid())
 		notifier().MainPID(pid)
+	} else { // no /proc to tell it by (macOS)
+		fmt.Fprintf(stderr, "m0serve: %s: the new process took over; pid %d drains\n", sig, os.Getpid())
 	}
 	for _, b := range l.ls {
 		b.Keep() // the unix socket files are the successor's now

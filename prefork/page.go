@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/m0serve/m0/internal/proc"
 	"github.com/m0serve/m0/realtime"
 	"golang.org/x/sys/unix"
 )
@@ -63,11 +64,10 @@ type Page struct {
 
 // NewPage makes a page whose counter starts at 1 in an epoch of now.
 func NewPage() (*Page, error) {
-	fd, err := unix.MemfdCreate("m0-page", unix.MFD_CLOEXEC)
+	f, err := proc.AnonFile("m0-page")
 	if err != nil {
-		return nil, fmt.Errorf("prefork: memfd_create: %w", err)
+		return nil, fmt.Errorf("prefork: the page: %w", err)
 	}
-	f := os.NewFile(uintptr(fd), "m0-page")
 	if err := f.Truncate(pageSize); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("prefork: sizing the page: %w", err)

@@ -1,9 +1,12 @@
 package prefork
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -41,7 +44,8 @@ const (
 	fdBus // then one per worker
 )
 
-// Control messages on a worker's control socket.
+// Control messages on a worker's control socket, a stream (macOS has no
+// SOCK_SEQPACKET), each sent whole with its length before it (sendCtrl).
 const (
 	msgReady    = "ready"
 	msgPrepared = "prepared"
@@ -88,11 +92,44 @@ func NewMesh(listener *os.File, workers int, more ...*os.File) (*Mesh, error) {
 }
 
 func socketpair(typ int) (*os.File, *os.File, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
+	fds, err := unix.Socketpair(unix.AF_UNIX, typ, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("prefork: socketpair: %w", err)
 	}
+	for _, fd := range fds {
+		unix.CloseOnExec(fd)
+		if typ == unix.SOCK_DGRAM {
+			roomForDatagrams(fd)
+		}
+	}
 	return os.NewFile(uintptr(fds[0]), "m0-a"), os.NewFile(uintptr(fds[1]), "m0-b"), nil
+}
+
+// maxCtrl bounds a control message (a failure's text).
+const maxCtrl = 256 << 10
+
+// sendCtrl writes m on a control socket, its length first, in one write.
+func sendCtrl(c net.Conn, m string) error {
+	b := binary.LittleEndian.AppendUint32(make([]byte, 0, 4+len(m)), uint32(len(m)))
+	_, err := c.Write(append(b, m...))
+	return err
+}
+
+// readCtrl reads the next message sendCtrl wrote.
+func readCtrl(r *bufio.Reader) (string, error) {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return "", err
+	}
+	size := binary.LittleEndian.Uint32(n[:])
+	if size > maxCtrl {
+		return "", fmt.Errorf("prefork: a control message of %d bytes", size)
+	}
+	m := make([]byte, size)
+	if _, err := io.ReadFull(r, m); err != nil {
+		return "", err
+	}
+	return string(m), nil
 }
 
 // Close closes the mesh's descriptors in this process.
@@ -119,7 +156,7 @@ func (m *Mesh) Exec(argv, env []string, stdout, stderr *os.File) Spawner {
 		self, _ = os.Executable() // no /proc: the path it was started by
 	}
 	return func(slot int, opts SpawnOptions, report func(Event)) (Proc, error) {
-		mine, theirs, err := socketpair(unix.SOCK_SEQPACKET)
+		mine, theirs, err := socketpair(unix.SOCK_STREAM)
 		if err != nil {
 			return nil, err
 		}
@@ -165,7 +202,7 @@ func (m *Mesh) Exec(argv, env []string, stdout, stderr *os.File) Spawner {
 			return nil, fmt.Errorf("prefork: starting worker %d: %w", slot, err)
 		}
 		proc, _ := os.FindProcess(pid) // always found on Unix
-		ctrl, err := packetConn(mine)
+		ctrl, err := ctrlConn(mine)
 		if err != nil {
 			proc.Kill()
 			proc.Wait()
@@ -190,7 +227,7 @@ func rawFd(f *os.File) (uintptr, error) {
 	return fd, nil
 }
 
-func packetConn(f *os.File) (*net.UnixConn, error) {
+func ctrlConn(f *os.File) (*net.UnixConn, error) {
 	c, err := net.FileConn(f)
 	f.Close()
 	if err != nil {
@@ -211,7 +248,7 @@ type execProc struct {
 
 func (p *execProc) Pid() int                        { return p.proc.Pid }
 func (p *execProc) Signal(sig syscall.Signal) error { return p.proc.Signal(sig) }
-func (p *execProc) Go() error                       { _, err := p.ctrl.Write([]byte(msgGo)); return err }
+func (p *execProc) Go() error                       { return sendCtrl(p.ctrl, msgGo) }
 
 // readLeftovers is how long, once the worker has exited, its last messages
 // are read for: the control socket may stay open in a process it forked.
@@ -223,13 +260,13 @@ func (p *execProc) watch(report func(Event)) {
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
-		buf := make([]byte, 256<<10)
+		r := bufio.NewReader(p.ctrl)
 		for {
-			n, err := p.ctrl.Read(buf)
-			if err != nil || n == 0 {
+			m, err := readCtrl(r)
+			if err != nil {
 				return
 			}
-			switch m := string(buf[:n]); {
+			switch {
 			case m == msgReady:
 				report(Event{Kind: Ready})
 			case m == msgPrepared:
@@ -357,7 +394,7 @@ func Inherited() (*Worker, error) {
 	if w.Page, err = OpenPage(os.NewFile(fdPage, "m0-page")); err != nil {
 		return nil, err
 	}
-	if w.ctrl, err = packetConn(os.NewFile(fdControl, "m0-control")); err != nil {
+	if w.ctrl, err = ctrlConn(os.NewFile(fdControl, "m0-control")); err != nil {
 		return nil, err
 	}
 	var out []*os.File
@@ -427,14 +464,14 @@ func Local(prior *Prior) (*Worker, error) {
 // watch reads the supervisor's messages; when the supervisor is gone (the
 // socket closes) the worker is told through Gone.
 func (w *Worker) watch() {
-	buf := make([]byte, 64)
+	r := bufio.NewReader(w.ctrl)
 	for {
-		n, err := w.ctrl.Read(buf)
-		if err != nil || n == 0 {
+		m, err := readCtrl(r)
+		if err != nil {
 			close(w.gone)
 			return
 		}
-		if string(buf[:n]) == msgGo {
+		if m == msgGo {
 			w.goOnce.Do(func() { close(w.goCh) })
 		}
 	}
@@ -450,7 +487,7 @@ func (w *Worker) tell(m string) {
 	}
 	w.writeMu.Lock()
 	defer w.writeMu.Unlock()
-	w.ctrl.Write([]byte(m))
+	sendCtrl(w.ctrl, m)
 }
 
 // Ready tells the supervisor the worker serves.

@@ -3,14 +3,16 @@
 The wheel: builds the m0serve binary with the Go toolchain, puts it in the
 wheel's scripts (pip installs it as bin/m0serve), and tags the wheel for
 the platform the binary runs on, py3-none-manylinux_X_Y_ARCH, where glibc
-X.Y is the oldest the binary runs on, read from its versioned imports
+X.Y is the oldest the binary runs on, read from its versioned imports, or
+py3-none-macosx_X_Y_ARCH for a macOS binary, X.Y its minimum macOS
 (scripts/glibcfloor). One wheel serves every CPython 3.10 and newer: the
-binary loads libpython when it starts. m0 is built for Linux alone
+binary loads libpython when it starts. m0 is built for Linux and macOS
 (docs/running.md, "Platforms").
 
 The build is the host's (the Go toolchain and C compiler on PATH) unless the
-environment says otherwise: GOARCH and CC, as scripts/wheel --all sets them
-to cross-build with `zig cc` against an old glibc.
+environment says otherwise: GOOS, GOARCH, CC (and cgo's flags), as
+scripts/wheel --all sets them to cross-build with `zig cc` against an old
+glibc and for macOS.
 
 The binary is stamped with the commit it is built from: the checkout's
 (git), or, built from an sdist, the one the sdist recorded in COMMIT.
@@ -67,11 +69,11 @@ class GoBinary(BuildHookInterface):  # type: ignore[type-arg]
                 "building the m0serve wheel needs the Go toolchain (go 1.26 or newer, https://go.dev/dl/) "
                 "on PATH, or GO naming it; a C compiler too (cgo)"
             )
-        goos = os.environ.get("GOOS", "linux")
-        if goos != "linux":
+        goos = os.environ.get("GOOS") or subprocess.run(
+            [go, "env", "GOOS"], check=True, capture_output=True, text=True).stdout.strip()
+        if goos not in ("linux", "darwin"):
             raise RuntimeError(
-                f"m0serve builds for Linux only, not GOOS={goos}: it uses epoll, eventfd, memfd and "
-                "Linux's TCP options (docs/running.md, Platforms)"
+                f"m0serve builds for Linux and macOS, not GOOS={goos} (docs/running.md, Platforms)"
             )
         out = root / "build" / "m0serve-wheel"
         out.mkdir(parents=True, exist_ok=True)
@@ -85,7 +87,8 @@ class GoBinary(BuildHookInterface):  # type: ignore[type-arg]
             [go, "build", "-trimpath", "-buildvcs=false", f"-ldflags={ldflags}", "-o", str(binary), "./cmd/m0serve"],
             cwd=root, env=env, check=True,
         )
-        host = {k: v for k, v in env.items() if k not in ("GOOS", "GOARCH", "CC", "CGO_ENABLED")}
+        host = {k: v for k, v in env.items()
+                if k not in ("GOOS", "GOARCH", "CC", "CGO_ENABLED", "CGO_CFLAGS", "CGO_LDFLAGS")}
         tag = subprocess.run(
             [go, "run", "./scripts/glibcfloor", str(binary)],
             cwd=root, env=host, check=True, capture_output=True, text=True,

@@ -109,7 +109,7 @@ var errNotRegular = errors.New("static: not a regular file")
 // file, with its size and modification time.
 func (h *Handler) regular(rel string) (fd int, size int64, mod time.Time, err error) {
 	if h.rootFd >= 0 {
-		if fd, err = openat2(h.rootFd, rel, unix.RESOLVE_NO_SYMLINKS); err == unix.ELOOP {
+		if fd, err = openat2(h.rootFd, rel, noSymlinks); err == unix.ELOOP {
 			// A symlink on the way: followed if it stays beneath the root
 			// and leads to no dotfile.
 			if fd, err = openat2(h.rootFd, rel, 0); err == nil && !h.landsVisible(fd) {
@@ -149,7 +149,7 @@ func (h *Handler) regular(rel string) (fd int, size int64, mod time.Time, err er
 // landsVisible reports whether the file open at fd is beneath the root by
 // a path with no dotfile in it: a symlink may not lead to .env or .git/.
 func (h *Handler) landsVisible(fd int) bool {
-	target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	target, err := fdPath(fd)
 	if err != nil || h.realDir == "" {
 		return false
 	}
@@ -163,17 +163,4 @@ func (h *Handler) landsVisible(fd int) bool {
 		}
 	}
 	return true
-}
-
-func openat2(dirfd int, rel string, resolve uint64) (int, error) {
-	how := unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS | resolve,
-	}
-	for {
-		fd, err := unix.Openat2(dirfd, rel, &how)
-		if err != unix.EINTR && err != unix.EAGAIN {
-			return fd, err
-		}
-	}
 }

@@ -1,6 +1,7 @@
 /* The ASGI executor: one asyncio loop on a Python thread of its own.
  *
- * Go and the loop talk through two queues, each with an eventfd. Go posts
+ * Go and the loop talk through two queues, each with an eventfd (a pipe on
+ * macOS, its two ends apart where an eventfd is one). Go posts
  * events (a request, a body chunk, a disconnect) to the inbound queue and
  * wakes the loop once per batch; the loop drains every pending event in one
  * callback. The loop posts what the application sends (a response head, a
@@ -22,8 +23,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/eventfd.h>
+#else
+#include <fcntl.h>
+#endif
 
 /* ---- the queues ------------------------------------------------------------ */
 
@@ -31,11 +36,44 @@ typedef struct {
 	m0_amsg *v;
 	size_t n, cap;
 	int signaled; /* the reader has been woken and has not taken the queue yet */
-	int fd;
+	int fd;       /* the reader's end; -1 once the executor has ended */
+	int wfd;      /* the waker's end: fd itself for an eventfd */
 	pthread_mutex_t mu;
 } msgq;
 
+/* wake_pair makes a queue's wake-up descriptors, non-blocking and
+ * close-on-exec: fds[0] to read, fds[1] to write (one eventfd, both the
+ * same, on Linux; a pipe elsewhere). 0, or -1 with none made. */
+static int wake_pair(int fds[2])
+{
+#ifdef __linux__
+	fds[0] = fds[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	return fds[0] < 0 ? -1 : 0;
+#else
+	if (pipe(fds) < 0)
+		return -1;
+	for (int i = 0; i < 2; i++) {
+		if (fcntl(fds[i], F_SETFL, O_NONBLOCK) < 0 || fcntl(fds[i], F_SETFD, FD_CLOEXEC) < 0) {
+			close(fds[0]);
+			close(fds[1]);
+			return -1;
+		}
+	}
+	return 0;
+#endif
+}
 
+static void close_pair(int fd, int wfd)
+{
+	if (fd >= 0)
+		close(fd);
+	if (wfd >= 0 && wfd != fd)
+		close(wfd);
+}
+
+
+/* wake writes to a queue's waker's end. A pipe that is full (EAGAIN) has
+ * its reader's wake-up pending already. */
 static void wake(int fd)
 {
 	uint64_t one = 1;
@@ -138,7 +176,7 @@ static aexec *exec_of(int id)
 	return id >= 0 && id < M0_MAX_EXEC ? execs[id] : NULL;
 }
 
-int m0_asgi_init(int *id, int *in_fd, int *out_fd)
+int m0_asgi_init(int *id, int *in_fd, int *out_fd, int *out_wfd)
 {
 	pthread_mutex_lock(&execs_mu);
 	if (nexecs == M0_MAX_EXEC) {
@@ -150,25 +188,31 @@ int m0_asgi_init(int *id, int *in_fd, int *out_fd)
 		pthread_mutex_unlock(&execs_mu);
 		return -1;
 	}
-	ex->in.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	ex->out.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	pthread_mutex_init(&ex->in.mu, NULL);
-	pthread_mutex_init(&ex->out.mu, NULL);
-	if (ex->in.fd < 0 || ex->out.fd < 0) {
-		if (ex->in.fd >= 0)
-			close(ex->in.fd);
-		if (ex->out.fd >= 0)
-			close(ex->out.fd);
+	int in[2], out[2];
+	if (wake_pair(in) < 0) {
 		free(ex);
 		pthread_mutex_unlock(&execs_mu);
 		return -1;
 	}
+	if (wake_pair(out) < 0) {
+		close_pair(in[0], in[1]);
+		free(ex);
+		pthread_mutex_unlock(&execs_mu);
+		return -1;
+	}
+	ex->in.fd = in[0];
+	ex->in.wfd = in[1];
+	ex->out.fd = out[0];
+	ex->out.wfd = out[1];
+	pthread_mutex_init(&ex->in.mu, NULL);
+	pthread_mutex_init(&ex->out.mu, NULL);
 	ex->id = nexecs;
 	execs[nexecs++] = ex;
 	pthread_mutex_unlock(&execs_mu);
 	*id = ex->id;
 	*in_fd = ex->in.fd;
 	*out_fd = ex->out.fd;
+	*out_wfd = ex->out.wfd;
 	return 0;
 }
 
@@ -204,7 +248,7 @@ void m0_asgi_wake(int id)
 		return;
 	pthread_mutex_lock(&ex->in.mu); /* the descriptor stays open while it is written */
 	if (ex->in.fd >= 0)
-		wake(ex->in.fd);
+		wake(ex->in.wfd);
 	pthread_mutex_unlock(&ex->in.mu);
 }
 
@@ -214,20 +258,20 @@ void m0_asgi_close(int id)
 	if (!ex)
 		return;
 	pthread_mutex_lock(&ex->in.mu);
-	int fd = ex->in.fd;
+	int fd = ex->in.fd, wfd = ex->in.wfd;
 	m0_amsg *v = ex->in.v;
 	size_t n = ex->in.n;
-	ex->in.fd = -1;
+	ex->in.fd = ex->in.wfd = -1;
 	ex->in.v = NULL;
 	ex->in.n = ex->in.cap = 0;
 	pthread_mutex_unlock(&ex->in.mu);
-	if (fd >= 0)
-		close(fd);
+	close_pair(fd, wfd);
 	m0_asgi_free(v, n);
-	/* The outbound eventfd is Go's to close (its collector polls it): from
-	 * here on no thread writes to it. */
+	/* The outbound eventfd (both ends of a pipe) is Go's to close (its
+	 * collector polls it): from here on no thread of this file writes to
+	 * it. */
 	pthread_mutex_lock(&ex->out.mu);
-	ex->out.fd = -1;
+	ex->out.fd = ex->out.wfd = -1;
 	pthread_mutex_unlock(&ex->out.mu);
 }
 
@@ -256,7 +300,7 @@ static void pay(aexec *ex)
 	if (ex->owe_wake) {
 		__atomic_store_n(&ex->owe_wake, 0, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&ex->wakes, 1, __ATOMIC_RELAXED);
-		wake(ex->out.fd);
+		wake(ex->out.wfd);
 	}
 }
 
@@ -303,7 +347,7 @@ static int to_go(aexec *ex, m0_amsg m)
 		if (ex->draining_in)
 			owe(ex);
 		else if (!defer_wake(ex))
-			wake(ex->out.fd);
+			wake(ex->out.wfd);
 	}
 	return first < 0 ? -1 : 0;
 }
@@ -1681,8 +1725,8 @@ static PyObject *asgi_drain(PyObject *self, PyObject *id)
 		return NULL;
 	}
 	m0_amsg *v;
-	uint64_t count;
-	while (read(ex->in.fd, &count, sizeof count) < 0 && errno == EINTR)
+	char buf[64]; /* an eventfd's count, or a pipe's wake-ups */
+	while (read(ex->in.fd, buf, sizeof buf) < 0 && errno == EINTR)
 		;
 	size_t n = take(&ex->in, &v);
 	ex->draining_in = 1;

@@ -100,7 +100,8 @@ type Executor struct {
 
 	id       C.int
 	kick     chan struct{} // a wake-up of the loop is owed (see post)
-	out      *os.File
+	out      *os.File      // the loop's wake-ups of the collector, read
+	outW     *os.File      // and written by the sweeper: out itself but on macOS
 	mu       sync.Mutex
 	reqs     []*Request
 	gens     []uint32
@@ -126,8 +127,8 @@ type Outcome struct {
 // the loop runs. The lifespan startup, if asked for, runs from there:
 // Startup waits for it.
 func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
-	var id, in, out C.int
-	if C.m0_asgi_init(&id, &in, &out) != 0 {
+	var id, in, out, outW C.int
+	if C.m0_asgi_init(&id, &in, &out, &outW) != 0 {
 		return nil, errors.New("cpython: cannot create an executor (its eventfds, or more than 256)")
 	}
 	e := &Executor{
@@ -145,6 +146,10 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 	}
 	b, _ := json.Marshal(map[string]any{"loop": opts.Loop, "lifespan": opts.Lifespan})
 	ready := make(chan struct{})
+	e.outW = e.out // one eventfd, read and written
+	if outW != out {
+		e.outW = os.NewFile(uintptr(outW), "m0-asgi-w") // a pipe's other end
+	}
 	go e.collect(ready)
 	go e.kicker()
 	go e.sweep()
@@ -159,6 +164,9 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 		close(e.stopped)
 		C.m0_asgi_close(e.id)
 		e.out.Close() // the collector's Read returns: it takes what is left, then closes ended
+		if e.outW != e.out {
+			e.outW.Close()
+		}
 	}()
 	select {
 	case <-ready:
@@ -308,7 +316,7 @@ func (e *Executor) sweep() {
 			var n C.uint
 			now := C.m0_asgi_owed(e.id, &n) != 0
 			if now && owed && n == last {
-				e.out.Write(one) // the collector takes what is queued; a closed file is an error, and nothing
+				e.outW.Write(one) // the collector takes what is queued; a closed file is an error, and nothing
 			}
 			owed, last = now, n
 			e.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -407,10 +408,35 @@ func TestLibraryVersion(t *testing.T) {
 		"/opt/py/lib/libpython3.13t.so":                  "3.13",
 		"/x/libpython3.so":                               "",
 		"/x/libfoo.so":                                   "",
+		"/opt/homebrew/lib/libpython3.12.dylib":          "3.12",
+		"/x/lib/libpython3.13t.dylib":                    "3.13",
 	} {
 		if got := libraryVersion(lib); got != want {
 			t.Errorf("libraryVersion(%s) = %q, want %q", lib, got, want)
 		}
+	}
+}
+
+// TestLibraryPlaces: where a libpython is looked for, from what its
+// interpreter reports: Linux's LIBDIR names, and a macOS framework build's
+// (Py_ENABLE_SHARED unset) libpython3.X.dylib and framework Python.
+func TestLibraryPlaces(t *testing.T) {
+	linux := probed{Version: "3.11.2", LibDir: "/usr/lib/x86_64-linux-gnu", LDLibrary: "libpython3.11.so", InstSoname: "libpython3.11.so.1.0"}
+	want := []string{"/usr/lib/x86_64-linux-gnu/libpython3.11.so", "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0"}
+	if got := libraryPlaces(linux); !slices.Equal(got, want) {
+		t.Errorf("Linux: %q, want %q", got, want)
+	}
+	fw := probed{Version: "3.12.7", LibDir: "/Library/Frameworks/Python.framework/Versions/3.12/lib",
+		LDLibrary: "Python.framework/Versions/3.12/Python", InstSoname: "Python.framework/Versions/3.12/Python",
+		Framework: "/Library/Frameworks"}
+	want = []string{
+		"/Library/Frameworks/Python.framework/Versions/3.12/lib/Python.framework/Versions/3.12/Python",
+		"/Library/Frameworks/Python.framework/Versions/3.12/lib/Python.framework/Versions/3.12/Python",
+		"/Library/Frameworks/Python.framework/Versions/3.12/lib/libpython3.12.dylib",
+		"/Library/Frameworks/Python.framework/Versions/3.12/Python",
+	}
+	if got := libraryPlaces(fw); !slices.Equal(got, want) {
+		t.Errorf("a framework build: %q, want %q", got, want)
 	}
 }
 

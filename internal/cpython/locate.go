@@ -57,7 +57,7 @@ type LibraryError struct {
 func (e *LibraryError) Error() string { return e.Found + " (" + e.Fix + ")" }
 func (e *LibraryError) Unwrap() error { return ErrNoLibrary }
 
-const fixLibrary = "set " + LibraryEnv + " to the path of a shared libpython3.X.so of CPython 3.10 or newer, or put such a python3 first on PATH"
+const fixLibrary = "set " + LibraryEnv + " to the path of a shared libpython3.X" + libraryExt + " of CPython 3.10 or newer, or put such a python3 first on PATH"
 
 // probe is what the interpreter prints about itself.
 const probe = `import json, site, sys, sysconfig
@@ -68,6 +68,8 @@ print(json.dumps({
     "libdir": v("LIBDIR") or "",
     "ldlibrary": v("LDLIBRARY") or "",
     "instsoname": v("INSTSONAME") or "",
+    "framework_prefix": (v("PYTHONFRAMEWORKPREFIX") or "") if v("PYTHONFRAMEWORK") else "",
+    "abiflags": getattr(sys, "abiflags", ""),
     "shared": bool(v("Py_ENABLE_SHARED")),
     "gil_disabled": bool(v("Py_GIL_DISABLED")),
     "prefix": sys.prefix,
@@ -81,6 +83,8 @@ type probed struct {
 	LibDir      string   `json:"libdir"`
 	LDLibrary   string   `json:"ldlibrary"`
 	InstSoname  string   `json:"instsoname"`
+	Framework   string   `json:"framework_prefix"` // a macOS framework build's, where its library is
+	ABIFlags    string   `json:"abiflags"`
 	Shared      bool     `json:"shared"`
 	GILDisabled bool     `json:"gil_disabled"`
 	Prefix      string   `json:"prefix"`
@@ -193,17 +197,14 @@ func locate(explicit, from string) (Interpreter, error) {
 		in.Library = explicit
 		return in, nil
 	}
-	if !p.Shared {
+	if !p.Shared && p.Framework == "" { // a framework build's library is shared
 		return in, &LibraryError{
 			Found: fmt.Sprintf("%s (Python %s) was built without a shared libpython", p.Executable, p.Version),
 			Fix:   fixLibrary,
 		}
 	}
-	for _, name := range []string{p.LDLibrary, p.InstSoname} {
-		if name == "" {
-			continue
-		}
-		if lib := filepath.Join(p.LibDir, name); fileExists(lib) {
+	for _, lib := range libraryPlaces(p) {
+		if fileExists(lib) {
 			in.Library = lib
 			return in, nil
 		}
@@ -223,17 +224,46 @@ func locate(explicit, from string) (Interpreter, error) {
 	return in, &LibraryError{Found: found, Fix: fix}
 }
 
+// libraryPlaces are where an interpreter's shared libpython may be, in
+// order: its LIBDIR with the names it reports (libpython3.X.so,
+// libpython3.X.dylib), then, on macOS, LIBDIR's libpython3.X.dylib, which
+// a framework build links to its Python, and the framework's Python.
+func libraryPlaces(p probed) []string {
+	var out []string
+	for _, name := range []string{p.LDLibrary, p.InstSoname} {
+		if name != "" {
+			out = append(out, filepath.Join(p.LibDir, name))
+		}
+	}
+	if p.Framework != "" || libraryExt == ".dylib" {
+		out = append(out, filepath.Join(p.LibDir, "libpython"+majorMinor(p.Version)+p.ABIFlags+".dylib"))
+	}
+	if p.Framework != "" && p.LDLibrary != "" {
+		out = append(out, filepath.Join(p.Framework, p.LDLibrary))
+	}
+	return out
+}
+
+// libraryName finds where a libpython's name ends its version and ABI
+// flags: the index of ".so" or ".dylib" in it, or -1.
+func libraryName(v string) int {
+	if i := strings.Index(v, ".so"); i >= 0 {
+		return i
+	}
+	return strings.Index(v, ".dylib")
+}
+
 // majorMinor is "3.11" of "3.11.2".
 func majorMinor(version string) string {
 	parts := strings.SplitN(version, ".", 3)
 	return strings.Join(parts[:min(2, len(parts))], ".")
 }
 
-// libraryVersion reads "3.11" from a name such as libpython3.11.so.1.0,
-// or returns "".
+// libraryVersion reads "3.11" from a name such as libpython3.11.so.1.0
+// or libpython3.11.dylib, or returns "".
 func libraryVersion(lib string) string {
 	v := strings.TrimPrefix(filepath.Base(lib), "libpython")
-	if i := strings.Index(v, ".so"); i > 0 {
+	if i := libraryName(v); i > 0 {
 		v = strings.TrimRight(v[:i], "dmut") // ABI flags: 3.13t, 3.7m
 		if versionAtLeast(v, 3, 0) {
 			return v
@@ -246,7 +276,7 @@ func libraryVersion(lib string) string {
 // the version and its ABI flags.
 func libraryTag(lib string) string {
 	v := strings.TrimPrefix(filepath.Base(lib), "libpython")
-	if i := strings.Index(v, ".so"); i > 0 {
+	if i := libraryName(v); i > 0 {
 		return v[:i]
 	}
 	return ""
@@ -271,7 +301,7 @@ func buildKind(freeThreaded bool) string {
 func siblingPython(lib string) string {
 	base := filepath.Base(lib)
 	ver := strings.TrimPrefix(base, "libpython")
-	if i := strings.Index(ver, ".so"); i >= 0 {
+	if i := libraryName(ver); i >= 0 {
 		ver = ver[:i]
 	}
 	bin := filepath.Join(filepath.Dir(filepath.Dir(lib)), "bin")

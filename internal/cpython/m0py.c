@@ -5,8 +5,14 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#else
+#include <errno.h>
+#include <pthread.h>
+#include <pthread/qos.h>
+#endif
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,11 +365,15 @@ static int bind_wsgi(m0_thread *t)
 /* The scheduling class every Python thread takes when it is made. */
 static int qos_set, qos_nice, qos_batch;
 
-/* m0_apply_qos gives the calling thread the class; -1 and errno on failure. */
+/* m0_apply_qos gives the calling thread the class; -1 and errno on failure.
+ * On Linux a nice level of the thread's own, and SCHED_BATCH; on macOS the
+ * quality-of-service class the nice level stands for (host/qos.go maps
+ * the classes to levels). */
 int m0_apply_qos(void)
 {
 	if (!qos_set)
 		return 0;
+#ifdef __linux__
 	pid_t tid = (pid_t)syscall(SYS_gettid);
 	if (setpriority(PRIO_PROCESS, (id_t)tid, qos_nice) < 0)
 		return -1;
@@ -371,6 +381,23 @@ int m0_apply_qos(void)
 	if (qos_batch && sched_setscheduler(0, SCHED_BATCH, &sp) < 0)
 		return -1;
 	return 0;
+#else
+	qos_class_t class = QOS_CLASS_DEFAULT;
+	if (qos_nice <= -10)
+		class = QOS_CLASS_USER_INTERACTIVE;
+	else if (qos_nice < 0)
+		class = QOS_CLASS_USER_INITIATED;
+	else if (qos_nice >= 10)
+		class = QOS_CLASS_BACKGROUND;
+	else if (qos_nice > 0)
+		class = QOS_CLASS_UTILITY;
+	int err = pthread_set_qos_class_self_np(class, 0);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return 0;
+#endif
 }
 
 void m0_set_qos(int nice, int batch)

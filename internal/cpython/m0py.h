@@ -271,10 +271,13 @@ enum {
 };
 
 /* m0_asgi_init makes an executor: its id and the eventfds of its two
- * queues (Go -> loop, loop -> Go), which stay open for the life of the
- * process. Any thread; no GIL needed. 0, or -1 (no eventfd, or 256
- * executors made already). */
-int m0_asgi_init(int *id, int *in_fd, int *out_fd);
+ * queues (Go -> loop, loop -> Go): in_fd, which the loop reads, and
+ * out_fd, which Go's collector reads and Go's sweeper writes to as
+ * out_wfd (the same eventfd on Linux; a pipe's two ends on macOS, where
+ * there is no eventfd). Go closes out_fd and out_wfd once the loop has
+ * ended (m0_asgi_close); this file closes the inbound ones. Any thread;
+ * no GIL needed. 0, or -1 (no eventfd, or 256 executors made already). */
+int m0_asgi_init(int *id, int *in_fd, int *out_fd, int *out_wfd);
 
 /* m0_asgi_post appends a message to executor id's inbound queue, copying
  * data. Any thread, any number at once; no GIL needed (the queue has its own

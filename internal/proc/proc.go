@@ -1,5 +1,7 @@
-// Package proc reads what Linux's /proc says of processes: a process's
-// children, and whether one was started by a SIGUSR2 re-exec.
+// Package proc reads what Linux's /proc says of processes (a process's
+// children, and whether one was started by a SIGUSR2 re-exec; nothing on
+// macOS, which has no /proc), and makes the anonymous files processes
+// share.
 package proc
 
 import (

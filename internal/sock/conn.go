@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // CountedConn is a connection counted open on a loop or a worker: the
@@ -158,7 +156,7 @@ func Pending(c net.Conn) bool {
 		return true // bytes of an unfinished head, read and held back
 	}
 	n := 0
-	WithFD(c, func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	WithFD(c, func(fd uintptr) { n = readable(int(fd)) })
 	return n > 0
 }
 

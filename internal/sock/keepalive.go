@@ -25,18 +25,20 @@ func KeepAlive(c net.Conn, idle time.Duration) error {
 	if err != nil {
 		return err
 	}
+	name, value := userTimeout(0) // the system's
 	opts := []struct{ level, name, value int }{
 		{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0},
-		{unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, 0}, // the system's
+		{unix.IPPROTO_TCP, name, value},
 	}
 	if idle > 0 {
 		secs := max(int(idle/time.Second), 1)
+		name, value := userTimeout(4 * secs)
 		opts = []struct{ level, name, value int }{
 			{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1},
-			{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, secs},
+			{unix.IPPROTO_TCP, keepIdle, secs},
 			{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs},
 			{unix.IPPROTO_TCP, unix.TCP_KEEPCNT, 3},
-			{unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, 4 * secs * 1000},
+			{unix.IPPROTO_TCP, name, value},
 		}
 	}
 	var serr error

@@ -4,8 +4,6 @@ import (
 	"net"
 	"sync"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // WatchClose calls gone, once and on a goroutine of its own, when the
@@ -16,8 +14,8 @@ import (
 // notice. A client that half-closes (shuts down its sending side) counts as
 // gone, as under uvicorn. A c without a file descriptor is not watched.
 //
-// It costs two system calls (epoll_ctl), so a handler starts a watch only
-// once the application waits.
+// It costs two system calls (epoll_ctl on Linux, kevent on macOS), so a
+// handler starts a watch only once the application waits.
 func WatchClose(c net.Conn, gone func()) (stop func()) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -34,8 +32,8 @@ func WatchClose(c net.Conn, gone func()) (stop func()) {
 	return w.add(raw, gone)
 }
 
-// watcher is the process's epoll instance for watched connections, and the
-// goroutine that waits on it.
+// watcher is the process's poller (epoll, kqueue) for watched
+// connections, and the goroutine that waits on it.
 type watcher struct {
 	ep   int
 	mu   sync.Mutex
@@ -45,7 +43,7 @@ type watcher struct {
 
 // theWatcher is the process's one watcher, started on first use.
 var theWatcher = sync.OnceValues(func() (*watcher, error) {
-	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	ep, err := newPoller()
 	if err != nil {
 		return nil, err
 	}
@@ -60,17 +58,10 @@ func (w *watcher) add(raw syscall.RawConn, gone func()) func() {
 	token := w.next
 	w.subs[token] = gone
 	w.mu.Unlock()
-	// Only the peer's close and errors: not readability, so a pipelined
-	// request waiting in the socket does not count. One shot: the event
-	// fires once and the registration stays disarmed.
-	// The event's 64 bits of user data are its Fd and Pad fields on every
-	// architecture: they carry the token.
-	ev := unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: int32(token), Pad: int32(token >> 32)}
-	var fd int
+	fd := -1
 	cerr := raw.Control(func(f uintptr) {
-		fd = int(f)
-		if err := unix.EpollCtl(w.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-			fd = -1
+		if arm(w.ep, int(f), token) == nil {
+			fd = int(f)
 		}
 	})
 	if cerr != nil || fd < 0 {
@@ -88,30 +79,20 @@ func (w *watcher) add(raw syscall.RawConn, gone func()) func() {
 			// Control fails once the connection is closed: the kernel has
 			// dropped the registration with the descriptor then, and the
 			// number may belong to another connection by now.
-			raw.Control(func(f uintptr) { unix.EpollCtl(w.ep, unix.EPOLL_CTL_DEL, int(f), nil) })
+			raw.Control(func(f uintptr) { disarm(w.ep, int(f)) })
 		})
 	}
 }
 
+// run calls each watch's gone as the poller reports its connection's end.
 func (w *watcher) run() {
-	events := make([]unix.EpollEvent, 64)
-	for {
-		n, err := unix.EpollWait(w.ep, events, -1)
-		if err == unix.EINTR {
-			continue
+	waitEnds(w.ep, func(token uint64) {
+		w.mu.Lock()
+		gone := w.subs[token]
+		delete(w.subs, token)
+		w.mu.Unlock()
+		if gone != nil {
+			go gone()
 		}
-		if err != nil {
-			return
-		}
-		for i := range events[:n] {
-			token := uint64(uint32(events[i].Fd)) | uint64(uint32(events[i].Pad))<<32
-			w.mu.Lock()
-			gone := w.subs[token]
-			delete(w.subs, token)
-			w.mu.Unlock()
-			if gone != nil {
-				go gone()
-			}
-		}
-	}
+	})
 }

@@ -7,11 +7,17 @@
 // needs a glibc newer than X.Y: scripts/wheel --all checks each cross-built
 // binary against the floor it was built for.
 //
+// A macOS binary (Mach-O) takes macosx_X_Y_ARCH, where X.Y is the oldest
+// macOS it runs on, as its LC_BUILD_VERSION says; -max X.Y bounds that one.
+// It must be signed (arm64) and link only the system's libraries.
+//
 //	go run ./scripts/glibcfloor [-max X.Y] BINARY
 package main
 
 import (
 	"debug/elf"
+	"debug/macho"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"os"
@@ -27,6 +33,16 @@ func main() {
 		os.Exit(2)
 	}
 	path := flag.Arg(0)
+	if f, err := macho.Open(path); err == nil {
+		defer f.Close()
+		t, err := macTag(f, *most)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "glibcfloor: %s: %v\n", path, err)
+			os.Exit(1)
+		}
+		fmt.Println(t)
+		return
+	}
 	floor, arch, err := glibcFloor(path)
 	if err == nil && *most != "" {
 		var limit [2]int
@@ -127,4 +143,63 @@ func glibcFloor(path string) (floor [2]int, arch string, err error) {
 		return floor, "", fmt.Errorf("%s imports nothing from glibc: not a binary a manylinux tag describes", path)
 	}
 	return floor, arch, nil
+}
+
+// macArches are the Mach-O CPUs a wheel is built for, by tag name.
+var macArches = map[macho.Cpu]string{macho.CpuArm64: "arm64", macho.CpuAmd64: "x86_64"}
+
+// macTag is the platform tag of a macOS binary: macosx_X_Y_ARCH, X.Y the
+// minimum macOS of its LC_BUILD_VERSION (X_0 from macOS 11 on, as pip
+// reads it), failing when it is newer than most ("" for no bound).
+func macTag(f *macho.File, most string) (string, error) {
+	arch, ok := macArches[f.Cpu]
+	if !ok {
+		return "", fmt.Errorf("a Mach-O binary for %s, which no wheel here is built for", f.Cpu)
+	}
+	const lcBuildVersion = 0x32
+	var floor [2]int
+	for _, l := range f.Loads {
+		raw := l.Raw()
+		if len(raw) >= 16 && f.ByteOrder.Uint32(raw) == lcBuildVersion {
+			minos := binary.LittleEndian.Uint32(raw[12:])
+			floor = [2]int{int(minos >> 16), int(minos >> 8 & 0xff)}
+		}
+	}
+	if floor[0] == 0 {
+		return "", fmt.Errorf("no LC_BUILD_VERSION: the oldest macOS it runs on is not recorded")
+	}
+	// macOS runs no arm64 binary unsigned, and a library from anywhere but
+	// the system's places would be the build machine's.
+	const lcCodeSignature = 0x1d
+	signed := false
+	for _, l := range f.Loads {
+		if raw := l.Raw(); len(raw) >= 4 && f.ByteOrder.Uint32(raw) == lcCodeSignature {
+			signed = true
+		}
+	}
+	if !signed && f.Cpu == macho.CpuArm64 {
+		return "", fmt.Errorf("not signed (no LC_CODE_SIGNATURE): macOS would not run it")
+	}
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		return "", err
+	}
+	for _, lib := range libs {
+		if !strings.HasPrefix(lib, "/usr/lib/") && !strings.HasPrefix(lib, "/System/Library/") {
+			return "", fmt.Errorf("links %s, which is not the system's", lib)
+		}
+	}
+	if most != "" {
+		limit, err := version(most)
+		if err != nil {
+			return "", err
+		}
+		if newer(floor, limit) {
+			return "", fmt.Errorf("needs macOS %d.%d, newer than the %s it was built for", floor[0], floor[1], most)
+		}
+	}
+	if floor[0] >= 11 {
+		floor[1] = 0
+	}
+	return fmt.Sprintf("macosx_%d_%d_%s", floor[0], floor[1], arch), nil
 }

@@ -1,0 +1,3 @@
+package cpython
+
+const libraryExt = ".dylib"
