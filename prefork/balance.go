@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/m0serve/m0/internal/sock"
@@ -27,7 +28,9 @@ type balancer struct {
 	closed   chan struct{}  // closed once everything accepted is in conns
 	once     sync.Once
 
-	resume   *time.Timer // ends a pause that lost began (its goroutine only)
+	pause    time.Duration // FullPause, as Balance found it
+	resume   *time.Timer   // ends a pause that lost began (its goroutine only)
+	lastLoss atomic.Int64  // when lost was last told, Unix nanoseconds
 	throttle sock.Throttle
 }
 
@@ -48,7 +51,7 @@ const backlog = 64
 // workers, and not only their arrivals.
 // With keep, every connection stays where it was accepted.
 func (w *Worker) Balance(ln net.Listener, keep bool) net.Listener {
-	b := &balancer{ln: ln, w: w, keep: keep, conns: make(chan net.Conn, backlog),
+	b := &balancer{ln: ln, w: w, keep: keep, conns: make(chan net.Conn, backlog), pause: FullPause,
 		stopping: make(chan struct{}), closed: make(chan struct{})}
 	w.Page.Reset(w.Index)
 	w.Page.SetServing(w.Index, os.Getpid())
@@ -136,14 +139,25 @@ func (b *balancer) lost(err error) {
 	w.Page.Open(w.Index).Add(-1)
 	if n, ok := b.throttle.Note(); ok {
 		w.Bus.log.Warn("m0serve: lost a connection a sibling handed this worker; siblings keep theirs for a while",
-			"error", err.Error(), "pause", FullPause.String(), "lost", n)
+			"error", err.Error(), "pause", b.pause.String(), "lost", n)
 	}
+	b.lastLoss.Store(time.Now().UnixNano())
 	w.Page.SetTaking(w.Index, os.Getpid(), false) // not once the worker stops
 	if b.resume == nil {
-		b.resume = time.AfterFunc(FullPause, func() { w.Page.SetTaking(w.Index, os.Getpid(), true) })
+		b.resume = time.AfterFunc(b.pause, b.unpause)
 	} else {
-		b.resume.Reset(FullPause)
+		b.resume.Reset(b.pause)
 	}
+}
+
+// unpause has siblings hand this worker connections again, b.pause after
+// the last loss: a timer that fired as a loss came waits again.
+func (b *balancer) unpause() {
+	if left := b.pause - time.Since(time.Unix(0, b.lastLoss.Load())); left > 0 {
+		time.AfterFunc(left, b.unpause)
+		return
+	}
+	b.w.Page.SetTaking(b.w.Index, os.Getpid(), true)
 }
 
 // deliver queues c for Accept. Once the worker has begun to stop, a

@@ -10,6 +10,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/m0serve/m0/internal/sock"
@@ -187,12 +188,31 @@ func (b *Bus) pump(c *net.UnixConn, q chan []byte, wait time.Duration, failed fu
 			if wait > 0 {
 				c.SetWriteDeadline(time.Now().Add(wait))
 			}
-			if _, err := c.Write(m); err != nil && failed(err) {
+			if err := b.write(c, m); err != nil && failed(err) {
 				return
 			}
 		case <-b.done:
 			return
 		}
+	}
+}
+
+// write writes m to c. A full inbox makes the write wait on Linux; macOS
+// fails it at once with ENOBUFS instead, and it is tried again, after a
+// pause that doubles from 1 ms up to 50 ms, until the bus closes.
+func (b *Bus) write(c *net.UnixConn, m []byte) error {
+	pause := time.Millisecond
+	for {
+		_, err := c.Write(m)
+		if !errors.Is(err, syscall.ENOBUFS) {
+			return err
+		}
+		select {
+		case <-time.After(pause):
+		case <-b.done:
+			return net.ErrClosed
+		}
+		pause = min(2*pause, 50*time.Millisecond)
 	}
 }
 
@@ -385,6 +405,13 @@ func (b *Bus) read() {
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	for {
 		n, oobn, flags, _, err := b.in.ReadMsgUnix(buf, oob)
+		if err != nil && descriptorDropped(err) {
+			// macOS fails the read of a message whose descriptor does not
+			// fit (Linux delivers it with MSG_CTRUNC), and drops the
+			// message: a handed connection, as a rule.
+			b.loses(fmt.Errorf("the descriptor did not fit: %w", err))
+			continue
+		}
 		if err != nil {
 			select {
 			case <-b.done:

@@ -92,12 +92,11 @@ func NewMesh(listener *os.File, workers int, more ...*os.File) (*Mesh, error) {
 }
 
 func socketpair(typ int) (*os.File, *os.File, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, typ, 0)
+	fds, err := socketpairs(typ)
 	if err != nil {
-		return nil, nil, fmt.Errorf("prefork: socketpair: %w", err)
+		return nil, nil, fmt.Errorf("prefork: %w", err)
 	}
 	for _, fd := range fds {
-		unix.CloseOnExec(fd)
 		if typ == unix.SOCK_DGRAM {
 			roomForDatagrams(fd)
 		}

@@ -17,7 +17,6 @@ import (
 	"github.com/m0serve/m0/middleware"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,10 +93,7 @@ func New(dir string, opts *Options) (*Handler, error) {
 	if prefix != "/" {
 		prefix += "/"
 	}
-	realDir, _ := filepath.EvalSymlinks(dir)
-	if realDir != "" {
-		realDir, _ = filepath.Abs(realDir)
-	}
+	realDir := canonicalDir(dir)
 	h := &Handler{dir: dir, root: root, rootFd: rootFd, realDir: realDir, prefix: prefix, cache: opts.CacheControl, headers: opts.Headers,
 		svgPolicy: true, next: opts.Next}
 	seen := map[string]bool{}

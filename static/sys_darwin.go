@@ -28,3 +28,19 @@ func fdPath(fd int) (string, error) {
 	}
 	return string(buf), nil
 }
+
+// canonicalDir is dir as fdPath names the files beneath it: the system's
+// spelling, whose case may differ from dir's on a case-insensitive
+// volume; "" when it cannot be told.
+func canonicalDir(dir string) string {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(fd)
+	real, err := fdPath(fd)
+	if err != nil {
+		return ""
+	}
+	return real
+}

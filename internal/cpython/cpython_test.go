@@ -1,3 +1,5 @@
+//go:build linux
+
 package cpython
 
 import (
@@ -423,6 +425,9 @@ func TestLibraryVersion(t *testing.T) {
 func TestLibraryPlaces(t *testing.T) {
 	linux := probed{Version: "3.11.2", LibDir: "/usr/lib/x86_64-linux-gnu", LDLibrary: "libpython3.11.so", InstSoname: "libpython3.11.so.1.0"}
 	want := []string{"/usr/lib/x86_64-linux-gnu/libpython3.11.so", "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0"}
+	if libraryExt == ".dylib" {
+		want = append(want, "/usr/lib/x86_64-linux-gnu/libpython3.11.dylib")
+	}
 	if got := libraryPlaces(linux); !slices.Equal(got, want) {
 		t.Errorf("Linux: %q, want %q", got, want)
 	}

@@ -56,12 +56,15 @@ func Find[T net.Conn](c net.Conn) (T, bool) {
 	return zero, false
 }
 
-// Cork holds back c's partial segments (TCP_CORK; TCP_NOPUSH on macOS) until the function it
+// Cork holds back c's partial segments (TCP_CORK; nothing on macOS) until the function it
 // returns is called, which sends what is left: a response's head and the
 // start of its body leave in full segments rather than the head alone,
 // what nginx's tcp_nopush does around sendfile. Both do nothing on a
 // connection without a TCP descriptor.
 func Cork(c net.Conn) (uncork func()) {
+	if corkOption == 0 {
+		return func() {}
+	}
 	set := func(v int) {
 		WithFD(c, func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, corkOption, v) })
 	}

@@ -47,8 +47,10 @@ func waitEnds(kq int, ended func(token uint64)) {
 			if ev.Flags&(unix.EV_EOF|unix.EV_ERROR) == 0 {
 				continue // bytes to read, not an end
 			}
-			// One shot, as on Linux: the end is reported once.
-			disarm(kq, int(ev.Ident))
+			// The watch's token is taken at its first end, so a later event
+			// does nothing; the registration goes with the descriptor or
+			// with stop. (Deleting it here, by its number, could delete a
+			// new connection's that reused the number meanwhile.)
 			ended(token(ev))
 		}
 	}
@@ -60,7 +62,10 @@ const keepIdle = unix.TCP_KEEPALIVE
 // may go unacknowledged.
 func userTimeout(secs int) (name, value int) { return unix.TCP_RXT_CONNDROPTIME, secs }
 
-const corkOption = unix.TCP_NOPUSH
+// corkOption is none on macOS: TCP_NOPUSH holds back partial segments,
+// but clearing it does not send what it held (XNU, unlike FreeBSD), so
+// the end of a file could wait for the persist timer.
+const corkOption = 0
 
 // fionread is <sys/filio.h>'s FIONREAD, _IOR('f', 127, int).
 const fionread = 0x4004667f

@@ -37,6 +37,7 @@ import select
 import stat
 import struct
 import threading
+import time
 import warnings
 from typing import Callable, Optional, Union
 
@@ -423,6 +424,7 @@ def _send(fd: int, message: bytes) -> None:
     """Writes one datagram to fd, waiting while the inbox is full: the socket
     may be non-blocking (its open file description is the server's)."""
     poll: Optional[select.poll] = None
+    pause = 0.001
     while True:
         try:
             os.write(fd, message)
@@ -432,7 +434,13 @@ def _send(fd: int, message: bytes) -> None:
         except OSError as e:
             if e.errno in (errno.ECONNREFUSED, errno.ENOTCONN, errno.EPIPE):
                 raise NotServing("m0pub.publish: the server has gone (its bus is closed)") from None
-            raise
+            if e.errno != errno.ENOBUFS:
+                raise
+            # macOS fails a datagram to a full inbox at once (ENOBUFS), and
+            # the socket polls writable all the while: try again shortly.
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
+            continue
         if poll is None:
             poll = select.poll()
             poll.register(fd, select.POLLOUT)
