@@ -156,7 +156,11 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 	if w != nil {
 		w.Bus.Start(hub)
 		bridge(w, hub, plan.PG != nil, stderr)
-		if w.Replaced && hub != nil {
+		// A replacement's journal begins empty, and so does that of a
+		// worker that starts after a sibling began to serve (the slower
+		// of the first workers): frames published meanwhile are in the
+		// sibling's journal alone.
+		if hub != nil && (w.Replaced || siblingServes(w)) {
 			warm(w, stderr)
 		}
 	}
@@ -273,12 +277,22 @@ wait:
 	return failed
 }
 
-// warmTimeout bounds how long a replacement worker waits for a sibling's
+// warmTimeout bounds how long a worker that warms waits for a sibling's
 // journal before it serves.
 const warmTimeout = 2 * time.Second
 
-// warm fills a replacement worker's journal from a serving sibling's, so
-// that a client that reconnects to it is replayed what it missed.
+// siblingServes reports whether another worker serves already.
+func siblingServes(w *prefork.Worker) bool {
+	for j := range w.Workers {
+		if j != w.Index && w.Page.Serving(j) {
+			return true
+		}
+	}
+	return false
+}
+
+// warm fills a worker's journal from a serving sibling's, so that a
+// client that reconnects to it is replayed what it missed.
 func warm(w *prefork.Worker, stderr io.Writer) {
 	for j := range w.Workers {
 		if j == w.Index || !w.Page.Serving(j) {

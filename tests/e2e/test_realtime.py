@@ -330,6 +330,27 @@ def test_an_event_type_reaches_the_stream_and_its_replay(serve, workers):
         assert server.post(f"/publish?c=ev&event={bad}", data=b"x").json() == {"id": False}
 
 
+def test_a_worker_that_starts_late_replays_what_came_before(serve, tmp_path):
+    """A worker that starts after its sibling began to serve warms its
+    journal from the sibling's: a stream that resumes there from before the
+    frames published meanwhile is replayed them, not sent m0-gap."""
+    server = serve("realtime_gated:application", args=("--realtime", "--workers", "2"),
+                   env={"M0_TEST_GATE": str(tmp_path)})
+    assert server.stdout.count("🔥 m0serve:") == 1  # the second waits at the gate
+    first = server.post("/publish?c=late", data=b"one").json()["id"]
+    second = server.post("/publish?c=late", data=b"two").json()["id"]
+    (tmp_path / "open").touch()
+    wait_until(lambda: server.stdout.count("🔥 m0serve:") == 2, 30, lambda: f"2 banners\n{server.describe()}")
+    # Resumed from before both: the least-loaded handoff puts at least one
+    # of four on the worker that started late.
+    before = first.rsplit("-", 1)[0] + "-0"
+    streams = [SSE(server, "/hold?c=late", last_id=before) for _ in range(4)]
+    for s in streams:
+        assert s.event() == {"data": b"one", "id": first}
+        assert s.event() == {"data": b"two", "id": second}
+    assert not [r for r in server.records() if "found no sibling's journal" in r]
+
+
 def test_socket_messages_reach_the_application(serve):
     server = serve("realtime_app:application", args=("--realtime",))
     url = server.url("/ws?c=sock").replace("http", "ws", 1)
