@@ -32,7 +32,8 @@ def doctor(args, env=None):
 def serve_exit(args, env=None):
     """The exit code serving gives, or 0 once it is ready (then it is stopped)."""
     port = [] if "M0_PORT" in (env or {}) else ["--port", str(free_port())]
-    proc = subprocess.Popen([str(M0SERVE), "--host", "127.0.0.1", *port, *args],
+    host = [] if "M0_HOST" in (env or {}) else ["--host", "127.0.0.1"]
+    proc = subprocess.Popen([str(M0SERVE), *host, *port, *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
     try:
@@ -48,6 +49,11 @@ def serve_exit(args, env=None):
             proc.wait()
 
 
+# A bad M0_PORT is ignored with a note, and serving takes port 8000: on a
+# loopback address of the test's own, where a server a developer runs on
+# 127.0.0.1:8000 does not collide with it.
+OWN_HOST = "127.0.0.77"
+
 # Each case: arguments (an application spec last, or none), extra environment.
 CASES = {
     "environment only": ([], {}),
@@ -55,7 +61,7 @@ CASES = {
     "discovered app": (["--app-dir", str(DISCOVERY), "mod"], {}),
     "port 0 by flag": (["--port", "0", "--app-dir", str(DISCOVERY), "modapp"], {}),
     "port 0 by variable": (["--app-dir", str(DISCOVERY), "modapp"], {"M0_PORT": "0"}),
-    "port bad by variable": (["--app-dir", str(DISCOVERY), "modapp"], {"M0_PORT": "80eighty", "M0_HOST": "127.0.0.1"}),
+    "port bad by variable": (["--app-dir", str(DISCOVERY), "modapp"], {"M0_PORT": "80eighty", "M0_HOST": OWN_HOST}),
     "port bad by flag": (["--port", "80eighty", "modapp"], {}),
     "pg-listen without realtime": (["--pg-listen", "postgres://m0@127.0.0.1:1/m0", "--app-dir", str(DISCOVERY), "modapp"], {}),
     "pg-listen unreachable": (["--realtime", "--app-dir", str(DISCOVERY), "modapp"], {"M0_PG_LISTEN": "postgres://m0:secret@127.0.0.1:1/m0"}),
