@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -283,8 +284,14 @@ func TestMetricsAsked(t *testing.T) {
 // TestHandoff: the worker that accepts keeps connections while its
 // sibling has no fewer than Margin less open, and hands the next to it;
 // the handed connection serves there and counts there until it closes.
-func TestHandoff(t *testing.T) {
-	_, ws, _ := meshOf(t, 2)
+// echoMesh is two balanced workers whose servers answer a line with
+// "wN:" and the line: worker 0 accepts from the listener ask dials,
+// worker 1 only what is handed to it; ls are their balanced listeners.
+// ask returns the connection and its answer, or the error reading it
+// (deadline 5 s).
+func echoMesh(t *testing.T) (ws []*Worker, ls []net.Listener, ask func() (net.Conn, string, error)) {
+	t.Helper()
+	_, ws, _ = meshOf(t, 2)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -293,30 +300,38 @@ func TestHandoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l0, l1 := ws[0].Balance(ln, false), ws[1].Balance(idle, false)
-	defer l0.Close()
-	defer l1.Close()
-	echo := func(l net.Listener, who string) {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
+	ls = []net.Listener{ws[0].Balance(ln, false), ws[1].Balance(idle, false)}
+	for i, l := range ls {
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					line, _ := bufio.NewReader(c).ReadString('\n')
+					io.WriteString(c, fmt.Sprintf("w%d:%s", i, line))
+				}()
 			}
-			go func() {
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				io.WriteString(c, who+":"+line)
-			}()
-		}
+		}()
 	}
-	go echo(l0, "w0")
-	go echo(l1, "w1")
-	ask := func() (net.Conn, string) {
+	return ws, ls, func() (net.Conn, string, error) {
 		c, err := net.Dial("tcp4", ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
 		io.WriteString(c, "hi\n")
 		line, err := bufio.NewReader(c).ReadString('\n')
+		return c, line, err
+	}
+}
+
+func TestHandoff(t *testing.T) {
+	ws, ls, try := echoMesh(t)
+	ask := func() (net.Conn, string) {
+		c, line, err := try()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +355,7 @@ func TestHandoff(t *testing.T) {
 		t.Fatalf("open %d and %d, want 3 and 1", o0, o1)
 	}
 	// Worker 1 stops taking connections: nothing more is handed to it.
-	l1.Close()
+	ls[1].Close()
 	for range 3 {
 		c, line := ask()
 		conns = append(conns, c)
@@ -388,46 +403,7 @@ func TestHandoffOutOfDescriptors(t *testing.T) {
 	old := FullPause
 	FullPause = 300 * time.Millisecond
 	defer func() { FullPause = old }()
-	_, ws, _ := meshOf(t, 2)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	idle, err := net.Listen("tcp4", "127.0.0.1:0") // worker 1 accepts nothing itself
-	if err != nil {
-		t.Fatal(err)
-	}
-	l0, l1 := ws[0].Balance(ln, false), ws[1].Balance(idle, false)
-	defer l0.Close()
-	defer l1.Close()
-	for _, l := range []net.Listener{l0, l1} {
-		who := "w0"
-		if l == l1 {
-			who = "w1"
-		}
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					line, _ := bufio.NewReader(c).ReadString('\n')
-					io.WriteString(c, who+":"+line)
-				}()
-			}
-		}()
-	}
-	ask := func() (net.Conn, string, error) {
-		c, err := net.Dial("tcp4", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		io.WriteString(c, "hi\n")
-		line, err := bufio.NewReader(c).ReadString('\n')
-		return c, line, err
-	}
+	ws, _, ask := echoMesh(t)
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
