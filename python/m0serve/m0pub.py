@@ -81,7 +81,7 @@ class NotServing(RuntimeError):
     """No m0serve is reachable from this process to publish to."""
 
 
-# The page (prefork/page.go): a 4096-byte memfd. The counter's word is read
+# The page (prefork/page.go): a 4096-byte memfd (an unlinked file on macOS). The counter's word is read
 # and written only under a POSIX write lock on its 8 bytes.
 _PAGE_MAGIC = b"m0page\x00\x01"
 _OFF_EPOCH = 8
