@@ -586,3 +586,15 @@ def django_server(serve_module, tmp_path_factory):
         capture_output=True, text=True, timeout=120)
     assert migrate.returncode == 0, f"manage.py migrate failed:\n{migrate.stdout}\n{migrate.stderr}"
     return serve_module("django_validated:application", env=env, validated=True)
+
+
+def children_of(pid):
+    """The children of pid, whichever of its threads is the parent; none once
+    it is gone (a process may end while this reads)."""
+    out = set()
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            out |= {int(c) for c in (task / "children").read_text().split()}
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return out

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import APPS, HTTP_TIMEOUT, M0SERVE, READY_PREFIX, READY_TIMEOUT, STOP_TIMEOUT, free_port, wait_until
+from conftest import APPS, HTTP_TIMEOUT, M0SERVE, READY_PREFIX, READY_TIMEOUT, STOP_TIMEOUT, children_of, free_port, wait_until
 
 # What this module checks is decided in Go: it runs with one CPython (conftest.py).
 pytestmark = [pytest.mark.once, pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
@@ -21,8 +21,7 @@ pytestmark = [pytest.mark.once, pytest.mark.skipif(os.geteuid() != 0 or shutil.w
 
 def children(pid):
     """Every child of a process, whichever of its threads is the parent."""
-    return sorted({int(c) for task in Path(f"/proc/{pid}/task").iterdir()
-                   for c in (task / "children").read_text().split()})
+    return sorted(children_of(pid))
 
 
 def state(pid):

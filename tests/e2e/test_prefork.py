@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import (APPS, HOST, HTTP_TIMEOUT, M0SERVE, READY_TIMEOUT, ROOT, RawReader, free_port, http_request,
+from conftest import (APPS, HOST, HTTP_TIMEOUT, children_of, M0SERVE, READY_TIMEOUT, ROOT, RawReader, free_port, http_request,
                       read_response, wait_until)
 from test_realtime import SSE
 
@@ -78,18 +78,6 @@ def current(server):
     out = {}
     for n, p in armed(server):
         out[n] = p
-    return out
-
-
-def children_of(pid):
-    """The children of pid, whichever of its threads is the parent; none once
-    it is gone (a process may end while this reads)."""
-    out = set()
-    try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            out |= {int(c) for c in (task / "children").read_text().split()}
-    except (FileNotFoundError, ProcessLookupError):
-        pass
     return out
 
 

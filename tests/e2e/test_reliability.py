@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HOST, HTTP_TIMEOUT, M0SERVE, STOP_TIMEOUT, RawReader, http_request, read_response, wait_until
+from conftest import HOST, HTTP_TIMEOUT, M0SERVE, STOP_TIMEOUT, RawReader, http_request, read_response, wait_until, children_of
 
 SPECS = {"wsgi": "reliability_app:application", "asgi": "reliability_app:asgi"}
 RETRY_LINE = "cannot accept a connection; retrying"
@@ -234,8 +234,7 @@ def test_slow_clients_held_while_requests_are_served(serve):
 def descriptors(pid):
     """How many descriptors pid and each of its children have open."""
     out = {}
-    for p in [pid] + sorted({int(c) for task in Path(f"/proc/{pid}/task").iterdir()
-                             for c in (task / "children").read_text().split()}):
+    for p in [pid] + sorted(children_of(pid)):
         try:
             out[p] = len(list(Path(f"/proc/{p}/fd").iterdir()))
         except FileNotFoundError:
