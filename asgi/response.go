@@ -12,7 +12,7 @@ func eachHeader(head []byte, fn func(name, value []byte)) (appLength int64) {
 }
 
 var (
-	equalFold   = wire.EqualFold
+	equalFold   = wire.EqualFold[[]byte]
 	bodyAllowed = wire.BodyAllowed
 )
 

@@ -90,7 +90,7 @@ func netEnviron(e *cpython.Environ, r *http.Request, bodyLen int, script, pathIn
 // Werkzeug join them), and "; " for Cookie (PEP 3333; RFC 6265 5.4). Both
 // builders join through it.
 func joinSep(name string) string {
-	if strings.EqualFold(name, "Cookie") {
+	if wire.EqualFold(name, "Cookie") {
 		return "; "
 	}
 	return ","
@@ -282,8 +282,8 @@ func framed(raw []byte) bool {
 // Host and Content-Length have keys of their own, Transfer-Encoding was
 // undone, and a name with an underscore is dropped (see netEnviron).
 func skipHeader(name string) bool {
-	return strings.IndexByte(name, '_') >= 0 || strings.EqualFold(name, "Host") ||
-		strings.EqualFold(name, "Content-Length") || strings.EqualFold(name, "Transfer-Encoding")
+	return strings.IndexByte(name, '_') >= 0 || wire.EqualFold(name, "Host") ||
+		wire.EqualFold(name, "Content-Length") || wire.EqualFold(name, "Transfer-Encoding")
 }
 
 func equalFoldBytes(a, b []byte) bool { return equalFold(a, b2s(b)) }

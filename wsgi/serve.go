@@ -348,6 +348,6 @@ func (h *Handler) named(msg string) string {
 func eachHeader(t cpython.Thread, fn func(name, value []byte)) { wire.Forward(t.Head(), fn) }
 
 var (
-	equalFold   = wire.EqualFold
+	equalFold   = wire.EqualFold[[]byte]
 	bodyAllowed = wire.BodyAllowed
 )

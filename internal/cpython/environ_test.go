@@ -38,11 +38,20 @@ func FuzzEnvironHeader(f *testing.F) {
 		e.Add("REQUEST_METHOD", "GET")
 		e.AddHeader(name, value)
 		got := unpack(t, e.B)
-		key := strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		// Only ASCII letters are upper-cased, as CGI does: strings.ToUpper
+		// would map "ſ" to "S" and the Kelvin sign to "K".
+		key := strings.Map(func(r rune) rune {
+			switch {
+			case r == '-':
+				return '_'
+			case 'a' <= r && r <= 'z':
+				return r - ('a' - 'A')
+			}
+			return r
+		}, name)
 		if key != "CONTENT_TYPE" && key != "CONTENT_LENGTH" {
 			key = "HTTP_" + key
 		}
-		// Only ASCII letters are upper-cased, as CGI does.
 		want := []byte(key)
 		for i := range want {
 			if want[i] >= 0x80 {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/m0serve/m0/internal/wire"
 )
 
 // EnvironKeys are the environ keys a request buffer names by number
@@ -76,7 +78,7 @@ func (e *Environ) AddHeader(name, value string) {
 	e.B = append(e.B, 0)
 	at := len(e.B)
 	e.B = append(e.B, 0, 0)
-	if !strings.EqualFold(name, "Content-Type") && !strings.EqualFold(name, "Content-Length") {
+	if !wire.EqualFold(name, "Content-Type") && !wire.EqualFold(name, "Content-Length") {
 		e.B = append(e.B, "HTTP_"...)
 	}
 	for i := 0; i < len(name); i++ {

@@ -18,12 +18,13 @@ import (
 
 // EqualFold reports whether the header name b is s, ASCII case ignored.
 // Names hold token characters only, so folding bit 0x20 is exact for s made
-// of letters and hyphens.
-func EqualFold(b []byte, s string) bool {
+// of letters and hyphens. Unlike strings.EqualFold it folds no other
+// letter: "Hoſt" is not Host.
+func EqualFold[T string | []byte](b T, s string) bool {
 	if len(b) != len(s) {
 		return false
 	}
-	for i := range b {
+	for i := 0; i < len(b); i++ {
 		if b[i]|0x20 != s[i]|0x20 {
 			return false
 		}

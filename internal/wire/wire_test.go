@@ -128,3 +128,24 @@ func TestUnderPrefix(t *testing.T) {
 		}
 	}
 }
+
+func TestEqualFold(t *testing.T) {
+	for _, c := range []struct {
+		name, s string
+		want    bool
+	}{
+		{"host", "Host", true},
+		{"HOST", "Host", true},
+		{"Hoſt", "Host", false},          // U+017F folds to s in Unicode, not here
+		{"Coo\u212aie", "Cookie", false}, // the Kelvin sign
+		{"Hos", "Host", false},
+		{"content-length", "Content-Length", true},
+	} {
+		if got := EqualFold(c.name, c.s); got != c.want {
+			t.Errorf("EqualFold(%q, %q) = %v", c.name, c.s, got)
+		}
+		if got := EqualFold([]byte(c.name), c.s); got != c.want {
+			t.Errorf("EqualFold([]byte(%q), %q) = %v", c.name, c.s, got)
+		}
+	}
+}
