@@ -121,6 +121,8 @@ def _load(arg):
     spec, app_dir = req["spec"], req["app_dir"]
     forced = req.get("protocol") or ""
     accept = [forced] if forced else req.get("accept") or ["wsgi", "asgi"]
+    if req.get("sys_path"):  # a subinterpreter takes the main interpreter's path
+        sys.path[:] = req["sys_path"]
     if app_dir and (not sys.path or sys.path[0] != app_dir):
         sys.path.insert(0, app_dir)
     candidates, bare = _candidates(spec)

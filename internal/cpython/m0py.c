@@ -144,20 +144,14 @@ void m0_restore_signals(void)
 
 /* ---- the interpreter ------------------------------------------------------ */
 
-PyObject *m0_module;             /* _m0 */
-PyObject *m0_dict;               /* its namespace, where the bootstrap runs */
-PyObject *m0_format_exc;         /* _m0._format_exc(type, value, tb) -> str */
-static PyObject *m0_bytesio;     /* io.BytesIO */
-static PyObject *m0_empty_bytes; /* b"" */
-static m0_thread m0_main;        /* the thread that started the interpreter */
-static PyInterpreterState *m0_interp;
+m0_interp m0_interps[M0_MAX_INTERPS];
+static int m0_ninterps = 1;  /* slots taken; written under the main GIL */
+static m0_thread m0_main;    /* the thread that started the interpreter */
 
-/* Each OS thread that runs Python has one thread state, created on its
- * first call and used on that thread alone for the rest of its life. */
-static __thread m0_thread *m0_here;
-
-static PyObject **m0_keys; /* interned environ keys, by id - 1 */
-static int m0_nkeys;
+/* Each OS thread that runs Python has one thread state per interpreter it
+ * runs, created on its first call there and used on that thread alone for
+ * the rest of its life. */
+static __thread m0_thread *m0_here[M0_MAX_INTERPS];
 
 int m0_gil_counting;
 uint64_t m0_gil_wait_ns, m0_gil_waits;
@@ -226,6 +220,62 @@ static PyMethodDef m0_methods[] = {
 
 static int bind_wsgi(m0_thread *t);
 
+/* setup_interp makes _m0 in the interpreter whose GIL the caller holds,
+ * runs the bootstrap in it and keeps what the WSGI path uses, in is. The
+ * main interpreter's _m0 also gets the ASGI executor's functions. 0, or -1
+ * with a Python exception set. */
+static int setup_interp(m0_interp *is, const char *bootstrap, int main)
+{
+	PyObject *name = py.PyUnicode_FromString("_m0");
+	is->module = name ? py.PyModule_NewObject(name) : NULL;
+	if (name)
+		py.Py_DecRef(name);
+	if (!is->module || py.PyModule_AddFunctions(is->module, m0_methods) < 0 ||
+	    (main && py.PyModule_AddFunctions(is->module, m0_asgi_methods) < 0))
+		return -1;
+	name = py.PyUnicode_InternFromString("_m0");
+	int set = name ? py.PyDict_SetItem(py.PyImport_GetModuleDict(), name, is->module) : -1;
+	if (name)
+		py.Py_DecRef(name);
+	if (set < 0)
+		return -1;
+	is->dict = py.PyModule_GetDict(is->module); /* borrowed, lives with the module */
+	/* As a module imported from source has: code that reads its caller's
+	 * globals (Cython's, uvloop's) looks up __builtins__ there. */
+	PyObject *builtins = py.PyImport_ImportModule("builtins");
+	set = builtins ? py.PyDict_SetItemString(is->dict, "__builtins__", builtins) : -1;
+	if (builtins)
+		py.Py_DecRef(builtins);
+	if (set < 0)
+		return -1;
+
+	PyObject *code = py.Py_CompileString(bootstrap, "<m0 bootstrap>", Py_file_input);
+	if (!code)
+		return -1;
+	PyObject *r = py.PyEval_EvalCode(code, is->dict, is->dict);
+	py.Py_DecRef(code);
+	if (!r)
+		return -1;
+	py.Py_DecRef(r);
+
+	is->format_exc = py.PyDict_GetItemString(is->dict, "_format_exc");
+	if (!is->format_exc) {
+		py.PyErr_SetString(EXC(PyExc_RuntimeError), "bootstrap did not define _format_exc");
+		return -1;
+	}
+	py.Py_IncRef(is->format_exc);
+	PyObject *io = py.PyImport_ImportModule("io");
+	if (!io)
+		return -1;
+	is->bytesio = py.PyObject_GetAttrString(io, "BytesIO");
+	py.Py_DecRef(io);
+	if (!is->bytesio)
+		return -1;
+	is->empty_bytes = py.PyBytes_FromStringAndSize("", 0);
+	is->interp = py.PyInterpreterState_Get();
+	return is->empty_bytes ? 0 : -1;
+}
+
 int m0_initialize(const char *program, const char *bootstrap, char *errbuf, size_t errlen)
 {
 	if (program && *program) {
@@ -241,57 +291,12 @@ int m0_initialize(const char *program, const char *bootstrap, char *errbuf, size
 		return -1;
 	}
 
-	PyObject *name = py.PyUnicode_FromString("_m0");
-	m0_module = py.PyModule_NewObject(name);
-	py.Py_DecRef(name);
-	if (!m0_module || py.PyModule_AddFunctions(m0_module, m0_methods) < 0 ||
-	    py.PyModule_AddFunctions(m0_module, m0_asgi_methods) < 0)
+	if (setup_interp(&m0_interps[0], bootstrap, 1) < 0)
 		goto fail;
-	name = py.PyUnicode_InternFromString("_m0");
-	int set = name ? py.PyDict_SetItem(py.PyImport_GetModuleDict(), name, m0_module) : -1;
-	if (name)
-		py.Py_DecRef(name);
-	if (set < 0)
-		goto fail;
-	m0_dict = py.PyModule_GetDict(m0_module); /* borrowed, lives with the module */
-	/* As a module imported from source has: code that reads its caller's
-	 * globals (Cython's, uvloop's) looks up __builtins__ there. */
-	PyObject *builtins = py.PyImport_ImportModule("builtins");
-	set = builtins ? py.PyDict_SetItemString(m0_dict, "__builtins__", builtins) : -1;
-	if (builtins)
-		py.Py_DecRef(builtins);
-	if (set < 0)
-		goto fail;
-
-	PyObject *code = py.Py_CompileString(bootstrap, "<m0 bootstrap>", Py_file_input);
-	if (!code)
-		goto fail;
-	PyObject *r = py.PyEval_EvalCode(code, m0_dict, m0_dict);
-	py.Py_DecRef(code);
-	if (!r)
-		goto fail;
-	py.Py_DecRef(r);
-
-	m0_format_exc = py.PyDict_GetItemString(m0_dict, "_format_exc");
-	if (!m0_format_exc) {
-		snprintf(errbuf, errlen, "bootstrap did not define _format_exc");
-		return -1;
-	}
-	py.Py_IncRef(m0_format_exc);
-	PyObject *io = py.PyImport_ImportModule("io");
-	if (!io)
-		goto fail;
-	m0_bytesio = py.PyObject_GetAttrString(io, "BytesIO");
-	py.Py_DecRef(io);
-	if (!m0_bytesio)
-		goto fail;
-	m0_empty_bytes = py.PyBytes_FromStringAndSize("", 0);
-
-	m0_interp = py.PyInterpreterState_Get();
 	m0_main.ident = py.PyThread_get_thread_ident();
 	if (bind_wsgi(&m0_main) < 0)
 		goto fail;
-	m0_here = &m0_main;
+	m0_here[0] = &m0_main;
 	m0_main.ts = py.PyEval_SaveThread();
 	return 0;
 
@@ -316,10 +321,9 @@ void capture_error(m0_thread *t)
 	py.PyErr_NormalizeException(&type, &value, &tb);
 	if (value && tb)
 		py.PyException_SetTraceback(value, tb);
-	PyObject *s = NULL;
-	if (m0_format_exc)
-		s = py.PyObject_CallFunctionObjArgs(m0_format_exc, type, value ? value : Py_None,
-						    tb ? tb : Py_None, NULL);
+	PyObject *s = NULL, *fmt = m0_interps[t->interp].format_exc;
+	if (fmt)
+		s = py.PyObject_CallFunctionObjArgs(fmt, type, value ? value : Py_None, tb ? tb : Py_None, NULL);
 	if (!s && value) {
 		py.PyErr_Clear();
 		s = py.PyObject_Str(value);
@@ -356,8 +360,9 @@ static int bind_wsgi(m0_thread *t)
 	PyObject *cap = py.PyCapsule_New(t, "m0.thread", NULL);
 	if (!cap)
 		return -1;
-	t->start_response = py.PyCFunction_NewEx(&start_response_def, cap, m0_module);
-	t->write = py.PyCFunction_NewEx(&write_def, cap, m0_module);
+	PyObject *mod = m0_interps[t->interp].module;
+	t->start_response = py.PyCFunction_NewEx(&start_response_def, cap, mod);
+	t->write = py.PyCFunction_NewEx(&write_def, cap, mod);
 	py.Py_DecRef(cap);
 	return t->start_response && t->write ? 0 : -1;
 }
@@ -409,18 +414,29 @@ void m0_set_qos(int nice, int batch)
 
 m0_thread *m0_thread_peek(void)
 {
-	return m0_here;
+	return m0_here[0];
 }
 
 m0_thread *m0_thread_here(void)
 {
-	if (m0_here)
-		return m0_here;
+	return m0_thread_in(0);
+}
+
+m0_thread *m0_thread_in(int k)
+{
+	if (k < 0 || k >= M0_MAX_INTERPS)
+		return NULL;
+	if (m0_here[k])
+		return m0_here[k];
+	PyInterpreterState *interp = __atomic_load_n(&m0_interps[k].interp, __ATOMIC_ACQUIRE);
+	if (!interp)
+		return NULL;
 	m0_thread *t = calloc(1, sizeof *t);
 	if (!t)
 		return NULL;
 	m0_apply_qos(); /* checked at start-up on the main thread */
-	t->ts = py.PyThreadState_New(m0_interp);
+	t->interp = k;
+	t->ts = py.PyThreadState_New(interp);
 	if (!t->ts) {
 		free(t);
 		return NULL;
@@ -430,8 +446,92 @@ m0_thread *m0_thread_here(void)
 	if (bind_wsgi(t) < 0)
 		capture_error(t);
 	t->ts = py.PyEval_SaveThread();
-	m0_here = t;
+	m0_here[k] = t;
 	return t;
+}
+
+/* ---- subinterpreters ------------------------------------------------------------ */
+
+int m0_thread_fresh(void)
+{
+	for (int k = 1; k < M0_MAX_INTERPS; k++)
+		if (m0_here[k])
+			return -1;
+	m0_thread *t = m0_here[0];
+	if (!t)
+		return 0;
+	if (t == &m0_main)
+		return -1;
+	/* As a Python thread ends: its state cleared and deleted with the GIL
+	 * held, which unbinds it from the OS thread's PyGILState slot. */
+	m0_attach(t->ts);
+	if (t->start_response)
+		py.Py_DecRef(t->start_response);
+	if (t->write)
+		py.Py_DecRef(t->write);
+	py.PyThreadState_Clear(t->ts);
+	py.PyThreadState_DeleteCurrent(); /* releases the GIL */
+	free(t->head.p);
+	free(t->body.p);
+	free(t->err.p);
+	free(t);
+	m0_here[0] = NULL;
+	return 0;
+}
+
+int m0_interp_new(const char *bootstrap, char *errbuf, size_t errlen)
+{
+	if (!py.Py_NewInterpreterFromConfig || !py.PyThreadState_DeleteCurrent || m0_free_threaded) {
+		snprintf(errbuf, errlen, "subinterpreters with their own GIL need a CPython 3.12 or newer GIL build");
+		return -1;
+	}
+	if (m0_thread_fresh() < 0) {
+		snprintf(errbuf, errlen, "m0_interp_new: the thread has run Python already");
+		return -1;
+	}
+	int k = __atomic_fetch_add(&m0_ninterps, 1, __ATOMIC_RELAXED);
+	if (k >= M0_MAX_INTERPS) {
+		snprintf(errbuf, errlen, "at most %d interpreters", M0_MAX_INTERPS - 1);
+		return -1;
+	}
+	m0_interp_config cfg = {
+		.use_main_obmalloc = 0,
+		.allow_fork = 0,
+		.allow_exec = 0,
+		.allow_threads = 1,
+		/* Libraries start daemon threads (error reporters, pools); the
+		 * interpreter is never ended while the process serves. */
+		.allow_daemon_threads = 1,
+		.check_multi_interp_extensions = 1,
+		.gil = 2,
+	};
+	PyThreadState *ts = NULL;
+	/* No thread state is current: the new one is, with its own GIL held. */
+	m0_pystatus st = py.Py_NewInterpreterFromConfig(&ts, &cfg);
+	if (st.type != 0 || !ts) {
+		snprintf(errbuf, errlen, "Py_NewInterpreterFromConfig: %s", st.err_msg ? st.err_msg : "failed");
+		return -1;
+	}
+	m0_thread *t = calloc(1, sizeof *t);
+	if (!t) {
+		snprintf(errbuf, errlen, "out of memory");
+		py.PyEval_SaveThread();
+		return -1;
+	}
+	t->interp = k;
+	t->ts = ts;
+	t->ident = py.PyThread_get_thread_ident();
+	m0_interp *is = &m0_interps[k];
+	if (setup_interp(is, bootstrap, 0) < 0 || bind_wsgi(t) < 0) {
+		capture_error(t);
+		snprintf(errbuf, errlen, "%.*s", (int)t->err.len, t->err.p ? t->err.p : "");
+		py.PyEval_SaveThread();
+		return -1;
+	}
+	m0_apply_qos();
+	m0_here[k] = t;
+	t->ts = py.PyEval_SaveThread();
+	return k;
 }
 
 /* ---- generic calls ------------------------------------------------------------- */
@@ -500,7 +600,7 @@ int m0_call_helper(m0_thread *t, const char *name, const char *arg, uintptr_t *o
 {
 	m0_attach(t->ts);
 	int rc = -1;
-	PyObject *fn = py.PyMapping_GetItemString(m0_dict, name);
+	PyObject *fn = py.PyMapping_GetItemString(m0_interps[t->interp].dict, name);
 	if (!fn) {
 		py.PyErr_Clear(); /* the KeyError */
 		py.PyErr_Format(EXC(PyExc_RuntimeError), "_m0 has no helper %s", name);
@@ -781,8 +881,6 @@ static PyObject *wsgi_write(PyObject *self, PyObject *data)
 
 /* ---- WSGI: the call --------------------------------------------------------------- */
 
-static PyObject *key_input;
-
 /* m0_wsgi_set_keys interns the environ keys Go names by number: packed holds
  * n NUL-terminated names, key 1 first. */
 static int wsgi_call(m0_thread *t, uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen,
@@ -792,15 +890,16 @@ int m0_wsgi_set_keys(m0_thread *t, const char *packed, size_t len, int n)
 {
 	m0_attach(t->ts);
 	int rc = 0;
-	m0_keys = calloc((size_t)n, sizeof *m0_keys);
-	key_input = py.PyUnicode_InternFromString("wsgi.input");
+	m0_interp *is = &m0_interps[t->interp];
+	is->keys = calloc((size_t)n, sizeof *is->keys);
+	is->key_input = py.PyUnicode_InternFromString("wsgi.input");
 	size_t off = 0;
-	for (int i = 0; m0_keys && i < n && off < len; i++) {
-		m0_keys[i] = py.PyUnicode_InternFromString(packed + off);
+	for (int i = 0; is->keys && i < n && off < len; i++) {
+		is->keys[i] = py.PyUnicode_InternFromString(packed + off);
 		off += strlen(packed + off) + 1;
-		m0_nkeys = i + 1;
+		is->nkeys = i + 1;
 	}
-	if (!m0_keys || !key_input || m0_nkeys != n) {
+	if (!is->keys || !is->key_input || is->nkeys != n) {
 		capture_error(t);
 		rc = -1;
 	}
@@ -812,7 +911,7 @@ int m0_wsgi_set_keys(m0_thread *t, const char *packed, size_t len, int n)
 uintptr_t m0_wsgi_template(m0_thread *t, int multithread, int multiprocess)
 {
 	m0_attach(t->ts);
-	PyObject *fn = py.PyMapping_GetItemString(m0_dict, "_wsgi_template");
+	PyObject *fn = py.PyMapping_GetItemString(m0_interps[t->interp].dict, "_wsgi_template");
 	PyObject *mt = py.PyBool_FromLong(multithread), *mp = py.PyBool_FromLong(multiprocess);
 	PyObject *r = fn ? py.PyObject_CallFunctionObjArgs(fn, mt, mp, NULL) : NULL;
 	if (!r)
@@ -850,8 +949,8 @@ static int get_u32(const char *p, size_t len, size_t *i, size_t *out)
 /* build_environ makes the environ from the template and Go's packed request:
  * entries of [u8 key id][u16 len, key if the id is 0][u32 len][value], every
  * string latin-1. */
-static PyObject *build_environ(PyObject *tmpl, const char *req, size_t len, const char *body,
-			       size_t bodylen)
+static PyObject *build_environ(m0_interp *is, PyObject *tmpl, const char *req, size_t len,
+			       const char *body, size_t bodylen)
 {
 	PyObject *env = py.PyDict_Copy(tmpl);
 	if (!env)
@@ -862,9 +961,9 @@ static PyObject *build_environ(PyObject *tmpl, const char *req, size_t len, cons
 		size_t kl = 0, vl = 0;
 		PyObject *key;
 		if (id) {
-			if ((int)id > m0_nkeys)
+			if ((int)id > is->nkeys)
 				goto bad;
-			key = m0_keys[id - 1];
+			key = is->keys[id - 1];
 			py.Py_IncRef(key);
 		} else {
 			if (get_u16(req, len, &i, &kl) < 0 || i + kl > len)
@@ -891,13 +990,13 @@ static PyObject *build_environ(PyObject *tmpl, const char *req, size_t len, cons
 	if (bodylen) {
 		b = py.PyBytes_FromStringAndSize(body, (Py_ssize_t)bodylen);
 	} else {
-		b = m0_empty_bytes;
+		b = is->empty_bytes;
 		py.Py_IncRef(b);
 	}
-	PyObject *input = b ? py.PyObject_CallFunctionObjArgs(m0_bytesio, b, NULL) : NULL;
+	PyObject *input = b ? py.PyObject_CallFunctionObjArgs(is->bytesio, b, NULL) : NULL;
 	if (b)
 		py.Py_DecRef(b);
-	int rc = input ? py.PyDict_SetItem(env, key_input, input) : -1;
+	int rc = input ? py.PyDict_SetItem(env, is->key_input, input) : -1;
 	if (input)
 		py.Py_DecRef(input);
 	if (rc < 0)
@@ -1008,13 +1107,20 @@ m0_thread *m0_wsgi_call(uintptr_t app, uintptr_t tmpl, const char *req, size_t r
 	return t;
 }
 
+int m0_wsgi_call_on(m0_thread *t, uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen,
+		    const char *body, size_t bodylen, int allow_stream)
+{
+	t->rc = wsgi_call(t, app, tmpl, req, reqlen, body, bodylen, allow_stream);
+	return t->rc;
+}
+
 static int wsgi_call(m0_thread *t, uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen,
 		     const char *body, size_t bodylen, int allow_stream)
 {
 	m0_attach(t->ts);
 	reset_request(t);
 	int rc = M0_WSGI_ERROR;
-	PyObject *env = build_environ((PyObject *)tmpl, req, reqlen, body, bodylen);
+	PyObject *env = build_environ(&m0_interps[t->interp], (PyObject *)tmpl, req, reqlen, body, bodylen);
 	if (!env)
 		goto fail;
 	t->result = py.PyObject_CallFunctionObjArgs((PyObject *)app, env, t->start_response, NULL);
@@ -1142,7 +1248,7 @@ int m0_wsgi_interrupt(m0_thread *self, m0_thread *target)
 int m0_wsgi_timeout(m0_thread *self, m0_thread *target)
 {
 	m0_attach(self->ts);
-	PyObject *exc = py.PyMapping_GetItemString(m0_dict, "RequestTimeout");
+	PyObject *exc = py.PyMapping_GetItemString(m0_interps[self->interp].dict, "RequestTimeout");
 	if (!exc)
 		py.PyErr_Clear();
 	ilock(target);

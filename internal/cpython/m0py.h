@@ -69,6 +69,7 @@ typedef struct {
  * write are created once per thread and bound to it. */
 typedef struct {
 	PyThreadState *ts;
+	int interp;          /* the interpreter ts belongs to: 0 the main one, k the k-th made by m0_interp_new */
 	unsigned long ident; /* the thread's id as Python knows it (threading.get_ident) */
 	int interrupted;     /* an exception was set to be raised in it; under the GIL, or imu */
 	m0_pymutex_t imu;    /* orders interrupted and the exception it stands for, free-threaded */
@@ -143,6 +144,40 @@ int m0_apply_qos(void);
 m0_thread *m0_thread_here(void);
 m0_thread *m0_thread_peek(void);
 
+/* ---- subinterpreters (CPython 3.12+, GIL builds) ------------------------------
+ *
+ * An interpreter made here has its own GIL and its own objects; no object
+ * crosses from one interpreter to another (each has its own _m0, bootstrap,
+ * environ keys and application). Its threads are OS threads of their own:
+ * a thread that runs one runs no other interpreter's code, so that its
+ * first thread state is the subinterpreter's and PyGILState_Ensure (which
+ * sqlite3's callbacks use) finds it. m0_thread_fresh makes the calling
+ * thread such a thread. */
+
+#define M0_MAX_INTERPS 64
+
+/* m0_thread_fresh deletes the calling OS thread's thread state in the main
+ * interpreter, if it has one (Go may have run Python on it before it was
+ * locked), so that the next thread state made on it is its first. Returns
+ * 0, or -1 when the thread has thread states of other interpreters. GIL
+ * not held on entry or return. */
+int m0_thread_fresh(void);
+
+/* m0_interp_new makes a subinterpreter with its own GIL and
+ * check_multi_interp_extensions on (an extension module without support
+ * for subinterpreters fails its import), makes _m0 in it and runs the
+ * bootstrap there. On a fresh OS thread (m0_thread_fresh), which becomes
+ * the interpreter's first thread: its m0_thread is m0_thread_in(index).
+ * The index (1 or more), or -1 with the reason in errbuf (a library older
+ * than 3.12, or a free-threaded one, has no such interpreter). GIL not
+ * held on entry or return. */
+int m0_interp_new(const char *bootstrap, char *errbuf, size_t errlen);
+
+/* m0_thread_in is m0_thread_here for interpreter k (0 is the main one):
+ * the calling OS thread's thread state in k, made on first use. A thread
+ * that runs a subinterpreter is fresh (above). GIL not held. */
+m0_thread *m0_thread_in(int k);
+
 /* ---- generic calls: start-up, tests and the doctor, never the hot path -------- */
 
 /* m0_exec runs code in __main__. 0, or -1 with the traceback in t->err. */
@@ -187,6 +222,12 @@ uintptr_t m0_wsgi_template(m0_thread *t, int multithread, int multiprocess);
  * borrowed (Go holds them). GIL not held on entry or return. */
 m0_thread *m0_wsgi_call(uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen, const char *body,
 			size_t bodylen, int allow_stream);
+
+/* m0_wsgi_call_on is m0_wsgi_call on a thread Go chose, t, the calling OS
+ * thread's in app's interpreter (m0_thread_in); app and tmpl are that
+ * interpreter's. The result is also in t->rc. */
+int m0_wsgi_call_on(m0_thread *t, uintptr_t app, uintptr_t tmpl, const char *req, size_t reqlen,
+		    const char *body, size_t bodylen, int allow_stream);
 
 /* m0_wsgi_next produces the next part of a streamed body into t->body. On
  * the thread that called m0_wsgi_call (t), which still holds the stream.

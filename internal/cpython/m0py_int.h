@@ -116,7 +116,28 @@
  * build, does not wait on it). */
 #define M0_PY_OPTIONAL(X)                               \
 	X(void, PyMutex_Lock, (m0_pymutex_t *))               \
-	X(void, PyMutex_Unlock, (m0_pymutex_t *))
+	X(void, PyMutex_Unlock, (m0_pymutex_t *))             \
+	X(m0_pystatus, Py_NewInterpreterFromConfig, (PyThreadState **, const m0_interp_config *)) \
+	X(void, PyThreadState_DeleteCurrent, (void))
+
+/* CPython 3.12's PyStatus and PyInterpreterConfig (the same in 3.13 and
+ * 3.14), for Py_NewInterpreterFromConfig. */
+typedef struct {
+	int type; /* 0 ok, 1 error, 2 exit */
+	const char *func;
+	const char *err_msg;
+	int exitcode;
+} m0_pystatus;
+
+typedef struct {
+	int use_main_obmalloc;
+	int allow_fork;
+	int allow_exec;
+	int allow_threads;
+	int allow_daemon_threads;
+	int check_multi_interp_extensions;
+	int gil; /* 2: PyInterpreterConfig_OWN_GIL */
+} m0_interp_config;
 
 struct m0_pytable {
 #define X(ret, name, args) ret(*name) args;
@@ -158,9 +179,25 @@ extern int m0_free_threaded;
 #define EXC(name) (*(PyObject **)py.name)
 
 
-extern PyObject *m0_module; /* _m0 */
-extern PyObject *m0_dict;   /* its namespace, where the bootstrap runs */
-extern PyObject *m0_format_exc;
+/* What the C side keeps of each interpreter: its own objects, made in it
+ * and used only by its threads. Slot 0 is the main interpreter's. */
+typedef struct {
+	PyInterpreterState *interp;
+	PyObject *module;      /* _m0 */
+	PyObject *dict;        /* its namespace, where the bootstrap runs */
+	PyObject *format_exc;  /* _m0._format_exc(type, value, tb) -> str */
+	PyObject *bytesio;     /* io.BytesIO */
+	PyObject *empty_bytes; /* b"" */
+	PyObject *key_input;   /* "wsgi.input" */
+	PyObject **keys;       /* interned environ keys, by id - 1 */
+	int nkeys;
+} m0_interp;
+extern m0_interp m0_interps[M0_MAX_INTERPS];
+
+/* The main interpreter's, which asgi.c uses (ASGI runs only there). */
+#define m0_module (m0_interps[0].module)
+#define m0_dict (m0_interps[0].dict)
+#define m0_format_exc (m0_interps[0].format_exc)
 
 int buf_reserve(m0_buf *b, size_t extra);
 int buf_put(m0_buf *b, const void *p, size_t n);

@@ -28,6 +28,11 @@ type Runtime struct {
 
 	main Thread      // the thread that started the interpreter
 	work chan func() // work for the main thread
+
+	subs     []*subinterp // StartInterpreters's, in order
+	subsOnce sync.Once
+	subsErr  error
+	imu      sync.Mutex // orders the subinterpreters' busy counts
 }
 
 // Start loads libpython and starts the interpreter, once per process; later
@@ -152,13 +157,50 @@ func Here() Thread {
 // got it, until Release.
 type Thread struct {
 	c *C.m0_thread
+	w *worker // a subinterpreter's thread, which its worker runs calls on
 }
 
 // Current reports whether the calling goroutine runs on t's OS thread.
 func (t Thread) Current() bool { return C.m0_thread_peek() == t.c }
 
-// Release unlocks the goroutine from its OS thread.
-func (t Thread) Release() { runtime.UnlockOSThread() }
+// Zero reports whether t is no thread (WSGI.Reserve's when the call runs
+// on the caller's own).
+func (t Thread) Zero() bool { return t.c == nil }
+
+// Release unlocks the goroutine from its OS thread; a subinterpreter's
+// thread (WSGI.Reserve's) goes back to its interpreter's idle ones.
+func (t Thread) Release() {
+	if t.w != nil {
+		if t.w.sub.ctl != t.w {
+			running.Load().put(t.w)
+		}
+		return
+	}
+	runtime.UnlockOSThread()
+}
+
+// on runs f on t's OS thread: at once on the caller's own, or handed to
+// the worker of a subinterpreter's thread.
+func (t Thread) on(f func(Thread)) {
+	if t.w != nil {
+		t.w.do(f)
+		return
+	}
+	f(t)
+}
+
+// control is a thread of t's interpreter that is not t's, for what one
+// thread does to another's request: the caller's own in the main
+// interpreter (released by the caller), a subinterpreter's ctl otherwise.
+func (t Thread) control(f func(me Thread)) {
+	if t.w != nil {
+		t.w.sub.ctl.do(f)
+		return
+	}
+	me := Here()
+	defer me.Release()
+	f(me)
+}
 
 func (t Thread) err() error {
 	return newError(C.GoStringN(t.c.err.p, C.int(t.c.err.len)))

@@ -9,7 +9,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"runtime"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -116,21 +115,17 @@ var keysOnce sync.Once
 type WSGI struct {
 	app  Object
 	tmpl Object
+	rt   *Runtime
+	subs []subApp // with subinterpreters, the application in each, by index - 1
 }
 
 // NewWSGI prepares app for WSGI calls: the environ template holds the
 // wsgi.* keys that never change.
 func (rt *Runtime) NewWSGI(app *App, multithread, multiprocess bool) (*WSGI, error) {
-	w := &WSGI{app: app.obj}
+	w := &WSGI{app: app.obj, rt: rt}
 	err := rt.Main(func(t Thread) error {
 		var err error
-		keysOnce.Do(func() {
-			packed := strings.Join(EnvironKeys, "\x00") + "\x00"
-			if C.m0_wsgi_set_keys(t.c, (*C.char)(unsafe.Pointer(unsafe.StringData(packed))),
-				C.size_t(len(packed)), C.int(len(EnvironKeys))) != 0 {
-				err = t.err()
-			}
-		})
+		keysOnce.Do(func() { err = setKeys(t) })
 		if err != nil {
 			return err
 		}
@@ -140,6 +135,9 @@ func (rt *Runtime) NewWSGI(app *App, multithread, multiprocess bool) (*WSGI, err
 		}
 		return nil
 	})
+	if err == nil && len(rt.subs) > 0 {
+		w.subs, err = rt.loadSubs(app, multithread)
+	}
 	return w, err
 }
 
@@ -166,6 +164,23 @@ type Result struct {
 // Thread it returns holds the response and must be released, whatever the
 // error.
 func (w *WSGI) Call(env *Environ, body []byte, allowStream bool) (Thread, Result, error) {
+	return w.CallOn(w.Reserve(), env, body, allowStream)
+}
+
+// Reserve picks the thread the next call will run on when the application
+// runs in subinterpreters: an idle one of the least busy interpreter,
+// which the caller hands to CallOn and lets go of with Release. Without
+// subinterpreters it is the zero Thread: the call runs on the caller's own.
+func (w *WSGI) Reserve() Thread {
+	if w.subs == nil {
+		return Thread{}
+	}
+	return w.rt.reserve().t
+}
+
+// CallOn is Call on the thread Reserve gave, handed to it when it is a
+// subinterpreter's.
+func (w *WSGI) CallOn(t Thread, env *Environ, body []byte, allowStream bool) (Thread, Result, error) {
 	var req, b *C.char
 	if len(env.B) > 0 {
 		req = (*C.char)(unsafe.Pointer(&env.B[0]))
@@ -173,8 +188,18 @@ func (w *WSGI) Call(env *Environ, body []byte, allowStream bool) (Thread, Result
 	if len(body) > 0 {
 		b = (*C.char)(unsafe.Pointer(&body[0]))
 	}
+	if t.w != nil {
+		a := w.subs[t.c.interp-1]
+		var rc C.int
+		t.w.do(func(t Thread) {
+			rc = C.m0_wsgi_call_on(t.c, C.uintptr_t(a.app), C.uintptr_t(a.tmpl), req, C.size_t(len(env.B)),
+				b, C.size_t(len(body)), cbool(allowStream))
+		})
+		res, err := t.result(rc)
+		return t, res, err
+	}
 	runtime.LockOSThread()
-	t := Thread{c: C.m0_wsgi_call(C.uintptr_t(w.app), C.uintptr_t(w.tmpl), req, C.size_t(len(env.B)),
+	t = Thread{c: C.m0_wsgi_call(C.uintptr_t(w.app), C.uintptr_t(w.tmpl), req, C.size_t(len(env.B)),
 		b, C.size_t(len(body)), cbool(allowStream))}
 	if t.c == nil {
 		return t, Result{}, errors.New("cpython: cannot create a thread state")
@@ -186,13 +211,15 @@ func (w *WSGI) Call(env *Environ, body []byte, allowStream bool) (Thread, Result
 // Next produces the next chunk of a streamed body into Body. It returns
 // Stream false at the end, when close() has been called.
 func (t Thread) Next() (Result, error) {
-	return t.result(C.m0_wsgi_next(t.c))
+	var rc C.int
+	t.on(func(t Thread) { rc = C.m0_wsgi_next(t.c) })
+	return t.result(rc)
 }
 
 // Close calls close() on a streamed body the client left before its end.
 // The error, if any, is what close() raised.
 func (t Thread) Close() error {
-	C.m0_wsgi_close(t.c)
+	t.on(func(t Thread) { C.m0_wsgi_close(t.c) })
 	if t.c.err.len > 0 {
 		return t.err()
 	}
@@ -238,9 +265,9 @@ func (t Thread) Head() []byte {
 // raised. A thread blocked inside one C call (a lock with no timeout)
 // hears of it when the call returns.
 func (t Thread) Interrupt() bool {
-	me := Here()
-	defer me.Release()
-	return C.m0_wsgi_interrupt(me.c, t.c) > 0
+	var n C.int
+	t.control(func(me Thread) { n = C.m0_wsgi_interrupt(me.c, t.c) })
+	return n > 0
 }
 
 // Ident is t's thread id as Python knows it (threading.get_ident), as
@@ -254,16 +281,16 @@ func (t Thread) Ident() uint64 { return uint64(t.c.ident) }
 // t's, with t's request in progress; t's next call takes back an exception
 // not yet raised. It reports whether the exception was set.
 func (t Thread) TimedOut(header string) bool {
-	me := Here()
-	defer me.Release()
-	me.CallHelperStr("_timed_out", header)
-	return C.m0_wsgi_timeout(me.c, t.c) > 0
+	var n C.int
+	t.control(func(me Thread) {
+		me.CallHelperStr("_timed_out", header)
+		n = C.m0_wsgi_timeout(me.c, t.c)
+	})
+	return n > 0
 }
 
 // ClearInterrupt takes back an Interrupt that was not raised yet: the
 // body ended before the application ran again. From any goroutine.
 func (t Thread) ClearInterrupt() {
-	me := Here()
-	defer me.Release()
-	C.m0_wsgi_clear_interrupt(me.c, t.c)
+	t.control(func(me Thread) { C.m0_wsgi_clear_interrupt(me.c, t.c) })
 }

@@ -86,3 +86,19 @@ def environ_items(environ, start_response):
     }
     start_response("200 OK", [("Content-Type", "application/json")])
     return [json.dumps(out).encode()]
+
+
+def whoami(environ, start_response):
+    """Which interpreter and thread ran the request: the id of its
+    sys.modules (one per interpreter) and the thread's ident."""
+    import threading
+
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"%d %d" % (id(sys.modules), threading.get_ident())]
+
+
+def publishes(environ, start_response):
+    import _m0
+
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [repr(_m0.publish("news", b"x")).encode()]

@@ -1,0 +1,252 @@
+package cpython
+
+/*
+#include <stdlib.h>
+#include "m0py.h"
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// A subinterpreter of StartInterpreters: its own GIL, its own objects, and
+// OS threads of its own that run no other interpreter's code. One of them,
+// ctl, made it and does what is not a request (loading an application,
+// interrupting a request, the atexit handlers); the others, its workers,
+// run requests handed to them.
+type subinterp struct {
+	k    int          // its slot in the C side's table (1 or more)
+	ctl  *worker      // the thread that made it
+	free chan *worker // its idle workers
+	busy int          // workers reserved, under Runtime.imu
+}
+
+// worker is an OS thread of a subinterpreter's, for life: a goroutine
+// locked to it that runs what it is handed.
+type worker struct {
+	t    Thread
+	sub  *subinterp
+	work chan func()
+	done chan struct{}
+}
+
+// startWorker starts a worker on a fresh OS thread: one on which the main
+// interpreter has no thread state, so that the subinterpreter's is its
+// first (PyGILState_Ensure, which sqlite3's callbacks call, finds it).
+// With sub's k 0 the worker makes the interpreter first.
+func startWorker(sub *subinterp) (*worker, error) {
+	w := &worker{sub: sub, work: make(chan func()), done: make(chan struct{}, 1)}
+	ready := make(chan error, 1)
+	go func() {
+		// Locked for life: the thread ends with the goroutine, and no
+		// other goroutine ever runs on it.
+		runtime.LockOSThread()
+		if C.m0_thread_fresh() != 0 {
+			ready <- errors.New("cpython: a thread for a subinterpreter has run another one")
+			return
+		}
+		if sub.k == 0 {
+			var errbuf [4096]C.char
+			boot := C.CString(bootstrap)
+			k := C.m0_interp_new(boot, &errbuf[0], C.size_t(len(errbuf)))
+			C.free(unsafe.Pointer(boot))
+			if k < 0 {
+				ready <- fmt.Errorf("cpython: cannot make a subinterpreter: %s", C.GoString(&errbuf[0]))
+				return
+			}
+			sub.k = int(k)
+		}
+		c := C.m0_thread_in(C.int(sub.k))
+		if c == nil {
+			ready <- errors.New("cpython: cannot create a thread state in a subinterpreter")
+			return
+		}
+		w.t = Thread{c: c, w: w}
+		ready <- nil
+		for f := range w.work {
+			f()
+		}
+	}()
+	return w, <-ready
+}
+
+// do runs f on the worker's thread and waits for it. One caller at a time:
+// the one that reserved the worker, or any for ctl (which takes them in
+// turn).
+func (w *worker) do(f func(Thread)) {
+	if w.sub.ctl == w {
+		done := make(chan struct{})
+		w.work <- func() { f(w.t); close(done) }
+		<-done
+		return
+	}
+	w.work <- func() { f(w.t); w.done <- struct{}{} }
+	<-w.done
+}
+
+// StartInterpreters makes n subinterpreters (CPython 3.12 or newer, a GIL
+// build), each with its own GIL and threads workers, once per process:
+// from then on every WSGI application NewWSGI prepares is imported into
+// each of them too and its requests run there, on the least busy, and
+// never in the main interpreter. A later call returns the first one's
+// error, or nil.
+func (rt *Runtime) StartInterpreters(n, threads int) error {
+	rt.subsOnce.Do(func() { rt.subsErr = rt.startInterpreters(n, threads) })
+	return rt.subsErr
+}
+
+func (rt *Runtime) startInterpreters(n, threads int) error {
+	if n < 1 || threads < 1 {
+		return fmt.Errorf("cpython: %d interpreters of %d threads", n, threads)
+	}
+	if n > C.M0_MAX_INTERPS-1 {
+		return fmt.Errorf("cpython: at most %d interpreters", C.M0_MAX_INTERPS-1)
+	}
+	subs := make([]*subinterp, n)
+	for i := range subs {
+		s := &subinterp{free: make(chan *worker, threads)}
+		ctl, err := startWorker(s)
+		if err != nil {
+			return err
+		}
+		s.ctl = ctl
+		var kerr error
+		ctl.do(func(t Thread) { kerr = setKeys(t) })
+		if kerr != nil {
+			return kerr
+		}
+		for range threads {
+			w, err := startWorker(s)
+			if err != nil {
+				return err
+			}
+			s.free <- w
+		}
+		subs[i] = s
+	}
+	rt.subs = subs
+	return nil
+}
+
+// Interpreters is the number of subinterpreters StartInterpreters made,
+// 0 without.
+func (rt *Runtime) Interpreters() int { return len(rt.subs) }
+
+// EachInterpreter runs fn on every subinterpreter at once, each on the
+// thread that made it, and waits for them all; the first error is
+// returned.
+func (rt *Runtime) EachInterpreter(fn func(Thread) error) error {
+	errs := make([]error, len(rt.subs))
+	var wg sync.WaitGroup
+	for i, s := range rt.subs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.ctl.do(func(t Thread) { errs[i] = fn(t) })
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// reserve takes an idle worker of the least busy subinterpreter.
+func (rt *Runtime) reserve() *worker {
+	rt.imu.Lock()
+	best := rt.subs[0]
+	for _, s := range rt.subs[1:] {
+		if s.busy < best.busy {
+			best = s
+		}
+	}
+	best.busy++
+	rt.imu.Unlock()
+	return <-best.free
+}
+
+// put gives a reserved worker back.
+func (rt *Runtime) put(w *worker) {
+	w.sub.free <- w
+	rt.imu.Lock()
+	w.sub.busy--
+	rt.imu.Unlock()
+}
+
+// subApp is a WSGI application imported into one subinterpreter.
+type subApp struct {
+	app, tmpl Object
+}
+
+// ExtensionError is an application whose import in a subinterpreter failed
+// on an extension module that does not support subinterpreters (a
+// single-phase-init module: pydantic_core, orjson, psycopg2, ...).
+type ExtensionError struct {
+	Module string // the module CPython named
+	Err    error  // the import's traceback
+}
+
+func (e *ExtensionError) Error() string {
+	return fmt.Sprintf("the extension module %s does not support subinterpreters", e.Module)
+}
+
+func (e *ExtensionError) Unwrap() error { return e.Err }
+
+var refusedModule = regexp.MustCompile(`module (\S+) does not support loading in subinterpreters`)
+
+// loadSubs imports app into every subinterpreter, at once, with the main
+// interpreter's sys.path, and makes each its environ template.
+func (rt *Runtime) loadSubs(app *App, multithread bool) ([]subApp, error) {
+	var path string
+	err := rt.Main(func(t Thread) error {
+		var err error
+		path, err = t.Eval("__import__('json').dumps(__import__('sys').path)")
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	arg, _ := json.Marshal(map[string]any{"spec": app.Spec, "app_dir": "", "protocol": app.Protocol,
+		"sys_path": json.RawMessage(path)})
+	apps := make([]subApp, len(rt.subs))
+	err = rt.EachInterpreter(func(t Thread) error {
+		a := &apps[t.c.interp-1]
+		loaded, err := t.callHelper("_load", string(arg))
+		if err != nil {
+			if m := refusedModule.FindStringSubmatch(err.Error()); m != nil {
+				return &ExtensionError{Module: strings.Trim(m[1], "'\""), Err: err}
+			}
+			return err
+		}
+		defer t.DecRef(loaded)
+		if a.app, err = t.Attr(loaded, "app"); err != nil {
+			return err
+		}
+		// Every interpreter is a process of its own to the application.
+		a.tmpl = Object(C.m0_wsgi_template(t.c, cbool(multithread), 1))
+		if a.tmpl == 0 {
+			return t.err()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return apps, nil
+}
+
+// setKeys interns the environ keys in t's interpreter.
+func setKeys(t Thread) error {
+	packed := strings.Join(EnvironKeys, "\x00") + "\x00"
+	if C.m0_wsgi_set_keys(t.c, (*C.char)(unsafe.Pointer(unsafe.StringData(packed))),
+		C.size_t(len(packed)), C.int(len(EnvironKeys))) != 0 {
+		return t.err()
+	}
+	return nil
+}
