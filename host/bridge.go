@@ -62,7 +62,16 @@ func (c Context) Bridge(app *m0.App, prefix string) http.Handler {
 	if c.loop.pool == nil {
 		// The WSGI applications share one pool; shutting it down stops
 		// them all.
-		c.loop.pool = wsgi.NewPool(poolOption(cfg.BlockingThreads))
+		threads := poolOption(cfg.BlockingThreads)
+		if cfg.Interpreters > 0 {
+			// CheckInterpreters made them, and imported the applications.
+			per, _ := cfg.PoolSize()
+			if err := startInterpreters(cfg); err != nil {
+				panic("host: " + err.Error())
+			}
+			threads = cfg.Interpreters * per
+		}
+		c.loop.pool = wsgi.NewPool(threads)
 		c.loop.pool.SetMaxWait(cfg.MaxQueueWait)
 		c.loop.pool.SetTimeout(cfg.Timeout, c.stuck)
 		c.Drain(c.loop.pool)

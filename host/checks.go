@@ -265,6 +265,78 @@ func (p *Plan) runtime(name string) *cpython.Runtime {
 	return rt
 }
 
+// startInterpreters makes the process's subinterpreters, once: each with
+// the pool's threads.
+func startInterpreters(c *Config) error {
+	rt, err := boot.Python()
+	if err != nil {
+		return err
+	}
+	per, _ := c.PoolSize()
+	return rt.StartInterpreters(c.Interpreters, per)
+}
+
+// CheckInterpreters refuses --interpreters (78) where it cannot run: an
+// ASGI application (asgi names the first), a free-threaded build or a
+// CPython older than 3.12, no pool (--blocking-threads 0). Otherwise it
+// makes the subinterpreters and imports every WSGI application into each,
+// as serving will: an extension module that does not support
+// subinterpreters is refused by name (the doctor reports the same check).
+func (p *Plan) CheckInterpreters(apps []*m0.App, asgi string) bool {
+	c := p.Config
+	if c.Interpreters == 0 {
+		return true
+	}
+	rt := p.runtime("interpreters")
+	if rt == nil {
+		return false
+	}
+	in := rt.Interp
+	var major, minor int
+	fmt.Sscanf(in.Version, "%d.%d", &major, &minor)
+	refuse := func(detail, fix string) bool {
+		p.Checks = append(p.Checks, Check{Name: "interpreters", Exit: ExitConfig,
+			Detail: fmt.Sprintf("--interpreters %d: %s", c.Interpreters, detail), Fix: fix})
+		return false
+	}
+	switch {
+	case in.GILDisabled:
+		return refuse(fmt.Sprintf("%s (Python %s) is a free-threaded build, whose threads run at once in one interpreter already", in.Executable, in.Version),
+			"leave --interpreters out and set --blocking-threads N, or run a GIL build (python3.13, not python3.13t)")
+	case major < 3 || major == 3 && minor < 12:
+		return refuse(fmt.Sprintf("%s is Python %s; subinterpreters with their own GIL came in 3.12", in.Executable, in.Version),
+			"run CPython 3.12 or newer (3.13 is the one tested with Django), or use --workers N for N processes")
+	case asgi != "":
+		return refuse(fmt.Sprintf("%s is an ASGI application, and ASGI under --interpreters is not built: the executor runs its asyncio loop in the main interpreter", asgi),
+			"use --workers N for N processes, or serve a WSGI application")
+	case c.BlockingThreads == 0:
+		return refuse("--blocking-threads 0 runs every request on one thread of the main interpreter",
+			"set --blocking-threads N (threads in each interpreter), or leave it at auto")
+	case c.Interpreters > 63:
+		return refuse("at most 63 subinterpreters", "use at most one a core, and --workers N for more processes")
+	}
+	if err := startInterpreters(c); err != nil {
+		p.Fail("interpreters", &startupError{Msg: "cannot make the subinterpreters: " + err.Error()})
+		return false
+	}
+	for _, a := range apps {
+		err := rt.CheckInSubinterpreters(cpython.Unwrap(a))
+		var ext *cpython.ExtensionError
+		switch {
+		case errors.As(err, &ext):
+			return refuse(fmt.Sprintf("%s imports the extension module %s, which does not support subinterpreters (a single-phase-init module)", a.Spec, ext.Module),
+				fmt.Sprintf("serve it with --workers N (N processes) and no --interpreters, or upgrade %s to a release that supports subinterpreters", strings.SplitN(ext.Module, ".", 2)[0]))
+		case err != nil:
+			p.Fail("interpreters", &startupError{Msg: fmt.Sprintf("importing %s in a subinterpreter failed", a.Spec), Detail: err.Error()})
+			return false
+		}
+	}
+	per, _ := c.PoolSize()
+	p.Checks = append(p.Checks, Check{Name: "interpreters", OK: true,
+		Detail: fmt.Sprintf("%d subinterpreters, own GIL each, %d threads each", c.Interpreters, per)})
+	return true
+}
+
 // CheckGIL looks, once the applications are imported, at the
 // interpreter's lock on a free-threaded build. An ASGI application there
 // (asgi names the first, "" for none) is refused (78): the executor runs

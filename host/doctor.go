@@ -128,6 +128,7 @@ func newReport(p *Plan, getenv func(string) string) *doctorReport {
 		"threads":               c.Threads,
 		"blocking_threads":      threads,
 		"blocking_threads_auto": auto,
+		"interpreters":          c.Interpreters,
 		"pool":                  threads > 0,
 		"streaming":             threads > 0,
 		"loop":                  "n/a",

@@ -29,6 +29,8 @@ func (pythonDrain) Shutdown(ctx context.Context) error {
 	}
 	done := make(chan error, 1)
 	go func() {
+		// Every subinterpreter's handlers, at once, then the main one's.
+		rt.EachInterpreter(func(t cpython.Thread) error { return t.Exec(exitCode) })
 		done <- rt.Main(func(t cpython.Thread) error {
 			return t.Exec(exitCode)
 		})

@@ -275,6 +275,7 @@ func (p *pool) shutdown(ctx context.Context) error {
 type watched struct {
 	mu           sync.Mutex
 	t            cpython.Thread // the thread running it
+	own          bool           // t is this goroutine's, locked by watchStart
 	method, path string
 	began        time.Time
 	done         bool // its response has begun, or it failed: not to be interrupted
@@ -319,11 +320,16 @@ func (p *pool) watchdog(d time.Duration) {
 	}
 }
 
-// watchStart records, under a timeout, the request taking slot on this
-// goroutine's thread; watchEnd says its response has begun, and whether
-// it was interrupted for its timeout.
-func (p *pool) watchStart(slot int, method, path string) *watched {
-	w := &watched{t: cpython.Here(), method: method, path: path, began: time.Now()}
+// watchStart records, under a timeout, the request taking slot on t (a
+// subinterpreter's, from Reserve) or, with t zero, this goroutine's
+// thread; watchEnd says its response has begun, and whether it was
+// interrupted for its timeout.
+func (p *pool) watchStart(slot int, method, path string, t cpython.Thread) *watched {
+	own := t.Zero()
+	if own {
+		t = cpython.Here()
+	}
+	w := &watched{t: t, own: own, method: method, path: path, began: time.Now()}
 	p.watch[slot].Store(w)
 	return w
 }
@@ -337,6 +343,8 @@ func (p *pool) watchEnd(slot int, w *watched) bool {
 	w.done = true
 	timedOut := w.timedOut
 	w.mu.Unlock()
-	w.t.Release()
+	if w.own {
+		w.t.Release()
+	}
 	return timedOut
 }

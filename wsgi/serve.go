@@ -96,8 +96,9 @@ func (h *Handler) serve(ctx context.Context, x exchange, env *cpython.Environ, b
 //
 //go:noinline
 func (h *Handler) run(x exchange, env *cpython.Environ, body []byte, slot int) (cpython.Thread, cpython.Result, error, bool) {
-	w := h.watchStart(x, slot)
-	t, res, err := h.app.Call(env, body, h.pool.stream)
+	t := h.app.Reserve()
+	w := h.watchStart(x, slot, t)
+	t, res, err := h.app.CallOn(t, env, body, h.pool.stream)
 	if h.watchEnd(x, slot, w, t, err) {
 		t.Release()
 		h.pool.slots.release(slot)
@@ -133,8 +134,9 @@ func (h *Handler) replyStream(x exchange, t cpython.Thread, status, slot int) {
 func (h *Handler) serveOne(x exchange, env *cpython.Environ, body []byte, slot int) {
 	defer h.pool.slots.release(slot)
 	h.pool.one.do(func() {
-		w := h.watchStart(x, slot)
-		t, res, err := h.app.Call(env, body, false)
+		t := h.app.Reserve()
+		w := h.watchStart(x, slot, t)
+		t, res, err := h.app.CallOn(t, env, body, false)
 		defer t.Release()
 		if !h.watchEnd(x, slot, w, t, err) {
 			h.finish(x, t, res, err)
@@ -142,14 +144,14 @@ func (h *Handler) serveOne(x exchange, env *cpython.Environ, body []byte, slot i
 	})
 }
 
-// watchStart puts the request about to run in slot, on this OS thread,
-// under the pool's timeout, if it has one.
-func (h *Handler) watchStart(x exchange, slot int) *watched {
+// watchStart puts the request about to run in slot, on t (Reserve's) or
+// this OS thread, under the pool's timeout, if it has one.
+func (h *Handler) watchStart(x exchange, slot int, t cpython.Thread) *watched {
 	if h.pool.slots.timeout.Load() == 0 {
 		return nil
 	}
 	method, path := x.describe()
-	return h.pool.slots.watchStart(slot, method, path)
+	return h.pool.slots.watchStart(slot, method, path, t)
 }
 
 // watchEnd takes the request out from under the timeout once the

@@ -132,7 +132,7 @@ func (rt *Runtime) startInterpreters(n, threads int) error {
 		}
 		subs[i] = s
 	}
-	rt.subs = subs
+	rt.subs, rt.subThreads = subs, threads
 	return nil
 }
 
@@ -200,9 +200,25 @@ func (e *ExtensionError) Unwrap() error { return e.Err }
 
 var refusedModule = regexp.MustCompile(`module (\S+) does not support loading in subinterpreters`)
 
+// CheckInSubinterpreters imports app into every subinterpreter, as NewWSGI
+// will: an *ExtensionError names an extension module that refused.
+func (rt *Runtime) CheckInSubinterpreters(app *App) error {
+	apps, err := rt.loadSubs(app)
+	if err != nil {
+		return err
+	}
+	return rt.EachInterpreter(func(t Thread) error {
+		a := apps[t.c.interp-1]
+		t.DecRef(a.app)
+		t.DecRef(a.tmpl)
+		return nil
+	})
+}
+
 // loadSubs imports app into every subinterpreter, at once, with the main
 // interpreter's sys.path, and makes each its environ template.
-func (rt *Runtime) loadSubs(app *App, multithread bool) ([]subApp, error) {
+func (rt *Runtime) loadSubs(app *App) ([]subApp, error) {
+	multithread := rt.subThreads > 1
 	var path string
 	err := rt.Main(func(t Thread) error {
 		var err error

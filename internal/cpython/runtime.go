@@ -29,10 +29,11 @@ type Runtime struct {
 	main Thread      // the thread that started the interpreter
 	work chan func() // work for the main thread
 
-	subs     []*subinterp // StartInterpreters's, in order
-	subsOnce sync.Once
-	subsErr  error
-	imu      sync.Mutex // orders the subinterpreters' busy counts
+	subs       []*subinterp // StartInterpreters's, in order
+	subThreads int          // the workers of each
+	subsOnce   sync.Once
+	subsErr    error
+	imu        sync.Mutex // orders the subinterpreters' busy counts
 }
 
 // Start loads libpython and starts the interpreter, once per process; later

@@ -136,7 +136,7 @@ func (rt *Runtime) NewWSGI(app *App, multithread, multiprocess bool) (*WSGI, err
 		return nil
 	})
 	if err == nil && len(rt.subs) > 0 {
-		w.subs, err = rt.loadSubs(app, multithread)
+		w.subs, err = rt.loadSubs(app)
 	}
 	return w, err
 }

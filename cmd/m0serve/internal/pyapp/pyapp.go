@@ -119,6 +119,15 @@ func (a *App) Check(p *host.Plan) {
 	if !p.CheckGIL(asgi) {
 		return
 	}
+	var wsgiApps []*m0.App
+	for _, m := range a.apps {
+		if m.app != nil && m.protocol() == "wsgi" {
+			wsgiApps = append(wsgiApps, m.app)
+		}
+	}
+	if !p.CheckInterpreters(wsgiApps, asgi) {
+		return
+	}
 	a.checkRealtime(p)
 	if p.Err() != nil {
 		return
@@ -307,6 +316,9 @@ func loopMode(c *host.Config, m *mounted) string {
 	s := fmt.Sprintf("blocking-threads=%d", threads)
 	if auto {
 		s += " (auto)"
+	}
+	if c.Interpreters > 0 {
+		s += fmt.Sprintf(" interpreters=%d", c.Interpreters)
 	}
 	return s
 }
