@@ -238,6 +238,11 @@ func (rt *Runtime) loadSubs(app *App) ([]subApp, error) {
 			if m := refusedModule.FindStringSubmatch(err.Error()); m != nil {
 				return &ExtensionError{Module: strings.Trim(m[1], "'\""), Err: err}
 			}
+			if strings.Contains(err.Error(), "datetime_CAPI") {
+				// CPython 3.12 refuses _datetime quietly: datetime falls back
+				// to its Python version, and zoneinfo (Django's) then fails.
+				return &ExtensionError{Module: "_datetime", Err: err}
+			}
 			return err
 		}
 		defer t.DecRef(loaded)

@@ -1,0 +1,36 @@
+"""Which interpreter, process and thread served a request, for the tests
+of --interpreters; at exit each interpreter leaves a file behind."""
+import atexit
+import json
+import os
+import sys
+import threading
+import time
+
+
+def _bye():
+    where = os.environ.get("M0_TEST_ATEXIT_DIR")
+    if where:
+        with open(os.path.join(where, "%d-%d" % (os.getpid(), id(sys.modules))), "w") as f:
+            f.write("bye")
+
+
+atexit.register(_bye)
+
+
+def application(environ, start_response):
+    path = environ["PATH_INFO"]
+    if path == "/slow":
+        time.sleep(float(environ.get("QUERY_STRING") or "0.2"))
+    elif path == "/forever":
+        while True:
+            time.sleep(0.05)
+    body = json.dumps({
+        "interp": id(sys.modules),
+        "pid": os.getpid(),
+        "thread": threading.get_ident(),
+        "multiprocess": environ["wsgi.multiprocess"],
+        "multithread": environ["wsgi.multithread"],
+    }).encode()
+    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]

@@ -1,0 +1,176 @@
+"""--interpreters N: WSGI applications served from N subinterpreters, each
+with its own GIL, in one process (docs/running.md#interpreters).
+
+On CPython 3.12 and newer GIL builds every request runs in one of the N
+subinterpreters, never the main one, and both take requests; Flask, Django
+with SQLite (3.13: 3.12's _datetime does not load there) and the realtime
+quickstart work as they do without; --workers composes; the drain runs
+every interpreter's atexit handlers; --timeout interrupts a request in a
+subinterpreter. Where it cannot run, it is refused with 78 saying why."""
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import APPS, EXAMPLES, FREE_THREADED, M0SERVE, free_port, wait_until
+
+SUPPORTED = sys.version_info >= (3, 12) and not FREE_THREADED
+needs = pytest.mark.skipif(not SUPPORTED, reason="needs CPython 3.12 or newer, a GIL build")
+WHY_NOT = ("is a free-threaded build" if FREE_THREADED else
+           "subinterpreters with their own GIL came in 3.12")
+
+
+def who(server, path="/", n=1, parallel=1):
+    """What served n requests to path, sent parallel at a time."""
+    def one(_):
+        r = server.get(path)
+        assert r.status_code == 200, r.text
+        return r.json()
+    with ThreadPoolExecutor(parallel) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def run(*args, app="interp_app:application", app_dir=APPS, env=None):
+    return subprocess.run([str(M0SERVE), "--port", str(free_port()), "--app-dir", str(app_dir), *args, app],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})},
+                          stdin=subprocess.DEVNULL)
+
+
+@needs
+def test_requests_run_in_every_subinterpreter_and_never_the_main_one(serve, tmp_path):
+    bye = tmp_path / "atexit"
+    bye.mkdir()
+    server = serve("interp_app:application", args=("--interpreters", "2", "--blocking-threads", "2"),
+                   env={"M0_TEST_ATEXIT_DIR": str(bye)})
+    assert "interpreters=2" in server.ready_line, server.ready_line
+    seen = who(server, "/slow?0.2", n=16, parallel=8)
+    interps = {s["interp"] for s in seen}
+    assert len(interps) == 2, seen
+    for i in interps:
+        threads = {s["thread"] for s in seen if s["interp"] == i}
+        assert len(threads) <= 2, (i, threads)
+    assert all(s["multiprocess"] and s["multithread"] for s in seen), seen
+    assert server.stop() == 0
+    # Every interpreter ran its atexit handlers: the two that served, and
+    # the main one, which imported the application to check it.
+    left = sorted(p.name for p in bye.iterdir())
+    assert len(left) == 3, left
+    assert {int(n.split("-")[1]) for n in left} >= interps, (left, interps)
+
+
+@needs
+def test_workers_each_run_their_own_interpreters(serve):
+    server = serve("interp_app:application", args=("--workers", "2", "--interpreters", "2"))
+    seen = wait_until(lambda: (lambda s: s if len({x["pid"] for x in s}) == 2 else None)(
+        who(server, "/slow?0.05", n=32, parallel=8)), 30, "both workers to answer")
+    pairs = {(s["pid"], s["interp"]) for s in seen}
+    assert len({p for p, _ in pairs}) == 2, pairs
+    assert len(pairs) >= 3, pairs  # two workers, two interpreters each
+
+
+@needs
+def test_flask(serve):
+    server = serve("app:app", app_dir=EXAMPLES / "flask_app", args=("--interpreters", "2"))
+    r = server.get("/")
+    assert r.status_code == 200 and "Flask on m0serve" in r.text, r.text[:500]
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(lambda _: server.get("/").status_code, range(40)))
+    assert codes == [200] * 40
+    assert server.get("/no-such-page").status_code == 404
+
+
+@needs
+def test_django_with_sqlite(serve, tmp_path):
+    db = tmp_path / "db.sqlite3"
+    env = {"M0_EXAMPLE_DB": str(db)}
+    migrate = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=EXAMPLES / "django_site",
+                             env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    assert migrate.returncode == 0, migrate.stderr
+    args = ("--interpreters", "2")
+    if sys.version_info < (3, 13):
+        p = run(*args, app="mysite.wsgi:application", app_dir=EXAMPLES / "django_site", env=env)
+        assert p.returncode == 78, p.stderr
+        assert "_datetime, which does not support subinterpreters" in p.stderr, p.stderr
+        return
+    server = serve("mysite.wsgi:application", app_dir=EXAMPLES / "django_site", args=args, env=env)
+    s = server.get("/")
+    assert s.status_code == 200, s.text[:2000]
+    token = s.cookies["csrftoken"]
+    for i in range(4):
+        r = server.post("/", data={"name": f"guest {i}", "message": f"hello {i}", "csrfmiddlewaretoken": token},
+                        cookies={"csrftoken": token})
+        assert r.status_code in (200, 302), r.text[:2000]
+    with ThreadPoolExecutor(4) as pool:
+        pages = list(pool.map(lambda _: server.get("/entries.json"), range(8)))
+    for p in pages:
+        assert p.status_code == 200, p.text[:2000]
+        names = json.dumps(p.json())
+        assert all(f"guest {i}" in names for i in range(4)), names
+    assert server.get("/admin/login/").status_code == 200
+
+
+@needs
+def test_the_realtime_quickstart(serve):
+    from test_realtime import SSE, start_room
+    room = start_room(serve, "flask", args=("--interpreters", "2"))
+    s = SSE(room.server, "/events")
+    assert s.status == 200
+    # Views publish from both interpreters: one counter numbers them all.
+    ids = [room.publish(f"frame {i}") for i in range(6)]
+    assert len(set(ids)) == 6, ids
+    for i, fid in enumerate(ids):
+        assert s.event() == {"data": f"frame {i}".encode(), "id": fid}
+    s.close()
+
+
+@needs
+def test_timeout_interrupts_a_request_in_a_subinterpreter(serve):
+    server = serve("interp_app:application", args=("--interpreters", "2", "--timeout", "1"))
+    r = server.get("/forever")
+    assert r.status_code == 504, r.text
+    server.wait_for_stderr(r"request timed out")
+    assert server.get("/").status_code == 200
+
+
+@needs
+def test_an_extension_module_without_support_is_refused_by_name(tmp_path):
+    p = run("--interpreters", "2", app="interp_refused:application")
+    assert p.returncode == 78, p.stderr
+    assert "imports the extension module _testsinglephase, which does not support subinterpreters" in p.stderr, p.stderr
+    assert "--workers N" in p.stderr, p.stderr
+    doctor = subprocess.run([str(M0SERVE), "--doctor", "--interpreters", "2", "--app-dir", str(APPS),
+                             "interp_refused:application"], capture_output=True, text=True, timeout=60)
+    report = json.loads(doctor.stdout.strip().splitlines()[-1])
+    check = next(c for c in report["checks"] if c["name"] == "interpreters")
+    assert check["exit"] == 78 and "_testsinglephase" in check["detail"], check
+    assert report["topology"]["interpreters"] == 2
+
+
+@needs
+def test_asgi_is_refused():
+    p = run("--interpreters", "2", app="main:app", app_dir=EXAMPLES / "fastapi_app")
+    assert p.returncode == 78, p.stderr
+    assert "ASGI under --interpreters is not built" in p.stderr and "--workers N" in p.stderr, p.stderr
+
+
+@pytest.mark.skipif(SUPPORTED, reason="the refusal of a CPython without own-GIL subinterpreters")
+def test_refused_where_there_are_none():
+    p = run("--interpreters", "2")
+    assert p.returncode == 78, p.stderr
+    assert WHY_NOT in p.stderr, p.stderr
+
+
+def test_the_doctor_reports_the_subinterpreters():
+    doctor = subprocess.run([str(M0SERVE), "--doctor", "--interpreters", "2", "--app-dir", str(APPS),
+                             "interp_app:application"], capture_output=True, text=True, timeout=60)
+    report = json.loads(doctor.stdout.strip().splitlines()[-1])
+    check = next(c for c in report["checks"] if c["name"] == "interpreters")
+    if SUPPORTED:
+        assert check["ok"] and doctor.returncode == 0, report["checks"]
+        assert "2 subinterpreters, own GIL each" in check["detail"], check
+    else:
+        assert check["exit"] == 78 and WHY_NOT in check["detail"], check
