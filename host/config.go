@@ -43,10 +43,10 @@ type Config struct {
 	Threads int // accept loops in one process (free-threaded CPython)
 	// BlockingThreads is the Python thread pool: -1 means min(cores, 8)
 	// (wire.AutoThreads), 0 no pool, as the bridges' Options.Threads.
-	BlockingThreads      int
+	BlockingThreads int
 	// Interpreters is the subinterpreters each process runs its WSGI
 	// applications in (--interpreters), 0 for none: the main interpreter.
-	Interpreters int
+	Interpreters         int
 	Protocol             string // "", "wsgi" or "asgi"
 	Loop                 string // the ASGI event loop: "auto", "uvloop" or "asyncio"
 	AccessLog            bool
