@@ -78,6 +78,7 @@ type harness struct {
 	clientCPU string
 	ports     map[int]bool // the ports given to servers so far
 	noThreads string       // why the free-threaded suite is left out ("": it is not)
+	noInterps string       // why the interpreters suite is left out ("": it is not)
 	// the free-threaded suite's interpreters, for its report
 	threadVersions map[string]string
 }
@@ -183,6 +184,24 @@ func (h *harness) setup(ss []Suite) error {
 			h.warnf("suite freethreaded left out: %s", h.noThreads)
 		} else if err := h.ensureThreadVenvs(ft, gil); err != nil {
 			return err
+		}
+	}
+	if uses(ss, "interpreters", "") && h.threadVersions == nil {
+		// Subinterpreters need a GIL build of 3.12 or newer: the 3.13 the
+		// free-threaded suite compares with.
+		gil := gil313()
+		switch {
+		case gil == "" && h.opt.venv == filepath.Join(h.bench, ".venv"):
+			return errors.New("the interpreters suite: no GIL build of CPython 3.13 (python3.13 on PATH, or under ~/.pyenv/versions)")
+		case gil == "":
+			h.noInterps = "no GIL build of CPython 3.13"
+			h.warnf("suite interpreters left out: %s", h.noInterps)
+		default:
+			ver, err := h.makeVenvWith(gil, filepath.Join(h.bench, gilVenv), "requirements-ft.txt", nil)
+			if err != nil {
+				return err
+			}
+			h.threadVersions = map[string]string{"python (GIL)": ver}
 		}
 	}
 	os.Setenv("PATH", filepath.Join(h.opt.venv, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
@@ -630,7 +649,7 @@ func (h *harness) runSuite(s Suite) *Report {
 	for _, k := range []string{"python", "go", "wrk"} {
 		rep.Versions[k] = h.versions[k]
 	}
-	if s.Name == "freethreaded" {
+	if s.Name == "freethreaded" || s.Name == "interpreters" {
 		delete(rep.Versions, "python") // the harness's own, which serves nothing here
 		maps.Copy(rep.Versions, h.threadVersions)
 	}
@@ -644,7 +663,7 @@ func (h *harness) runSuite(s Suite) *Report {
 		h.runHolds(s, rep)
 		return rep
 	}
-	if s.Name == "freethreaded" && h.noThreads != "" {
+	if s.Name == "freethreaded" && h.noThreads != "" || s.Name == "interpreters" && h.noInterps != "" {
 		return rep // no runs: "nothing selected"
 	}
 	for _, app := range s.Apps {

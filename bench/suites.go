@@ -375,6 +375,29 @@ func suites() []Suite {
 				{App: "flask", Concurrency: 16, Server: "ft-2", Versus: "gil-w2", Metric: "rss_kib"},
 			},
 		},
+		{
+			Name: "interpreters", Title: "Subinterpreters", Tool: "wrk", Unpinned: true, Threads: 2,
+			About: "What `--interpreters N` (N subinterpreters, each with its own GIL, in one process) gives m0serve on two cores with an ordinary GIL build, CPython 3.13 (bench/.venv-3.13, from bench/requirements-ft.txt): two interpreters against one, against `--workers 2` (two processes) and against today's main interpreter alone; one pool thread in each. The difference between `--interpreters 1` and the main interpreter is what handing a request to a subinterpreter's thread costs. Nothing is pinned; wrk -t2 shares the cores, and the servers are still up together and loaded in turn. RSS is the peak over the load, of every process of the server's session.",
+			Apps: []App{
+				{Name: "cpu", About: "bench/apps/cpu_bound.py: 20,000 iterations of an integer recurrence in pure Python, `GET /`", Dir: "{apps}", Module: "cpu_bound", Callable: "application", Body: "1431330791\n"},
+				{Name: "flask", About: "examples/flask_app: Flask, `GET /json`", Dir: "{examples}/flask_app", Module: "app", Callable: "app", Path: "/json", Contains: `"hello":"world"`, ContentType: "application/json"},
+			},
+			Servers: []Server{
+				{Key: "main-1", Group: "1 interpreter", Label: "m0serve, main interpreter", Base: true, Args: threads(m0serveWSGI, "1"), Env: onPython("{gilvenv}")},
+				{Key: "interp-1", Group: "1 interpreter", Label: "m0serve --interpreters 1", Args: workers(threads(m0serveWSGI, "1"), "--interpreters", "1"), Env: onPython("{gilvenv}")},
+				{Key: "interp-2", Group: "2 interpreters", Label: "m0serve --interpreters 2", Args: workers(threads(m0serveWSGI, "1"), "--interpreters", "2"), Env: onPython("{gilvenv}")},
+				{Key: "workers-2", Group: "2 interpreters", Label: "m0serve --workers 2", Base: true, Args: workers(threads(m0serveWSGI, "1"), "--workers", "2"), Env: onPython("{gilvenv}")},
+			},
+			Concurrency: []int{1, 16},
+			Targets: []Target{
+				{App: "cpu", Concurrency: 16, Server: "interp-2", Versus: "interp-1", Min: 1.8},
+				{App: "cpu", Concurrency: 16, Server: "interp-2", Versus: "workers-2", Min: 0.9},
+				{App: "flask", Concurrency: 16, Server: "interp-2", Versus: "workers-2", Min: 0.9},
+				{App: "cpu", Concurrency: 16, Server: "interp-2", Versus: "workers-2", Metric: "rss_kib"},
+				{App: "flask", Concurrency: 16, Server: "interp-2", Versus: "workers-2", Metric: "rss_kib"},
+				{App: "flask", Concurrency: 1, Server: "interp-1", Versus: "main-1", Metric: "cpu_us"},
+			},
+		},
 	}
 }
 
