@@ -39,6 +39,23 @@ func subinterpreters(rt *Runtime) bool {
 	return !rt.Interp.GILDisabled && (major > 3 || major == 3 && minor >= 12)
 }
 
+// withInterpreters is the runtime with n subinterpreters of threads each,
+// in the test's own process (nil in the parent, which has run it there);
+// the test is skipped where CPython has none.
+func withInterpreters(t *testing.T, n, threads int) *Runtime {
+	if !inOwnProcess(t) {
+		return nil
+	}
+	rt := startT(t)
+	if !subinterpreters(rt) {
+		t.Skip("needs CPython 3.12 or newer, a GIL build")
+	}
+	if err := rt.StartInterpreters(n, threads); err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
 // bodyOf makes a buffered call on a thread Reserve picks and returns its body.
 func bodyOf(t testing.TB, w *WSGI) string {
 	th, res, err := w.Call(request("GET", "/"), nil, false)
@@ -161,15 +178,9 @@ func TestInterpretersNoLeaks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("40k calls")
 	}
-	if !inOwnProcess(t) {
+	rt := withInterpreters(t, 2, 1)
+	if rt == nil {
 		return
-	}
-	rt := startT(t)
-	if !subinterpreters(rt) {
-		t.Skip("needs CPython 3.12 or newer, a GIL build")
-	}
-	if err := rt.StartInterpreters(2, 1); err != nil {
-		t.Fatal(err)
 	}
 	apps := []*WSGI{loadT(t, rt, "hello"), loadT(t, rt, "echo_environ"), loadT(t, rt, "stream"), loadT(t, rt, "raises")}
 	run := func(n int) {
@@ -227,15 +238,9 @@ _blocks = sys.getallocatedblocks()`)
 // inside it (CPython 3.13's _interpreters.get_config; 3.12 has no reader):
 // its own GIL, its own allocator, and extension modules checked.
 func TestInterpretersOwnGIL(t *testing.T) {
-	if !inOwnProcess(t) {
+	rt := withInterpreters(t, 2, 1)
+	if rt == nil {
 		return
-	}
-	rt := startT(t)
-	if !subinterpreters(rt) {
-		t.Skip("needs CPython 3.12 or newer, a GIL build")
-	}
-	if err := rt.StartInterpreters(2, 1); err != nil {
-		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	var got []string
