@@ -292,8 +292,6 @@ func (p *Plan) CheckInterpreters(apps []*m0.App, asgi string) bool {
 		return false
 	}
 	in := rt.Interp
-	var major, minor int
-	fmt.Sscanf(in.Version, "%d.%d", &major, &minor)
 	refuse := func(detail, fix string) bool {
 		p.Checks = append(p.Checks, Check{Name: "interpreters", Exit: ExitConfig,
 			Detail: fmt.Sprintf("--interpreters %d: %s", c.Interpreters, detail), Fix: fix})
@@ -303,7 +301,7 @@ func (p *Plan) CheckInterpreters(apps []*m0.App, asgi string) bool {
 	case in.GILDisabled:
 		return refuse(fmt.Sprintf("%s (Python %s) is a free-threaded build, whose threads run at once in one interpreter already", in.Executable, in.Version),
 			"leave --interpreters out and set --blocking-threads N, or run a GIL build (python3.13, not python3.13t)")
-	case major < 3 || major == 3 && minor < 12:
+	case !in.OwnGILInterpreters():
 		return refuse(fmt.Sprintf("%s is Python %s; subinterpreters with their own GIL came in 3.12", in.Executable, in.Version),
 			"run CPython 3.12 or newer (3.13 is the one tested with Django), or use --workers N for N processes")
 	case asgi != "":
@@ -312,8 +310,8 @@ func (p *Plan) CheckInterpreters(apps []*m0.App, asgi string) bool {
 	case c.BlockingThreads == 0:
 		return refuse("--blocking-threads 0 runs every request on one thread of the main interpreter",
 			"set --blocking-threads N (threads in each interpreter), or leave it at auto")
-	case c.Interpreters > 63:
-		return refuse("at most 63 subinterpreters", "use at most one a core, and --workers N for more processes")
+	case c.Interpreters > cpython.MaxInterpreters:
+		return refuse(fmt.Sprintf("at most %d subinterpreters", cpython.MaxInterpreters), "use at most one a core, and --workers N for more processes")
 	}
 	if err := startInterpreters(c); err != nil {
 		p.Fail("interpreters", &startupError{Msg: "cannot make the subinterpreters: " + err.Error()})

@@ -114,7 +114,7 @@ type adapted struct {
 // loads, which a Go program refuses; loaderSettings it takes only when it
 // loads Python applications itself (LoadsPython), through ctx.Config.
 var (
-	pythonSettings = []string{"protocol", "mount"}
+	pythonSettings = []string{"protocol", "mount", "interpreters"}
 	loaderSettings = []string{"app-dir", "loop", "qos", "reload", "reload-dir"}
 )
 

@@ -608,6 +608,7 @@ func TestRefusals(t *testing.T) {
 		{"a module", nil, []string{"app:wsgi"}, 2, "takes no MODULE[:ATTR]"},
 		{"a python setting", nil, []string{"--protocol", "wsgi"}, 78, "--protocol is for a Python application"},
 		{"a mount", nil, []string{"--mount", "/a=x:y"}, 78, "--mount is for a Python application"},
+		{"subinterpreters", []string{"M0_INTERPRETERS=2"}, nil, 78, "--interpreters is for a Python application"},
 		{"threads beside workers", []string{"M0_THREADS=2", "M0_WORKERS=2"}, nil, 78, "use one of --threads and --workers"},
 		{"an app dir, loading no Python", nil, []string{"--app-dir", os.TempDir()}, 78, "--app-dir is for a Python application"},
 		{"a loop, loading no Python", []string{"M0_LOOP=asyncio"}, nil, 78, "(leave --loop and M0_LOOP unset)"},

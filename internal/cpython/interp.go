@@ -34,16 +34,20 @@ type subinterp struct {
 type worker struct {
 	t    Thread
 	sub  *subinterp
+	mu   sync.Mutex // one caller at a time (ctl has several)
 	work chan func()
 	done chan struct{}
 }
+
+// MaxInterpreters is the most subinterpreters StartInterpreters makes.
+const MaxInterpreters = C.M0_MAX_INTERPS - 1
 
 // startWorker starts a worker on a fresh OS thread: one on which the main
 // interpreter has no thread state, so that the subinterpreter's is its
 // first (PyGILState_Ensure, which sqlite3's callbacks call, finds it).
 // With sub's k 0 the worker makes the interpreter first.
 func startWorker(sub *subinterp) (*worker, error) {
-	w := &worker{sub: sub, work: make(chan func()), done: make(chan struct{}, 1)}
+	w := &worker{sub: sub, work: make(chan func()), done: make(chan struct{})}
 	ready := make(chan error, 1)
 	go func() {
 		// Locked for life: the thread ends with the goroutine, and no
@@ -78,16 +82,11 @@ func startWorker(sub *subinterp) (*worker, error) {
 	return w, <-ready
 }
 
-// do runs f on the worker's thread and waits for it. One caller at a time:
-// the one that reserved the worker, or any for ctl (which takes them in
-// turn).
+// do runs f on the worker's thread and waits for it: for a worker, the
+// one caller that reserved it; for ctl, its callers in turn.
 func (w *worker) do(f func(Thread)) {
-	if w.sub.ctl == w {
-		done := make(chan struct{})
-		w.work <- func() { f(w.t); close(done) }
-		<-done
-		return
-	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.work <- func() { f(w.t); w.done <- struct{}{} }
 	<-w.done
 }
@@ -107,8 +106,8 @@ func (rt *Runtime) startInterpreters(n, threads int) error {
 	if n < 1 || threads < 1 {
 		return fmt.Errorf("cpython: %d interpreters of %d threads", n, threads)
 	}
-	if n > C.M0_MAX_INTERPS-1 {
-		return fmt.Errorf("cpython: at most %d interpreters", C.M0_MAX_INTERPS-1)
+	if n > MaxInterpreters {
+		return fmt.Errorf("cpython: at most %d interpreters", MaxInterpreters)
 	}
 	subs := make([]*subinterp, n)
 	for i := range subs {

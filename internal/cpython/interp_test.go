@@ -31,14 +31,6 @@ func inOwnProcess(t *testing.T) bool {
 	return false
 }
 
-// subinterpreters reports whether the library makes own-GIL
-// subinterpreters: CPython 3.12 or newer, a GIL build.
-func subinterpreters(rt *Runtime) bool {
-	var major, minor int
-	fmt.Sscanf(rt.Interp.Version, "%d.%d", &major, &minor)
-	return !rt.Interp.GILDisabled && (major > 3 || major == 3 && minor >= 12)
-}
-
 // withInterpreters is the runtime with n subinterpreters of threads each,
 // in the test's own process (nil in the parent, which has run it there);
 // the test is skipped where CPython has none.
@@ -47,7 +39,7 @@ func withInterpreters(t *testing.T, n, threads int) *Runtime {
 		return nil
 	}
 	rt := startT(t)
-	if !subinterpreters(rt) {
+	if !rt.Interp.OwnGILInterpreters() {
 		t.Skip("needs CPython 3.12 or newer, a GIL build")
 	}
 	if err := rt.StartInterpreters(n, threads); err != nil {
@@ -77,7 +69,7 @@ func TestInterpreters(t *testing.T) {
 		return
 	}
 	rt := startT(t)
-	if !subinterpreters(rt) {
+	if !rt.Interp.OwnGILInterpreters() {
 		err := rt.StartInterpreters(2, 2)
 		if err == nil || !strings.Contains(err.Error(), "3.12 or newer GIL build") {
 			t.Fatalf("StartInterpreters on %s: %v, want a refusal", rt.Interp.Version, err)

@@ -327,11 +327,12 @@ func versionAtLeast(v string, major, minor int) bool {
 }
 
 // AtLeast reports whether the interpreter is CPython major.minor or newer.
-func (in Interpreter) AtLeast(major, minor int) bool {
-	var ma, mi int
-	fmt.Sscanf(in.Version, "%d.%d", &ma, &mi)
-	return ma > major || ma == major && mi >= minor
-}
+func (in Interpreter) AtLeast(major, minor int) bool { return versionAtLeast(in.Version, major, minor) }
+
+// OwnGILInterpreters reports whether the interpreter makes subinterpreters
+// with a GIL of their own (StartInterpreters): CPython 3.12 or newer, a
+// GIL build.
+func (in Interpreter) OwnGILInterpreters() bool { return in.AtLeast(3, 12) && !in.GILDisabled }
 
 // besidePython is the python3 of the virtualenv the running binary is
 // installed in: the directory of the binary (symlinks followed: a link in

@@ -145,7 +145,7 @@ void m0_restore_signals(void)
 /* ---- the interpreter ------------------------------------------------------ */
 
 m0_interp m0_interps[M0_MAX_INTERPS];
-static int m0_ninterps = 1;  /* slots taken; written under the main GIL */
+static int m0_ninterps = 1;  /* slots taken (atomic) */
 static m0_thread m0_main;    /* the thread that started the interpreter */
 
 /* Each OS thread that runs Python has one thread state per interpreter it
@@ -428,7 +428,7 @@ m0_thread *m0_thread_in(int k)
 		return NULL;
 	if (m0_here[k])
 		return m0_here[k];
-	PyInterpreterState *interp = __atomic_load_n(&m0_interps[k].interp, __ATOMIC_ACQUIRE);
+	PyInterpreterState *interp = m0_interps[k].interp; /* set before Go learns of k */
 	if (!interp)
 		return NULL;
 	m0_thread *t = calloc(1, sizeof *t);
@@ -1103,7 +1103,7 @@ m0_thread *m0_wsgi_call(uintptr_t app, uintptr_t tmpl, const char *req, size_t r
 {
 	m0_thread *t = m0_thread_here();
 	if (t)
-		t->rc = wsgi_call(t, app, tmpl, req, reqlen, body, bodylen, allow_stream);
+		m0_wsgi_call_on(t, app, tmpl, req, reqlen, body, bodylen, allow_stream);
 	return t;
 }
 

@@ -243,7 +243,8 @@ void m0_wsgi_close(m0_thread *t);
 /* m0_wsgi_interrupt sets GeneratorExit to be raised in target's thread at
  * its next bytecode (PyThreadState_SetAsyncExc): the application producing
  * a streamed body learns that its client left. Called on self's thread
- * (the caller's own, from m0_thread_here), any other than target's; the
+ * (the caller's own, from m0_thread_in), any other than target's, in
+ * target's interpreter (PyThreadState_SetAsyncExc looks there only); the
  * GIL is taken through self and released on return. The number of threads
  * modified (1, or 0 when target has no thread state). */
 int m0_wsgi_interrupt(m0_thread *self, m0_thread *target);
@@ -257,7 +258,8 @@ int m0_wsgi_timeout(m0_thread *self, m0_thread *target);
 
 /* m0_wsgi_clear_interrupt takes back an interrupt of target's that was
  * not raised yet (the body ended first). Called on self's thread, target's
- * or another; the GIL is taken through self and released on return. */
+ * or another of target's interpreter; the GIL is taken through self and
+ * released on return. */
 void m0_wsgi_clear_interrupt(m0_thread *self, m0_thread *target);
 
 /* ASGI: messages between Go and the loop. */

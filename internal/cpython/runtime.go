@@ -161,8 +161,10 @@ type Thread struct {
 	w *worker // a subinterpreter's thread, which its worker runs calls on
 }
 
-// Current reports whether the calling goroutine runs on t's OS thread.
-func (t Thread) Current() bool { return C.m0_thread_peek() == t.c }
+// Current reports whether the calling goroutine may call Python on t: it
+// runs on t's OS thread, or t is a subinterpreter's, which its worker runs
+// the calls of whatever goroutine makes them.
+func (t Thread) Current() bool { return t.w != nil || C.m0_thread_peek() == t.c }
 
 // Zero reports whether t is no thread (WSGI.Reserve's when the call runs
 // on the caller's own).
@@ -178,16 +180,6 @@ func (t Thread) Release() {
 		return
 	}
 	runtime.UnlockOSThread()
-}
-
-// on runs f on t's OS thread: at once on the caller's own, or handed to
-// the worker of a subinterpreter's thread.
-func (t Thread) on(f func(Thread)) {
-	if t.w != nil {
-		t.w.do(f)
-		return
-	}
-	f(t)
 }
 
 // control is a thread of t's interpreter that is not t's, for what one

@@ -211,15 +211,22 @@ func (w *WSGI) CallOn(t Thread, env *Environ, body []byte, allowStream bool) (Th
 // Next produces the next chunk of a streamed body into Body. It returns
 // Stream false at the end, when close() has been called.
 func (t Thread) Next() (Result, error) {
+	if t.w == nil {
+		return t.result(C.m0_wsgi_next(t.c))
+	}
 	var rc C.int
-	t.on(func(t Thread) { rc = C.m0_wsgi_next(t.c) })
+	t.w.do(func(t Thread) { rc = C.m0_wsgi_next(t.c) })
 	return t.result(rc)
 }
 
 // Close calls close() on a streamed body the client left before its end.
 // The error, if any, is what close() raised.
 func (t Thread) Close() error {
-	t.on(func(t Thread) { C.m0_wsgi_close(t.c) })
+	if t.w == nil {
+		C.m0_wsgi_close(t.c)
+	} else {
+		t.w.do(func(t Thread) { C.m0_wsgi_close(t.c) })
+	}
 	if t.c.err.len > 0 {
 		return t.err()
 	}
