@@ -277,8 +277,9 @@ func startInterpreters(c *Config) error {
 }
 
 // CheckInterpreters refuses --interpreters (78) where it cannot run: an
-// ASGI application (asgi names the first), a free-threaded build or a
-// CPython older than 3.12, no pool (--blocking-threads 0). Otherwise it
+// ASGI application (asgi names the first), a CPython without
+// OwnGILInterpreters (older than 3.13, or free-threaded), no pool
+// (--blocking-threads 0). Otherwise it
 // makes the subinterpreters and imports every WSGI application into each,
 // as serving will: an extension module that does not support
 // subinterpreters is refused by name (the doctor reports the same check).
@@ -299,11 +300,10 @@ func (p *Plan) CheckInterpreters(apps []*m0.App, asgi string) bool {
 	}
 	switch {
 	case in.GILDisabled:
-		return refuse(fmt.Sprintf("%s (Python %s) is a free-threaded build, whose threads run at once in one interpreter already", in.Executable, in.Version),
+		return refuse(in.WhyNoInterpreters(),
 			"leave --interpreters out and set --blocking-threads N, or run a GIL build (python3.13, not python3.13t)")
 	case !in.OwnGILInterpreters():
-		return refuse(fmt.Sprintf("%s is Python %s; subinterpreters with their own GIL came in 3.12", in.Executable, in.Version),
-			"run CPython 3.12 or newer (3.13 is the one tested with Django), or use --workers N for N processes")
+		return refuse(in.WhyNoInterpreters(), "run CPython 3.13 or newer, or use --workers N for N processes")
 	case asgi != "":
 		return refuse(fmt.Sprintf("%s is an ASGI application, and ASGI under --interpreters is not built: the executor runs its asyncio loop in the main interpreter", asgi),
 			"use --workers N for N processes, or serve a WSGI application")

@@ -91,8 +91,7 @@ func (w *worker) do(f func(Thread)) {
 	<-w.done
 }
 
-// StartInterpreters makes n subinterpreters (CPython 3.12 or newer, a GIL
-// build), each with its own GIL and threads workers, once per process:
+// StartInterpreters makes n subinterpreters (where OwnGILInterpreters), each with its own GIL and threads workers, once per process:
 // from then on every WSGI application NewWSGI prepares is imported into
 // each of them too and its requests run there, on the least busy, and
 // never in the main interpreter. A later call returns the first one's
@@ -103,6 +102,9 @@ func (rt *Runtime) StartInterpreters(n, threads int) error {
 }
 
 func (rt *Runtime) startInterpreters(n, threads int) error {
+	if why := rt.Interp.WhyNoInterpreters(); why != "" {
+		return errors.New("cpython: " + why)
+	}
 	if n < 1 || threads < 1 {
 		return fmt.Errorf("cpython: %d interpreters of %d threads", n, threads)
 	}
@@ -236,11 +238,6 @@ func (rt *Runtime) loadSubs(app *App) ([]subApp, error) {
 		if err != nil {
 			if m := refusedModule.FindStringSubmatch(err.Error()); m != nil {
 				return &ExtensionError{Module: strings.Trim(m[1], "'\""), Err: err}
-			}
-			if strings.Contains(err.Error(), "datetime_CAPI") {
-				// CPython 3.12 refuses _datetime quietly: datetime falls back
-				// to its Python version, and zoneinfo (Django's) then fails.
-				return &ExtensionError{Module: "_datetime", Err: err}
 			}
 			return err
 		}

@@ -40,7 +40,7 @@ func withInterpreters(t *testing.T, n, threads int) *Runtime {
 	}
 	rt := startT(t)
 	if !rt.Interp.OwnGILInterpreters() {
-		t.Skip("needs CPython 3.12 or newer, a GIL build")
+		t.Skip("needs CPython 3.13 or newer, a GIL build")
 	}
 	if err := rt.StartInterpreters(n, threads); err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestInterpreters(t *testing.T) {
 	rt := startT(t)
 	if !rt.Interp.OwnGILInterpreters() {
 		err := rt.StartInterpreters(2, 2)
-		if err == nil || !strings.Contains(err.Error(), "3.12 or newer GIL build") {
+		if err == nil || !strings.Contains(err.Error(), rt.Interp.WhyNoInterpreters()) {
 			t.Fatalf("StartInterpreters on %s: %v, want a refusal", rt.Interp.Version, err)
 		}
 		return
@@ -227,7 +227,7 @@ _blocks = sys.getallocatedblocks()`)
 }
 
 // TestInterpretersOwnGIL reads each subinterpreter's configuration from
-// inside it (CPython 3.13's _interpreters.get_config; 3.12 has no reader):
+// inside it (CPython 3.13's _interpreters.get_config):
 // its own GIL, its own allocator, and extension modules checked.
 func TestInterpretersOwnGIL(t *testing.T) {
 	rt := withInterpreters(t, 2, 1)

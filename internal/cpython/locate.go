@@ -329,10 +329,27 @@ func versionAtLeast(v string, major, minor int) bool {
 // AtLeast reports whether the interpreter is CPython major.minor or newer.
 func (in Interpreter) AtLeast(major, minor int) bool { return versionAtLeast(in.Version, major, minor) }
 
-// OwnGILInterpreters reports whether the interpreter makes subinterpreters
-// with a GIL of their own (StartInterpreters): CPython 3.12 or newer, a
-// GIL build.
-func (in Interpreter) OwnGILInterpreters() bool { return in.AtLeast(3, 12) && !in.GILDisabled }
+// OwnGILInterpreters reports whether StartInterpreters serves from
+// subinterpreters with a GIL of their own on this interpreter: CPython
+// 3.13 or newer, a GIL build. 3.12 makes them, but its subinterpreters
+// abort the process when two import the same module at once (importlib.
+// metadata, 3.12.1: four runs in four) and refuse _datetime, so Django's
+// zoneinfo fails there.
+func (in Interpreter) OwnGILInterpreters() bool { return in.AtLeast(3, 13) && !in.GILDisabled }
+
+// WhyNoInterpreters says why OwnGILInterpreters is false, "" when it is
+// true.
+func (in Interpreter) WhyNoInterpreters() string {
+	switch {
+	case in.GILDisabled:
+		return fmt.Sprintf("%s (Python %s) is a free-threaded build, whose threads run at once in one interpreter already", in.Executable, in.Version)
+	case !in.AtLeast(3, 12):
+		return fmt.Sprintf("%s is Python %s; subinterpreters with their own GIL came in 3.12, and m0serve runs them on 3.13 and newer", in.Executable, in.Version)
+	case !in.AtLeast(3, 13):
+		return fmt.Sprintf("%s is Python %s; m0serve runs subinterpreters on 3.13 and newer: 3.12's abort the process when two import the same module at once, and refuse _datetime (Django's zoneinfo)", in.Executable, in.Version)
+	}
+	return ""
+}
 
 // besidePython is the python3 of the virtualenv the running binary is
 // installed in: the directory of the binary (symlinks followed: a link in

@@ -20,6 +20,16 @@ atexit.register(_bye)
 
 def application(environ, start_response):
     path = environ["PATH_INFO"]
+    if path == "/events":  # a stream the server holds, on channel "c"
+        start_response("200 OK", [("M0-Hold", "stream"), ("M0-Channel", "c")])
+        return [b""]
+    if path == "/publish":  # published from this interpreter: its frame id
+        from m0serve import m0pub
+
+        frame = m0pub.publish("c", str(id(sys.modules)))
+        body = json.dumps({"id": frame, "interp": id(sys.modules)}).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
     if path == "/slow":
         time.sleep(float(environ.get("QUERY_STRING") or "0.2"))
     elif path == "/forever":
