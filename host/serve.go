@@ -156,11 +156,7 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 	if w != nil {
 		w.Bus.Start(hub)
 		bridge(w, hub, plan.PG != nil, stderr)
-		// A replacement's journal begins empty, and so does that of a
-		// worker that starts after a sibling began to serve (the slower
-		// of the first workers): frames published meanwhile are in the
-		// sibling's journal alone.
-		if hub != nil && (w.Replaced || siblingServes(w)) {
+		if hub != nil {
 			warm(w, stderr)
 		}
 	}
@@ -281,29 +277,28 @@ wait:
 // journal before it serves.
 const warmTimeout = 2 * time.Second
 
-// siblingServes reports whether another worker serves already.
-func siblingServes(w *prefork.Worker) bool {
-	for j := range w.Workers {
-		if j != w.Index && w.Page.Serving(j) {
-			return true
-		}
-	}
-	return false
-}
-
 // warm fills a worker's journal from a serving sibling's, so that a
-// client that reconnects to it is replayed what it missed.
+// client that reconnects to it is replayed what it missed. A replacement's
+// journal begins empty, and so does that of a worker that starts after a
+// sibling began to serve (the slower of the first workers): frames
+// published meanwhile are in the sibling's journal alone. A worker that
+// replaces none and finds no sibling serving has missed nothing.
 func warm(w *prefork.Worker, stderr io.Writer) {
+	tried := false
 	for j := range w.Workers {
 		if j == w.Index || !w.Page.Serving(j) {
 			continue
 		}
+		tried = true
 		ctx, cancel := context.WithTimeout(context.Background(), warmTimeout)
 		ok := w.Bus.Warm(ctx, j)
 		cancel()
 		if ok {
 			return
 		}
+	}
+	if !tried && !w.Replaced {
+		return
 	}
 	fmt.Fprintf(stderr, "m0serve: worker %d found no sibling's journal to warm its own from; a client that reconnects to it may be sent a gap\n", w.Index)
 }

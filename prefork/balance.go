@@ -4,7 +4,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/m0serve/m0/internal/sock"
@@ -29,8 +28,8 @@ type balancer struct {
 	once     sync.Once
 
 	pause    time.Duration // FullPause, as Balance found it
-	resume   *time.Timer   // ends a pause that lost began (its goroutine only)
-	lastLoss atomic.Int64  // when lost was last told, Unix nanoseconds
+	resume   *time.Timer   // ends the pause the last loss began (handed's goroutine only)
+	endPause chan struct{} // has it end now (tests; only after a loss)
 	throttle sock.Throttle
 }
 
@@ -52,7 +51,7 @@ const backlog = 64
 // With keep, every connection stays where it was accepted.
 func (w *Worker) Balance(ln net.Listener, keep bool) net.Listener {
 	b := &balancer{ln: ln, w: w, keep: keep, conns: make(chan net.Conn, backlog), pause: FullPause,
-		stopping: make(chan struct{}), closed: make(chan struct{})}
+		stopping: make(chan struct{}), closed: make(chan struct{}), endPause: make(chan struct{}, 1)}
 	w.Page.Reset(w.Index)
 	w.Page.SetServing(w.Index, os.Getpid())
 	b.placing.Add(2)
@@ -103,26 +102,29 @@ func (b *balancer) least() int {
 // on this worker's slot already. Once the worker stops, what is still
 // handed to it goes on to a sibling that serves (deliver).
 func (b *balancer) handed() {
+	b.serveHanded(b.stopping)
+	go b.serveHanded(b.w.Bus.done)
+}
+
+// serveHanded takes what siblings hand this worker, and ends the pause a
+// loss began, until until is closed. One goroutine at a time.
+func (b *balancer) serveHanded(until <-chan struct{}) {
 	mine := b.w.Page.Open(b.w.Index)
+	var resumed <-chan time.Time
+	if b.resume != nil {
+		resumed = b.resume.C
+	}
 	for {
 		select {
 		case c := <-b.w.Bus.Conns():
 			b.deliver(sock.Counted(c, mine))
 		case err := <-b.w.Bus.Lost():
-			b.lost(err)
-		case <-b.stopping:
-			go func() {
-				for {
-					select {
-					case c := <-b.w.Bus.Conns():
-						b.deliver(sock.Counted(c, mine))
-					case err := <-b.w.Bus.Lost():
-						b.lost(err)
-					case <-b.w.Bus.done:
-						return
-					}
-				}
-			}()
+			resumed = b.lost(err)
+		case <-resumed:
+			b.w.Page.SetTaking(b.w.Index, os.Getpid(), true) // not once the worker stops
+		case <-b.endPause:
+			b.resume.Reset(0)
+		case <-until:
 			return
 		}
 	}
@@ -130,34 +132,29 @@ func (b *balancer) handed() {
 
 // lost takes off this worker's count a connection a sibling handed it and
 // it could not take, says so (at most once per sock.LogEvery), and has the
-// siblings hand it nothing for FullPause (Page.SetTaking): until then each
-// keeps what it accepts, and one that runs out of descriptors too leaves
-// the next connection in the listener's queue, where it waits rather than
-// is lost.
-func (b *balancer) lost(err error) {
+// siblings hand it nothing for FullPause (Page.SetTaking), from this loss:
+// until then each keeps what it accepts, and one that runs out of
+// descriptors too leaves the next connection in the listener's queue,
+// where it waits rather than is lost. It returns the channel that ends the
+// pause.
+func (b *balancer) lost(err error) <-chan time.Time {
 	w := b.w
-	w.Page.Open(w.Index).Add(-1)
+	// Never below 0: on macOS a dropped descriptor is not known to be a
+	// connection's (a successor's journal carries descriptors too).
+	open := w.Page.Open(w.Index)
+	for n := open.Load(); n > 0 && !open.CompareAndSwap(n, n-1); n = open.Load() {
+	}
 	if n, ok := b.throttle.Note(); ok {
 		w.Bus.log.Warn("m0serve: lost a connection a sibling handed this worker; siblings keep theirs for a while",
 			"error", err.Error(), "pause", b.pause.String(), "lost", n)
 	}
-	b.lastLoss.Store(time.Now().UnixNano())
 	w.Page.SetTaking(w.Index, os.Getpid(), false) // not once the worker stops
 	if b.resume == nil {
-		b.resume = time.AfterFunc(b.pause, b.unpause)
+		b.resume = time.NewTimer(b.pause)
 	} else {
-		b.resume.Reset(b.pause)
+		b.resume.Reset(b.pause) // a pending expiry is discarded (Go 1.23 timers)
 	}
-}
-
-// unpause has siblings hand this worker connections again, b.pause after
-// the last loss: a timer that fired as a loss came waits again.
-func (b *balancer) unpause() {
-	if left := b.pause - time.Since(time.Unix(0, b.lastLoss.Load())); left > 0 {
-		time.AfterFunc(left, b.unpause)
-		return
-	}
-	b.w.Page.SetTaking(b.w.Index, os.Getpid(), true)
+	return b.resume.C
 }
 
 // deliver queues c for Accept. Once the worker has begun to stop, a

@@ -197,13 +197,20 @@ func (b *Bus) pump(c *net.UnixConn, q chan []byte, wait time.Duration, failed fu
 	}
 }
 
-// write writes m to c. A full inbox makes the write wait on Linux; macOS
-// fails it at once with ENOBUFS instead, and it is tried again, after a
-// pause that doubles from 1 ms up to 50 ms, until the bus closes.
+// write writes m to c, through a full inbox (retry).
 func (b *Bus) write(c *net.UnixConn, m []byte) error {
+	return b.retry(func() error { _, err := c.Write(m); return err })
+}
+
+// retry runs a write to a sibling's inbox until it is not refused for a
+// full one. A full inbox makes the write wait on Linux; macOS fails it at
+// once with ENOBUFS instead, and it is tried again, after a pause that
+// doubles from 1 ms up to 50 ms, until the bus closes or the write's
+// deadline passes (its error then).
+func (b *Bus) retry(write func() error) error {
 	pause := time.Millisecond
 	for {
-		_, err := c.Write(m)
+		err := write()
 		if !errors.Is(err, syscall.ENOBUFS) {
 			return err
 		}
@@ -521,7 +528,7 @@ func (b *Bus) dispatch(m message) {
 			if err == nil {
 				go func() {
 					defer c.Close()
-					b.answerJournal(func(a []byte) { c.Write(a) }, req)
+					b.answerJournal(func(a []byte) { b.write(c, a) }, req)
 				}()
 			}
 		case m.from < len(b.out):
@@ -683,7 +690,7 @@ func (b *Bus) carry(c *net.UnixConn, kind byte, m []byte) error {
 	var werr error
 	c.SetWriteDeadline(time.Now().Add(forwardWait)) // an old worker that does not read is not waited for
 	if err := sock.WithFD(b.out[b.self], func(fd uintptr) {
-		_, _, werr = c.WriteMsgUnix(m, unix.UnixRights(int(fd)), nil)
+		werr = b.retry(func() error { _, _, err := c.WriteMsgUnix(m, unix.UnixRights(int(fd)), nil); return err })
 	}); err != nil {
 		return err
 	}

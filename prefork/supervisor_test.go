@@ -1,6 +1,8 @@
 package prefork
 
 import (
+	"bufio"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -703,4 +705,27 @@ func TestScaleEdges(t *testing.T) {
 			t.Fatalf("exit %d", c)
 		}
 	})
+}
+
+// TestCtrlFraming: control messages arrive whole and in order, and one
+// longer than maxCtrl arrives cut to it rather than stopping the reader.
+func TestCtrlFraming(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	long := strings.Repeat("x", maxCtrl+10)
+	go func() {
+		for _, m := range []string{"ready", "", long, "after"} {
+			if err := sendCtrl(a, m); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	r := bufio.NewReader(b)
+	for _, want := range []string{"ready", "", long[:maxCtrl], "after"} {
+		got, err := readCtrl(r)
+		if err != nil || got != want {
+			t.Fatalf("read %d bytes (%.10q), %v; want %d bytes", len(got), got, err, len(want))
+		}
+	}
 }

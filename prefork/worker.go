@@ -107,8 +107,10 @@ func socketpair(typ int) (*os.File, *os.File, error) {
 // maxCtrl bounds a control message (a failure's text).
 const maxCtrl = 256 << 10
 
-// sendCtrl writes m on a control socket, its length first, in one write.
+// sendCtrl writes m on a control socket, its length first, in one write;
+// past maxCtrl, m is cut there (a failure's text, whose end matters least).
 func sendCtrl(c net.Conn, m string) error {
+	m = m[:min(len(m), maxCtrl)]
 	b := binary.LittleEndian.AppendUint32(make([]byte, 0, 4+len(m)), uint32(len(m)))
 	_, err := c.Write(append(b, m...))
 	return err
