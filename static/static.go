@@ -78,8 +78,12 @@ func New(dir string, opts *Options) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("static: %w", err)
 	}
-	rootFd := -1
+	rootFd, realDir := -1, ""
 	if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		// dir as fdPath names the files beneath it: absolute, no symlink in
+		// it, in the system's spelling (its case, on a case-insensitive
+		// volume).
+		realDir, _ = fdPath(fd)
 		// openat2 (Linux 5.6) keeps every lookup beneath the directory in the
 		// kernel, in one system call; os.Root serves where it is missing.
 		if probe, err := openat2(fd, ".", 0); err == nil {
@@ -93,7 +97,6 @@ func New(dir string, opts *Options) (*Handler, error) {
 	if prefix != "/" {
 		prefix += "/"
 	}
-	realDir := canonicalDir(dir)
 	h := &Handler{dir: dir, root: root, rootFd: rootFd, realDir: realDir, prefix: prefix, cache: opts.CacheControl, headers: opts.Headers,
 		svgPolicy: true, next: opts.Next}
 	seen := map[string]bool{}

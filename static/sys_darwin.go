@@ -2,6 +2,7 @@ package static
 
 import (
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -13,34 +14,19 @@ const noSymlinks = 0
 // beneath the directory instead (New probes this and finds ENOSYS).
 func openat2(dirfd int, rel string, resolve uint64) (int, error) { return -1, unix.ENOSYS }
 
+// pathBufs are F_GETPATH's buffers. They live on the heap, which the
+// garbage collector does not move: the kernel is handed the address as an
+// integer, and a buffer on the goroutine's stack could move under it.
+var pathBufs = sync.Pool{New: func() any { return new([unix.PathMax]byte) }}
+
 // fdPath is the path of the file open at fd (fcntl F_GETPATH).
 func fdPath(fd int) (string, error) {
-	buf := make([]byte, unix.PathMax)
-	_, err := unix.FcntlInt(uintptr(fd), unix.F_GETPATH, int(uintptr(unsafe.Pointer(&buf[0]))))
+	buf := pathBufs.Get().(*[unix.PathMax]byte)
+	defer pathBufs.Put(buf)
+	_, err := unix.FcntlInt(uintptr(fd), unix.F_GETPATH, int(uintptr(unsafe.Pointer(buf))))
 	runtime.KeepAlive(buf)
 	if err != nil {
 		return "", err
 	}
-	for i, b := range buf {
-		if b == 0 {
-			return string(buf[:i]), nil
-		}
-	}
-	return string(buf), nil
-}
-
-// canonicalDir is dir as fdPath names the files beneath it: the system's
-// spelling, whose case may differ from dir's on a case-insensitive
-// volume; "" when it cannot be told.
-func canonicalDir(dir string) string {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return ""
-	}
-	defer unix.Close(fd)
-	real, err := fdPath(fd)
-	if err != nil {
-		return ""
-	}
-	return real
+	return unix.ByteSliceToString(buf[:]), nil
 }

@@ -2,7 +2,6 @@ package static
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -28,14 +27,3 @@ func openat2(dirfd int, rel string, resolve uint64) (int, error) {
 
 // fdPath is the path of the file open at fd.
 func fdPath(fd int) (string, error) { return os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)) }
-
-// canonicalDir is dir's absolute path with no symlink in it, as fdPath
-// names the files beneath it; "" when it cannot be told.
-func canonicalDir(dir string) string {
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return ""
-	}
-	real, _ = filepath.Abs(real)
-	return real
-}

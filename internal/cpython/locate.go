@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -230,16 +231,26 @@ func locate(explicit, from string) (Interpreter, error) {
 // a framework build links to its Python, and the framework's Python.
 func libraryPlaces(p probed) []string {
 	var out []string
-	for _, name := range []string{p.LDLibrary, p.InstSoname} {
-		if name != "" {
-			out = append(out, filepath.Join(p.LibDir, name))
+	add := func(path string) {
+		if !slices.Contains(out, path) {
+			out = append(out, path)
+		}
+	}
+	if p.Framework == "" {
+		for _, name := range []string{p.LDLibrary, p.InstSoname} {
+			if name != "" {
+				add(filepath.Join(p.LibDir, name))
+			}
 		}
 	}
 	if p.Framework != "" || libraryExt == ".dylib" {
-		out = append(out, filepath.Join(p.LibDir, "libpython"+majorMinor(p.Version)+p.ABIFlags+".dylib"))
+		add(filepath.Join(p.LibDir, "libpython"+majorMinor(p.Version)+p.ABIFlags+".dylib"))
 	}
-	if p.Framework != "" && p.LDLibrary != "" {
-		out = append(out, filepath.Join(p.Framework, p.LDLibrary))
+	// A framework build names its library beneath the frameworks' prefix.
+	for _, name := range []string{p.LDLibrary, p.InstSoname} {
+		if p.Framework != "" && name != "" {
+			add(filepath.Join(p.Framework, name))
+		}
 	}
 	return out
 }

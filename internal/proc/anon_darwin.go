@@ -1,10 +1,6 @@
 package proc
 
-import (
-	"os"
-
-	"golang.org/x/sys/unix"
-)
+import "os"
 
 // AnonFile returns a new empty file, named name, that no path leads to:
 // macOS has no memfd_create, so it is made in the temporary directory and
@@ -18,6 +14,5 @@ func AnonFile(name string) (*os.File, error) {
 		f.Close()
 		return nil, err
 	}
-	unix.CloseOnExec(int(f.Fd()))
 	return f, nil
 }

@@ -77,7 +77,8 @@ func readable(fd int) int {
 
 // setToken and token keep the token in the event's user data, a pointer
 // field the kernel hands back as it was given: as an integer, counted
-// from 1, which never reaches the Go heap's addresses, so the collector
+// from 4096 (the least the runtime takes for a pointer when it moves a
+// stack), which never reaches the Go heap's addresses, so the collector
 // takes it for no pointer.
 func setToken(ev *unix.Kevent_t, token uint64) { *(*uint64)(unsafe.Pointer(&ev.Udata)) = token }
 

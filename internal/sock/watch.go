@@ -47,7 +47,10 @@ var theWatcher = sync.OnceValues(func() (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &watcher{ep: ep, subs: map[uint64]func(){}}
+	// Tokens begin at 4096: macOS keeps them in a pointer field, and the
+	// runtime takes a smaller non-zero value there for a bad pointer when
+	// it moves a stack.
+	w := &watcher{ep: ep, next: 4095, subs: map[uint64]func(){}}
 	go w.run()
 	return w, nil
 })
