@@ -153,6 +153,14 @@ var (
 		"--backlog", "1024", "--log-level", "warning", "{dir}/{module}:{callable}"}
 )
 
+// cpuApp and flaskJSON are the applications of the suites that compare
+// one process's ways to more cores (free-threaded CPython, subinterpreters)
+// with worker processes: a pure-Python loop, and a Flask view.
+var (
+	cpuApp    = App{Name: "cpu", About: "bench/apps/cpu_bound.py: 20,000 iterations of an integer recurrence in pure Python, `GET /`", Dir: "{apps}", Module: "cpu_bound", Callable: "application", Body: "1431330791\n"}
+	flaskJSON = App{Name: "flask", About: "examples/flask_app: Flask, `GET /json`", Dir: "{examples}/flask_app", Module: "app", Callable: "app", Path: "/json", Contains: `"hello":"world"`, ContentType: "application/json"}
+)
+
 func suites() []Suite {
 	return []Suite{
 		{
@@ -160,7 +168,7 @@ func suites() []Suite {
 			About: "A WSGI application behind each server: the hello world (the server's own cost), a Flask view answering JSON, and a Django page rendered from a template with the ORM (the 20 newest of 100 guestbook entries, SQLite, DEBUG off). Every server has one worker process: gunicorn sync and uWSGI (one process, one thread) then serve one request at a time and close each connection after its answer, as they are built to; they are usually run with several processes (2 x cores + 1), which is the workers suite's question, not this one's.",
 			Apps: []App{
 				{Name: "hello", About: "examples/hello: PEP 3333 hello world, `GET /`", Dir: "{examples}/hello", Module: "hello", Callable: "application", Body: helloWSGI},
-				{Name: "flask", About: "examples/flask_app: Flask, `GET /json`", Dir: "{examples}/flask_app", Module: "app", Callable: "app", Path: "/json", Contains: `"hello":"world"`, ContentType: "application/json"},
+				flaskJSON,
 				{Name: "django", About: "examples/django_site: Django template and ORM page, `GET /recent`", Dir: "{examples}/django_site", Module: "mysite.wsgi", Callable: "application", Path: "/recent", Contains: "100 entries in all; the 20 newest:", ContentType: "text/html"},
 			},
 			Servers: []Server{
@@ -354,10 +362,7 @@ func suites() []Suite {
 		{
 			Name: "freethreaded", Title: "Free-threaded CPython", Tool: "wrk", Unpinned: true, Threads: 2,
 			About: "What a free-threaded CPython (3.13t, GIL off) gives one m0serve process on two cores: one and two pool threads on 3.13t, against a GIL build of 3.13 with one thread and with `--workers 2`, and gunicorn's gthread worker with two threads on the same 3.13t. m0serve loads the Python first on its PATH: bench/.venv-3.13t (the free-threaded build scripts/freethreaded makes) or bench/.venv-3.13 (a GIL build), both from bench/requirements-ft.txt. The applications' .pyc files are written before the suite (compileall), so that every server loads the same code: a module 3.13t compiles from source without one contends on its constants, which m0serve avoids and gunicorn does not (docs/running.md, \"Modules without a .pyc\"). Nothing is pinned; wrk -t2 shares the cores, and the servers are still up together and loaded in turn. RSS is the peak over the load, of every process of the server's session. On two cores the Flask view measures each build's cost a request more than scaling: m0serve's Go side and wrk take much of the second core at these rates.",
-			Apps: []App{
-				{Name: "cpu", About: "bench/apps/cpu_bound.py: 20,000 iterations of an integer recurrence in pure Python, `GET /`", Dir: "{apps}", Module: "cpu_bound", Callable: "application", Body: "1431330791\n"},
-				{Name: "flask", About: "examples/flask_app: Flask, `GET /json`", Dir: "{examples}/flask_app", Module: "app", Callable: "app", Path: "/json", Contains: `"hello":"world"`, ContentType: "application/json"},
-			},
+			Apps:  []App{cpuApp, flaskJSON},
 			Servers: []Server{
 				{Key: "ft-1", Group: "1 thread", Label: "m0serve, 3.13t, 1 thread", Args: threads(m0serveWSGI, "1"), Env: onPython("{ftvenv}")},
 				{Key: "ft-2", Group: "2 threads", Label: "m0serve, 3.13t, 2 threads", Args: threads(m0serveWSGI, "2"), Env: onPython("{ftvenv}")},
@@ -378,10 +383,7 @@ func suites() []Suite {
 		{
 			Name: "interpreters", Title: "Subinterpreters", Tool: "wrk", Unpinned: true, Threads: 2,
 			About: "What `--interpreters N` (N subinterpreters, each with its own GIL, in one process) gives m0serve on two cores with an ordinary GIL build, CPython 3.13 (bench/.venv-3.13, from bench/requirements-ft.txt): two interpreters against one, against `--workers 2` (two processes) and against today's main interpreter alone; one pool thread in each. The difference between `--interpreters 1` and the main interpreter is what handing a request to a subinterpreter's thread costs. Nothing is pinned; wrk -t2 shares the cores, and the servers are still up together and loaded in turn. RSS is the peak over the load, of every process of the server's session.",
-			Apps: []App{
-				{Name: "cpu", About: "bench/apps/cpu_bound.py: 20,000 iterations of an integer recurrence in pure Python, `GET /`", Dir: "{apps}", Module: "cpu_bound", Callable: "application", Body: "1431330791\n"},
-				{Name: "flask", About: "examples/flask_app: Flask, `GET /json`", Dir: "{examples}/flask_app", Module: "app", Callable: "app", Path: "/json", Contains: `"hello":"world"`, ContentType: "application/json"},
-			},
+			Apps:  []App{cpuApp, flaskJSON},
 			Servers: []Server{
 				{Key: "main-1", Group: "1 interpreter", Label: "m0serve, main interpreter", Base: true, Args: threads(m0serveWSGI, "1"), Env: onPython("{gilvenv}")},
 				{Key: "interp-1", Group: "1 interpreter", Label: "m0serve --interpreters 1", Args: workers(threads(m0serveWSGI, "1"), "--interpreters", "1"), Env: onPython("{gilvenv}")},
