@@ -17,24 +17,25 @@ import (
 	"unsafe"
 )
 
-// A subinterpreter of StartInterpreters: its own GIL, its own objects, and
-// OS threads of its own that run no other interpreter's code. One of them,
-// ctl, made it and does what is not a request (loading an application,
-// interrupting a request, the atexit handlers); the others, its workers,
-// run requests handed to them.
+// A subinterpreter of StartInterpreters: its own GIL, its own objects. Its
+// requests run on the goroutines that parsed them, each on its own OS
+// thread's thread state in the interpreter (m0_thread_in), as the main
+// interpreter's do: no hand-off. One thread of its own, ctl, made it and
+// does what is not a request (loading an application, interrupting a
+// request, the atexit handlers).
 type subinterp struct {
-	k    int          // its slot in the C side's table (1 or more)
-	ctl  *worker      // the thread that made it
-	free chan *worker // its idle workers
-	busy int          // workers reserved, under Runtime.imu
+	k     int           // its slot in the C side's table (1 or more)
+	ctl   *control      // the thread that made it
+	slots chan struct{} // a token for each request it runs at once
+	busy  int           // requests it runs or waits to, under Runtime.imu
 }
 
-// worker is an OS thread of a subinterpreter's, for life: a goroutine
-// locked to it that runs what it is handed.
-type worker struct {
+// control is a subinterpreter's control thread, for life: a goroutine
+// locked to an OS thread that runs what it is handed, one caller at a
+// time.
+type control struct {
 	t    Thread
-	sub  *subinterp
-	mu   sync.Mutex // one caller at a time (ctl has several)
+	mu   sync.Mutex
 	work chan func()
 	done chan struct{}
 }
@@ -42,59 +43,46 @@ type worker struct {
 // MaxInterpreters is the most subinterpreters StartInterpreters makes.
 const MaxInterpreters = C.M0_MAX_INTERPS - 1
 
-// startWorker starts a worker on a fresh OS thread: one on which the main
-// interpreter has no thread state, so that the subinterpreter's is its
-// first (PyGILState_Ensure, which sqlite3's callbacks call, finds it).
-// With sub's k 0 the worker makes the interpreter first.
-func startWorker(sub *subinterp) (*worker, error) {
-	w := &worker{sub: sub, work: make(chan func()), done: make(chan struct{})}
+// startControl makes sub's interpreter on an OS thread locked for life,
+// which then runs what do hands it.
+func startControl(sub *subinterp) (*control, error) {
+	c := &control{work: make(chan func()), done: make(chan struct{})}
 	ready := make(chan error, 1)
 	go func() {
 		// Locked for life: the thread ends with the goroutine, and no
 		// other goroutine ever runs on it.
 		runtime.LockOSThread()
-		if C.m0_thread_fresh() != 0 {
-			ready <- errors.New("cpython: a thread for a subinterpreter has run another one")
+		var errbuf [4096]C.char
+		boot := C.CString(bootstrap)
+		k := C.m0_interp_new(boot, &errbuf[0], C.size_t(len(errbuf)))
+		C.free(unsafe.Pointer(boot))
+		if k < 0 {
+			ready <- fmt.Errorf("cpython: cannot make a subinterpreter: %s", C.GoString(&errbuf[0]))
 			return
 		}
-		if sub.k == 0 {
-			var errbuf [4096]C.char
-			boot := C.CString(bootstrap)
-			k := C.m0_interp_new(boot, &errbuf[0], C.size_t(len(errbuf)))
-			C.free(unsafe.Pointer(boot))
-			if k < 0 {
-				ready <- fmt.Errorf("cpython: cannot make a subinterpreter: %s", C.GoString(&errbuf[0]))
-				return
-			}
-			sub.k = int(k)
-		}
-		c := C.m0_thread_in(C.int(sub.k))
-		if c == nil {
-			ready <- errors.New("cpython: cannot create a thread state in a subinterpreter")
-			return
-		}
-		w.t = Thread{c: c, w: w}
+		sub.k = int(k)
+		c.t = Thread{c: C.m0_thread_in(k), sub: sub}
 		ready <- nil
-		for f := range w.work {
+		for f := range c.work {
 			f()
 		}
 	}()
-	return w, <-ready
+	return c, <-ready
 }
 
-// do runs f on the worker's thread and waits for it: for a worker, the
-// one caller that reserved it; for ctl, its callers in turn.
-func (w *worker) do(f func(Thread)) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.work <- func() { f(w.t); w.done <- struct{}{} }
-	<-w.done
+// do runs f on the control thread and waits for it.
+func (c *control) do(f func(Thread)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.work <- func() { f(c.t); c.done <- struct{}{} }
+	<-c.done
 }
 
-// StartInterpreters makes n subinterpreters (where OwnGILInterpreters), each with its own GIL and threads workers, once per process:
-// from then on every WSGI application NewWSGI prepares is imported into
-// each of them too and its requests run there, on the least busy, and
-// never in the main interpreter. A later call returns the first one's
+// StartInterpreters makes n subinterpreters (where OwnGILInterpreters),
+// each with its own GIL and running at most threads requests at once, once
+// per process: from then on every WSGI application NewWSGI prepares is
+// imported into each of them too and its requests run there, in the least
+// busy, and never in the main interpreter. A later call returns the first one's
 // error, or nil.
 func (rt *Runtime) StartInterpreters(n, threads int) error {
 	rt.subsOnce.Do(func() { rt.subsErr = rt.startInterpreters(n, threads) })
@@ -113,8 +101,8 @@ func (rt *Runtime) startInterpreters(n, threads int) error {
 	}
 	subs := make([]*subinterp, n)
 	for i := range subs {
-		s := &subinterp{free: make(chan *worker, threads)}
-		ctl, err := startWorker(s)
+		s := &subinterp{slots: make(chan struct{}, threads)}
+		ctl, err := startControl(s)
 		if err != nil {
 			return err
 		}
@@ -123,13 +111,6 @@ func (rt *Runtime) startInterpreters(n, threads int) error {
 		ctl.do(func(t Thread) { kerr = setKeys(t) })
 		if kerr != nil {
 			return kerr
-		}
-		for range threads {
-			w, err := startWorker(s)
-			if err != nil {
-				return err
-			}
-			s.free <- w
 		}
 		subs[i] = s
 	}
@@ -158,8 +139,10 @@ func (rt *Runtime) EachInterpreter(fn func(Thread) error) error {
 	return errors.Join(errs...)
 }
 
-// reserve takes an idle worker of the least busy subinterpreter.
-func (rt *Runtime) reserve() *worker {
+// reserve locks the calling goroutine to its OS thread and returns that
+// thread's thread state in the least busy subinterpreter, once it may run
+// one more request there.
+func (rt *Runtime) reserve() Thread {
 	rt.imu.Lock()
 	best := rt.subs[0]
 	for _, s := range rt.subs[1:] {
@@ -169,14 +152,20 @@ func (rt *Runtime) reserve() *worker {
 	}
 	best.busy++
 	rt.imu.Unlock()
-	return <-best.free
+	best.slots <- struct{}{}
+	runtime.LockOSThread()
+	c := C.m0_thread_in(C.int(best.k))
+	if c == nil {
+		panic("cpython: cannot create a thread state in a subinterpreter")
+	}
+	return Thread{c: c, sub: best}
 }
 
-// put gives a reserved worker back.
-func (rt *Runtime) put(w *worker) {
-	w.sub.free <- w
+// put gives back what reserve took in s.
+func (rt *Runtime) put(s *subinterp) {
+	<-s.slots
 	rt.imu.Lock()
-	w.sub.busy--
+	s.busy--
 	rt.imu.Unlock()
 }
 

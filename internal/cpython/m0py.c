@@ -412,9 +412,11 @@ void m0_set_qos(int nice, int batch)
 	qos_set = 1;
 }
 
-m0_thread *m0_thread_peek(void)
+m0_thread *m0_thread_peek(int k)
 {
-	return m0_here[0];
+	if (k < 0 || k >= M0_MAX_INTERPS)
+		return NULL;
+	return m0_here[k];
 }
 
 m0_thread *m0_thread_here(void)
@@ -452,41 +454,10 @@ m0_thread *m0_thread_in(int k)
 
 /* ---- subinterpreters ------------------------------------------------------------ */
 
-int m0_thread_fresh(void)
-{
-	for (int k = 1; k < M0_MAX_INTERPS; k++)
-		if (m0_here[k])
-			return -1;
-	m0_thread *t = m0_here[0];
-	if (!t)
-		return 0;
-	if (t == &m0_main)
-		return -1;
-	/* As a Python thread ends: its state cleared and deleted with the GIL
-	 * held, which unbinds it from the OS thread's PyGILState slot. */
-	m0_attach(t->ts);
-	if (t->start_response)
-		py.Py_DecRef(t->start_response);
-	if (t->write)
-		py.Py_DecRef(t->write);
-	py.PyThreadState_Clear(t->ts);
-	py.PyThreadState_DeleteCurrent(); /* releases the GIL */
-	free(t->head.p);
-	free(t->body.p);
-	free(t->err.p);
-	free(t);
-	m0_here[0] = NULL;
-	return 0;
-}
-
 int m0_interp_new(const char *bootstrap, char *errbuf, size_t errlen)
 {
 	if (!py.Py_NewInterpreterFromConfig || !py.PyThreadState_DeleteCurrent || m0_free_threaded) {
 		snprintf(errbuf, errlen, "subinterpreters with their own GIL need a CPython 3.12 or newer GIL build");
-		return -1;
-	}
-	if (m0_thread_fresh() < 0) {
-		snprintf(errbuf, errlen, "m0_interp_new: the thread has run Python already");
 		return -1;
 	}
 	int k = __atomic_fetch_add(&m0_ninterps, 1, __ATOMIC_RELAXED);

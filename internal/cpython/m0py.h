@@ -139,43 +139,37 @@ int m0_apply_qos(void);
 /* m0_thread_here returns the calling OS thread's Python thread, creating
  * its thread state on the first call; NULL if none can be made. The caller
  * keeps the OS thread for as long as it uses the result (Go: locked to its
- * goroutine). GIL not held on entry or return. m0_thread_peek returns it
- * without creating it, or NULL. */
+ * goroutine). GIL not held on entry or return. m0_thread_peek returns the
+ * calling thread's in interpreter k (0 is the main one) without creating
+ * it, or NULL. */
 m0_thread *m0_thread_here(void);
-m0_thread *m0_thread_peek(void);
+m0_thread *m0_thread_peek(int k);
 
-/* ---- subinterpreters (CPython 3.12+, GIL builds) ------------------------------
+/* ---- subinterpreters (CPython 3.13+, GIL builds) ------------------------------
  *
  * An interpreter made here has its own GIL and its own objects; no object
  * crosses from one interpreter to another (each has its own _m0, bootstrap,
- * environ keys and application). Its threads are OS threads of their own:
- * a thread that runs one runs no other interpreter's code, so that its
- * first thread state is the subinterpreter's and PyGILState_Ensure (which
- * sqlite3's callbacks use) finds it. m0_thread_fresh makes the calling
- * thread such a thread. */
+ * environ keys and application). An OS thread may hold a thread state in
+ * several interpreters (m0_thread_in), one attached at a time. CPython
+ * 3.12 and newer bind PyGILState's slot to the thread state a thread
+ * attached last, so PyGILState_Ensure (which sqlite3's callbacks call)
+ * finds the interpreter the thread is running. */
 
 #define M0_MAX_INTERPS 64
-
-/* m0_thread_fresh deletes the calling OS thread's thread state in the main
- * interpreter, if it has one (Go may have run Python on it before it was
- * locked), so that the next thread state made on it is its first. Returns
- * 0, or -1 when the thread has thread states of other interpreters. GIL
- * not held on entry or return. */
-int m0_thread_fresh(void);
 
 /* m0_interp_new makes a subinterpreter with its own GIL and
  * check_multi_interp_extensions on (an extension module without support
  * for subinterpreters fails its import), makes _m0 in it and runs the
- * bootstrap there. On a fresh OS thread (m0_thread_fresh), which becomes
- * the interpreter's first thread: its m0_thread is m0_thread_in(index).
+ * bootstrap there, on the calling thread: its m0_thread in the new
+ * interpreter is m0_thread_in(index).
  * The index (1 or more), or -1 with the reason in errbuf (a library older
  * than 3.12, or a free-threaded one, has no such interpreter). GIL not
  * held on entry or return. */
 int m0_interp_new(const char *bootstrap, char *errbuf, size_t errlen);
 
 /* m0_thread_in is m0_thread_here for interpreter k (0 is the main one):
- * the calling OS thread's thread state in k, made on first use. A thread
- * that runs a subinterpreter is fresh (above). GIL not held. */
+ * the calling OS thread's thread state in k, made on first use and kept
+ * for the life of the thread. GIL not held. */
 m0_thread *m0_thread_in(int k);
 
 /* ---- generic calls: start-up, tests and the doctor, never the hot path -------- */

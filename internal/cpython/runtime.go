@@ -30,7 +30,7 @@ type Runtime struct {
 	work chan func() // work for the main thread
 
 	subs       []*subinterp // StartInterpreters's, in order
-	subThreads int          // the workers of each
+	subThreads int          // the requests each runs at once
 	subsOnce   sync.Once
 	subsErr    error
 	imu        sync.Mutex // orders the subinterpreters' busy counts
@@ -157,27 +157,23 @@ func Here() Thread {
 // buffers of the WSGI call in progress. It is valid on the goroutine that
 // got it, until Release.
 type Thread struct {
-	c *C.m0_thread
-	w *worker // a subinterpreter's thread, which its worker runs calls on
+	c   *C.m0_thread
+	sub *subinterp // its subinterpreter, nil in the main interpreter
 }
 
 // Current reports whether the calling goroutine may call Python on t: it
-// runs on t's OS thread, or t is a subinterpreter's, which its worker runs
-// the calls of whatever goroutine makes them.
-func (t Thread) Current() bool { return t.w != nil || C.m0_thread_peek() == t.c }
+// runs on t's OS thread.
+func (t Thread) Current() bool { return C.m0_thread_peek(t.c.interp) == t.c }
 
 // Zero reports whether t is no thread (WSGI.Reserve's when the call runs
-// on the caller's own).
+// on the caller's own in the main interpreter).
 func (t Thread) Zero() bool { return t.c == nil }
 
 // Release unlocks the goroutine from its OS thread; a subinterpreter's
-// thread (WSGI.Reserve's) goes back to its interpreter's idle ones.
+// thread (WSGI.Reserve's) gives its interpreter back the request's place.
 func (t Thread) Release() {
-	if t.w != nil {
-		if t.w.sub.ctl != t.w {
-			running.Load().put(t.w)
-		}
-		return
+	if t.sub != nil {
+		running.Load().put(t.sub)
 	}
 	runtime.UnlockOSThread()
 }
@@ -186,8 +182,8 @@ func (t Thread) Release() {
 // thread does to another's request: the caller's own in the main
 // interpreter (released by the caller), a subinterpreter's ctl otherwise.
 func (t Thread) control(f func(me Thread)) {
-	if t.w != nil {
-		t.w.sub.ctl.do(f)
+	if t.sub != nil {
+		t.sub.ctl.do(f)
 		return
 	}
 	me := Here()

@@ -168,18 +168,18 @@ func (w *WSGI) Call(env *Environ, body []byte, allowStream bool) (Thread, Result
 }
 
 // Reserve picks the thread the next call will run on when the application
-// runs in subinterpreters: an idle one of the least busy interpreter,
-// which the caller hands to CallOn and lets go of with Release. Without
-// subinterpreters it is the zero Thread: the call runs on the caller's own.
+// runs in subinterpreters: this goroutine's OS thread, locked to it, in
+// the least busy interpreter, which the caller hands to CallOn and lets go
+// of with Release. Without subinterpreters it is the zero Thread: CallOn
+// locks the caller's own.
 func (w *WSGI) Reserve() Thread {
 	if w.subs == nil {
 		return Thread{}
 	}
-	return w.rt.reserve().t
+	return w.rt.reserve()
 }
 
-// CallOn is Call on the thread Reserve gave, handed to it when it is a
-// subinterpreter's.
+// CallOn is Call on the thread Reserve gave.
 func (w *WSGI) CallOn(t Thread, env *Environ, body []byte, allowStream bool) (Thread, Result, error) {
 	var req, b *C.char
 	if len(env.B) > 0 {
@@ -188,13 +188,10 @@ func (w *WSGI) CallOn(t Thread, env *Environ, body []byte, allowStream bool) (Th
 	if len(body) > 0 {
 		b = (*C.char)(unsafe.Pointer(&body[0]))
 	}
-	if t.w != nil {
-		a := w.subs[t.c.interp-1]
-		var rc C.int
-		t.w.do(func(t Thread) {
-			rc = C.m0_wsgi_call_on(t.c, C.uintptr_t(a.app), C.uintptr_t(a.tmpl), req, C.size_t(len(env.B)),
-				b, C.size_t(len(body)), cbool(allowStream))
-		})
+	if t.sub != nil {
+		a := w.subs[t.sub.k-1]
+		rc := C.m0_wsgi_call_on(t.c, C.uintptr_t(a.app), C.uintptr_t(a.tmpl), req, C.size_t(len(env.B)),
+			b, C.size_t(len(body)), cbool(allowStream))
 		res, err := t.result(rc)
 		return t, res, err
 	}
@@ -211,22 +208,13 @@ func (w *WSGI) CallOn(t Thread, env *Environ, body []byte, allowStream bool) (Th
 // Next produces the next chunk of a streamed body into Body. It returns
 // Stream false at the end, when close() has been called.
 func (t Thread) Next() (Result, error) {
-	if t.w == nil {
-		return t.result(C.m0_wsgi_next(t.c))
-	}
-	var rc C.int
-	t.w.do(func(t Thread) { rc = C.m0_wsgi_next(t.c) })
-	return t.result(rc)
+	return t.result(C.m0_wsgi_next(t.c))
 }
 
 // Close calls close() on a streamed body the client left before its end.
 // The error, if any, is what close() raised.
 func (t Thread) Close() error {
-	if t.w == nil {
-		C.m0_wsgi_close(t.c)
-	} else {
-		t.w.do(func(t Thread) { C.m0_wsgi_close(t.c) })
-	}
+	C.m0_wsgi_close(t.c)
 	if t.c.err.len > 0 {
 		return t.err()
 	}

@@ -1,6 +1,8 @@
 """WSGI applications the cgo layer's tests call directly."""
 import signal
 import sys
+import threading
+import time
 import wsgiref.validate
 
 calls = 0
@@ -88,13 +90,38 @@ def environ_items(environ, start_response):
     return [json.dumps(out).encode()]
 
 
-def whoami(environ, start_response):
-    """Which interpreter and thread ran the request: the id of its
-    sys.modules (one per interpreter) and the thread's ident."""
-    import threading
+_whoami_lock = threading.Lock()
+_whoami_active = 0
+_whoami_peak = 0
 
+
+def whoami(environ, start_response):
+    """Which interpreter ran the request, and the most requests it has run
+    at once: the id of its sys.modules (one per interpreter) and the peak."""
+    global _whoami_active, _whoami_peak
+    with _whoami_lock:
+        _whoami_active += 1
+        _whoami_peak = max(_whoami_peak, _whoami_active)
+    time.sleep(0.0005)  # lets the interpreter's GIL go, as I/O does
+    with _whoami_lock:
+        _whoami_active -= 1
+        peak = _whoami_peak
     start_response("200 OK", [("Content-Type", "text/plain")])
-    return [b"%d %d" % (id(sys.modules), threading.get_ident())]
+    return [b"%d %d" % (id(sys.modules), peak)]
+
+
+def sqlite_function(environ, start_response):
+    """A query calling a Python function: sqlite3 calls back into Python
+    through PyGILState_Ensure, which must find this interpreter's thread
+    state on a thread that also runs the main interpreter."""
+    import sqlite3
+
+    db = sqlite3.connect(":memory:")
+    db.create_function("twice", 1, lambda x: 2 * x)
+    (n,) = db.execute("SELECT twice(21)").fetchone()
+    db.close()
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"%d %d" % (id(sys.modules), n)]
 
 
 def publishes(environ, start_response):
