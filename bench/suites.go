@@ -382,7 +382,7 @@ func suites() []Suite {
 		},
 		{
 			Name: "interpreters", Title: "Subinterpreters", Tool: "wrk", Unpinned: true, Threads: 2,
-			About: "What `--interpreters N` (N subinterpreters, each with its own GIL, in one process) gives m0serve on two cores with an ordinary GIL build, CPython 3.13 (bench/.venv-3.13, from bench/requirements-ft.txt): two interpreters against one, against `--workers 2` (two processes) and against today's main interpreter alone; one pool thread in each. The difference between `--interpreters 1` and the main interpreter is what handing a request to a subinterpreter's thread costs. Nothing is pinned; wrk -t2 shares the cores, and the servers are still up together and loaded in turn. RSS is the peak over the load, of every process of the server's session.",
+			About: "What `--interpreters N` (N subinterpreters, each with its own GIL, in one process) gives m0serve on two cores with an ordinary GIL build, CPython 3.13 (bench/.venv-3.13, from bench/requirements-ft.txt): two interpreters against one, against `--workers 2` (two processes) and against today's main interpreter alone; one pool thread in each. The difference between `--interpreters 1` and the main interpreter is what running a request in a subinterpreter costs. Nothing is pinned; wrk -t2 shares the cores, and the servers are still up together and loaded in turn. RSS is the peak over the load, of every process of the server's session.",
 			Apps:  []App{cpuApp, flaskJSON},
 			Servers: []Server{
 				{Key: "main-1", Group: "1 interpreter", Label: "m0serve, main interpreter", Base: true, Args: threads(m0serveWSGI, "1"), Env: onPython("{gilvenv}")},
