@@ -12,10 +12,20 @@ from . import grant, m0pub
 
 __all__ = ["grant", "m0pub", "__version__"]
 
-#: The distribution this package is installed from.
+#: The distribution this package is installed from: the wheel with the
+#: command. ``pip install ./python`` installs the package alone, as
+#: ``m0serve-go-nocommand``, never published.
 DISTRIBUTION = "m0serve-go"
+_ALONE = "m0serve-go-nocommand"
 
-try:
-    __version__ = version(DISTRIBUTION)
-except PackageNotFoundError:  # imported from a source tree, not installed
-    __version__ = "0+unknown"
+
+def _version() -> str:
+    for name in (DISTRIBUTION, _ALONE):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    return "0+unknown"  # imported from a source tree, not installed
+
+
+__version__ = _version()

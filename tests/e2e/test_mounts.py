@@ -109,20 +109,22 @@ def test_positional_app_serves_what_no_mount_claims(serve):
     assert s.get("/dj/").json()["script_name"] == "/dj"
 
 
-def read_events(response, n):
-    """The first n frames (id and data) of an SSE response; comments and
-    named events (m0-position) skipped."""
+def read_events(response, n, named=False):
+    """The first n frames (id and data, and event when named) of an SSE
+    response; comments and the server's m0-position skipped, and named
+    events unless named."""
     events, event = [], {}
     for line in response.iter_lines(decode_unicode=True):
         if line == "":
-            if "data" in event and "event" not in event:
+            if "data" in event and ("event" not in event or named and event["event"] != "m0-position"):
                 events.append(event)
                 if len(events) == n:
                     return events
             event = {}
         elif not line.startswith(":"):
             name, _, value = line.partition(":")
-            event[name] = value[1:] if value.startswith(" ") else value
+            value = value[1:] if value.startswith(" ") else value
+            event[name] = event[name] + "\n" + value if name == "data" and name in event else value
     raise AssertionError(f"the stream ended after {events}")
 
 
@@ -185,6 +187,35 @@ def test_forged_grants_get_403_and_one_line_each(mixed):
     assert requests.get(mixed.url(expired), timeout=HTTP_TIMEOUT).status_code == 403
     lines = [line for line in mixed.stderr_since(mark).splitlines() if "a grant is refused" in line]
     assert len(lines) == 5, lines
+
+
+def test_an_application_of_the_other_implementation_runs_unchanged(serve):
+    """apps/mounts/other_calls.py makes the calls of the other m0serve's
+    m0pub and grant, as an application written for it does: its stream URL
+    (a session as bytes, a ttl as a float) holds a stream, and the frames it
+    publishes (an event name, a frame it built with sse_event) arrive there
+    as it published them, numbered by the server."""
+    s = serve(None, app_dir=MOUNTS, args=("--mount", "/app=other_calls:application", "--mount", "/streams=hold",
+                                          "--realtime"), env={"M0_GRANT_KEY": KEY, "M0_GRANT_COOKIE": None})
+    r = s.get("/app/grant?channel=news&session=s3ss10n")
+    assert r.status_code == 200, r.text
+    url = r.json()["url"]
+    assert requests.get(s.url(url), cookies={"sessionid": "another"}, timeout=HTTP_TIMEOUT).status_code == 403
+    with requests.get(s.url(url), cookies={"sessionid": "s3ss10n"}, stream=True, timeout=HTTP_TIMEOUT) as stream:
+        assert stream.status_code == 200, stream.text
+        answers = [s.get(f"/app/{call}", params=params).json() for call, params in (
+            ("publish", {"channel": "news", "data": "plain"}),
+            ("publish", {"channel": "news", "data": "named", "event": "greeting"}),
+            ("publish_with_id", {"channel": "news", "data": "numbered", "event": "update"}),
+            ("publish_frame", {"channel": "news", "data": "two\nlines", "event": "framed"}),
+        )]
+        events = read_events(stream, 4, named=True)
+    assert all(a["sent"] for a in answers), answers
+    assert answers[0]["sent"] == events[0]["id"] and answers[2]["id"] == events[2]["id"], (answers, events)
+    assert [(e.get("event"), e["data"]) for e in events] == [
+        (None, "plain"), ("greeting", "named"), ("update", "numbered"), ("framed", "two\nlines")], events
+    ids = [e["id"] for e in events]
+    assert len(set(ids)) == 4, ids
 
 
 def test_rotated_key(serve):

@@ -75,6 +75,21 @@ def test_wheel_name_and_tag(wheel):
     assert floor <= tuple(int(x) for x in libc.split(".")[:2]), f"the wheel wants glibc {floor}, this machine has {libc}"
 
 
+def test_metadata_says_which_project_this_is(wheel):
+    """The PyPI page (the wheel's long description) is python/PYPI.md: how
+    to install and run the command, and which of the two m0serve projects
+    this is."""
+    import zipfile
+    with zipfile.ZipFile(wheel) as z:
+        [name] = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = z.read(name).decode()
+    head, _, description = metadata.partition("\n\n")
+    assert "Name: m0serve-go\n" in head and "Description-Content-Type: text/markdown" in head, head
+    assert "Classifier: Operating System :: MacOS" in head, head
+    assert description.strip() == (ROOT / "python" / "PYPI.md").read_text().strip()
+    assert "pip install m0serve-go" in description and "PyPI's `m0serve` is another project" in description
+
+
 def test_tag_is_the_binarys_glibc_floor(venv):
     """The tag's glibc is the newest version the installed binary imports,
     as readelf reads it."""
@@ -172,16 +187,21 @@ def test_uninstall_leaves_nothing(venv):
 
 @pytest.mark.once
 def test_the_sdist_builds_and_serves(tmp_path):
-    """The sdist (what scripts/wheel --all publishes beside the wheels),
-    installed with pip into a fresh virtualenv: its build hook builds the
-    binary with the Go toolchain on PATH, stamped with the commit the sdist
-    was made from; the binary serves. twine's metadata check is
-    scripts/wheel --all's."""
-    out = tmp_path / "sdist"
-    proc = subprocess.run([sys.executable, "-m", "hatchling", "build", "--target", "sdist", "--directory", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    [sdist] = out.glob("m0serve_go-*.tar.gz")
+    """The sdist (what scripts/wheel --all publishes beside the wheels:
+    that one when M0_SDIST names it, as scripts/test --foreign does, else
+    one built here), installed with pip into a fresh virtualenv: its build
+    hook builds the binary with the Go toolchain on PATH, stamped with the
+    commit the sdist was made from; the binary serves. twine's metadata
+    check is scripts/wheel --all's."""
+    given = os.environ.get("M0_SDIST")
+    if given:
+        sdist = Path(given)
+    else:
+        out = tmp_path / "sdist"
+        proc = subprocess.run([sys.executable, "-m", "hatchling", "build", "--target", "sdist", "--directory", str(out)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        [sdist] = out.glob("m0serve_go-*.tar.gz")
     assert sdist.name == f"m0serve_go-{VERSION}.tar.gz", sdist.name
     import tarfile
     with tarfile.open(sdist) as t:
