@@ -16,16 +16,21 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// EqualFold reports whether the header name b is s, ASCII case ignored.
-// Names hold token characters only, so folding bit 0x20 is exact for s made
-// of letters and hyphens. Unlike strings.EqualFold it folds no other
-// letter: "Hoſt" is not Host.
+// EqualFold reports whether the header name b is s, ASCII case ignored:
+// two bytes that differ match only when both are the same ASCII letter in
+// two cases. Unlike strings.EqualFold it folds no other letter ("Hoſt" is
+// not Host), and unlike folding bit 0x20 alone no other byte ("Content\rType"
+// is not Content-Type).
 func EqualFold[T string | []byte](b T, s string) bool {
 	if len(b) != len(s) {
 		return false
 	}
 	for i := 0; i < len(b); i++ {
-		if b[i]|0x20 != s[i]|0x20 {
+		c, d := b[i], s[i]
+		if c == d {
+			continue
+		}
+		if l := c | 0x20; l != d|0x20 || l < 'a' || l > 'z' {
 			return false
 		}
 	}

@@ -140,6 +140,9 @@ func TestEqualFold(t *testing.T) {
 		{"Coo\u212aie", "Cookie", false}, // the Kelvin sign
 		{"Hos", "Host", false},
 		{"content-length", "Content-Length", true},
+		{"Content\rtYpe", "Content-Type", false}, // \r is - but for bit 0x20
+		{"x\x11", "x1", false},
+		{"X-1", "x-1", true},
 	} {
 		if got := EqualFold(c.name, c.s); got != c.want {
 			t.Errorf("EqualFold(%q, %q) = %v", c.name, c.s, got)
