@@ -49,6 +49,12 @@ func (c Context) Bridge(app *m0.App, prefix string) http.Handler {
 	c.loop.holds = true
 	switch BridgeMode(cfg, app) {
 	case "buffered":
+		if cfg.Interpreters > 0 {
+			// CheckInterpreters made them, and imported the applications.
+			if err := startInterpreters(cfg); err != nil {
+				panic("host: " + err.Error())
+			}
+		}
 		b := asgi.NewBuffered(app, BufferedOptions(cfg, prefix))
 		c.Ready(func(ctx context.Context) error { return lifespanErr(b.Startup(ctx)) })
 		c.Drain(b)
@@ -62,16 +68,13 @@ func (c Context) Bridge(app *m0.App, prefix string) http.Handler {
 	if c.loop.pool == nil {
 		// The WSGI applications share one pool; shutting it down stops
 		// them all.
-		threads := poolOption(cfg.BlockingThreads)
 		if cfg.Interpreters > 0 {
 			// CheckInterpreters made them, and imported the applications.
-			per, _ := cfg.PoolSize()
 			if err := startInterpreters(cfg); err != nil {
 				panic("host: " + err.Error())
 			}
-			threads = cfg.Interpreters * per
 		}
-		c.loop.pool = wsgi.NewPool(threads)
+		c.loop.pool = wsgi.NewPool(cfg.poolThreads())
 		c.loop.pool.SetMaxWait(cfg.MaxQueueWait)
 		c.loop.pool.SetTimeout(cfg.Timeout, c.stuck)
 		c.Drain(c.loop.pool)
@@ -127,6 +130,16 @@ func poolOption(flag int) int {
 	return flag
 }
 
+// poolThreads is a pool's size option: --blocking-threads, or under
+// --interpreters that many in each interpreter.
+func (c *Config) poolThreads() int {
+	if c.Interpreters > 0 {
+		per, _ := c.PoolSize()
+		return c.Interpreters * per
+	}
+	return poolOption(c.BlockingThreads)
+}
+
 // PoolSize returns the number of Python threads the configuration resolves
 // to, and whether it was chosen automatically.
 func (c *Config) PoolSize() (n int, auto bool) {
@@ -143,7 +156,7 @@ func ASGIOptions(c *Config, prefix string) *asgi.Options {
 // BufferedOptions are the buffered ASGI path's options under prefix with
 // the configuration c: a pool of --blocking-threads and --max-body.
 func BufferedOptions(c *Config, prefix string) *asgi.BufferedOptions {
-	return &asgi.BufferedOptions{Threads: poolOption(c.BlockingThreads), MaxBody: wire.Off(c.MaxBody), MaxWait: c.MaxQueueWait, Timeout: c.Timeout, RootPath: prefix}
+	return &asgi.BufferedOptions{Threads: c.poolThreads(), MaxBody: wire.Off(c.MaxBody), MaxWait: c.MaxQueueWait, Timeout: c.Timeout, RootPath: prefix}
 }
 
 // HoldOptions are the held streams' options for the views of an

@@ -277,13 +277,14 @@ func startInterpreters(c *Config) error {
 }
 
 // CheckInterpreters refuses --interpreters (78) where it cannot run: an
-// ASGI application (asgi names the first), a CPython without
+// ASGI application on the executor (it runs in subinterpreters on the
+// buffered path only, --blocking-threads N), a CPython without
 // OwnGILInterpreters (older than 3.13, or free-threaded), no pool
-// (--blocking-threads 0). Otherwise it
-// makes the subinterpreters and imports every WSGI application into each,
-// as serving will: an extension module that does not support
-// subinterpreters is refused by name (the doctor reports the same check).
-func (p *Plan) CheckInterpreters(apps []*m0.App, asgi string) bool {
+// (--blocking-threads 0). Otherwise it makes the subinterpreters and
+// imports every application (apps, WSGI and ASGI) into each, as serving
+// will: an extension module that does not support subinterpreters is
+// refused by name (the doctor reports the same check).
+func (p *Plan) CheckInterpreters(apps []*m0.App) bool {
 	c := p.Config
 	if c.Interpreters == 0 {
 		return true
@@ -304,14 +305,17 @@ func (p *Plan) CheckInterpreters(apps []*m0.App, asgi string) bool {
 			"leave --interpreters out and set --blocking-threads N, or run a GIL build (python3.13, not python3.13t)")
 	case !in.OwnGILInterpreters():
 		return refuse(in.WhyNoInterpreters(), "run CPython 3.13 or newer, or use --workers N for N processes")
-	case asgi != "":
-		return refuse(fmt.Sprintf("%s is an ASGI application, and ASGI under --interpreters is not built: the executor runs its asyncio loop in the main interpreter", asgi),
-			"use --workers N for N processes, or serve a WSGI application")
 	case c.BlockingThreads == 0:
 		return refuse("--blocking-threads 0 runs every request on one thread of the main interpreter",
 			"set --blocking-threads N (threads in each interpreter), or leave it at auto")
 	case c.Interpreters > cpython.MaxInterpreters:
 		return refuse(fmt.Sprintf("at most %d subinterpreters", cpython.MaxInterpreters), "use at most one a core, and --workers N for more processes")
+	}
+	for _, a := range apps {
+		if a.Protocol == "asgi" && !c.ASGIBuffered() {
+			return refuse(fmt.Sprintf("%s is an ASGI application, which runs in subinterpreters on the buffered path only: the ASGI executor runs one asyncio loop, in the main interpreter", a.Spec),
+				"set --blocking-threads N (N threads in each interpreter, each with its own event loop; request and response bodies buffered), or use --workers N for N processes")
+		}
 	}
 	if err := startInterpreters(c); err != nil {
 		p.Fail("interpreters", &startupError{Msg: "cannot make the subinterpreters: " + err.Error()})

@@ -545,7 +545,7 @@ func (rt *Runtime) BufferedASGI(app *App) (*Buffered, error) {
 			t.DecRef(obj)
 			return err
 		}
-		out = &Buffered{App: &App{Spec: app.Spec, Protocol: "wsgi", obj: obj}, rt: rt, id: id}
+		out = &Buffered{App: &App{Spec: app.Spec, Protocol: "wsgi", obj: obj, buffered: id}, rt: rt, id: id}
 		return nil
 	})
 	return out, err
@@ -553,23 +553,52 @@ func (rt *Runtime) BufferedASGI(app *App) (*Buffered, error) {
 
 // Lifespan runs a lifespan phase ("startup" or "shutdown") of the wrapped
 // application, on a loop of its own thread, and waits for its outcome.
+// Under subinterpreters it runs in each of them, at once, where the
+// application serves (and not in the main interpreter, which serves
+// nothing): the first failure is the outcome, else the application's
+// lifespan is unsupported if it is in every interpreter.
 func (b *Buffered) Lifespan(phase string) (Outcome, error) {
-	var o Outcome
 	arg, _ := json.Marshal(map[string]string{"id": b.id, "phase": phase})
-	err := b.rt.Main(func(t Thread) error {
+	one := func(t Thread) (Outcome, error) {
 		s, err := t.CallHelperStr("_asgi_buffered_lifespan", string(arg))
 		if err != nil {
-			return err
+			return Outcome{}, err
 		}
 		var r struct {
 			Code int    `json:"code"`
 			Msg  string `json:"msg"`
 		}
 		if err := json.Unmarshal([]byte(s), &r); err != nil {
-			return err
+			return Outcome{}, err
 		}
-		o = Outcome{Code: r.Code, Msg: r.Msg}
-		return nil
+		return Outcome{Code: r.Code, Msg: r.Msg}, nil
+	}
+	if len(b.rt.subs) == 0 {
+		var o Outcome
+		err := b.rt.Main(func(t Thread) error {
+			var err error
+			o, err = one(t)
+			return err
+		})
+		return o, err
+	}
+	outs := make([]Outcome, len(b.rt.subs))
+	err := b.rt.EachInterpreter(func(t Thread) error {
+		var err error
+		outs[t.c.interp-1], err = one(t)
+		return err
 	})
-	return o, err
+	if err != nil {
+		return Outcome{}, err
+	}
+	o := outs[0]
+	for _, x := range outs[1:] {
+		if o.Code == LifespanFailed || o.Code == LifespanStopFailed {
+			break
+		}
+		if x.Code != LifespanUnsupported || o.Code == LifespanUnsupported {
+			o = x
+		}
+	}
+	return o, nil
 }

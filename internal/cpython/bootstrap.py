@@ -569,6 +569,16 @@ def _asgi_buffered(spec):
     return b
 
 
+def _asgi_buffered_as(arg):
+    """The application a subinterpreter loaded, wrapped under the key the
+    main interpreter's wrapper has, so that its lifespan is called alike."""
+    req = json.loads(arg)
+    b = _BufferedASGI(_loaded_apps[req["spec"]])
+    b.id = req["id"]
+    _buffered[b.id] = b
+    return b
+
+
 def _asgi_buffered_lifespan(arg):
     req = json.loads(arg)
     b = _buffered[req["id"]]

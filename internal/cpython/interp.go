@@ -218,8 +218,13 @@ func (rt *Runtime) loadSubs(app *App) ([]subApp, error) {
 	if err != nil {
 		return nil, err
 	}
-	arg, _ := json.Marshal(map[string]any{"spec": app.Spec, "app_dir": "", "protocol": app.Protocol,
+	protocol := app.Protocol
+	if app.buffered != "" {
+		protocol = "asgi" // the application the wrapper wraps
+	}
+	arg, _ := json.Marshal(map[string]any{"spec": app.Spec, "app_dir": "", "protocol": protocol,
 		"sys_path": json.RawMessage(path)})
+	wrap, _ := json.Marshal(map[string]string{"spec": app.Spec, "id": app.buffered})
 	apps := make([]subApp, len(rt.subs))
 	err = rt.EachInterpreter(func(t Thread) error {
 		a := &apps[t.c.interp-1]
@@ -231,7 +236,13 @@ func (rt *Runtime) loadSubs(app *App) ([]subApp, error) {
 			return err
 		}
 		defer t.DecRef(loaded)
-		if a.app, err = t.Attr(loaded, "app"); err != nil {
+		if app.buffered != "" {
+			// An ASGI application on the buffered path: wrapped as WSGI
+			// here as in the main interpreter, under the same key.
+			if a.app, err = t.callHelper("_asgi_buffered_as", string(wrap)); err != nil {
+				return err
+			}
+		} else if a.app, err = t.Attr(loaded, "app"); err != nil {
 			return err
 		}
 		// Every interpreter is a process of its own to the application.

@@ -7,6 +7,10 @@ type App struct {
 	Spec     string // the MODULE:ATTR that was found, after discovery
 	Protocol string // "wsgi" or "asgi"
 	obj      Object // the callable, held for the life of the process
+	// buffered is the key of the ASGI application Spec names, wrapped as
+	// WSGI for the buffered path (BufferedASGI), in every interpreter's
+	// registry; "" for an application as it was loaded.
+	buffered string
 }
 
 // Unwrap returns the callable behind a public application handle (an

@@ -17,8 +17,13 @@ def _bye():
 
 atexit.register(_bye)
 
+_lock = threading.Lock()
+_active = 0
+_peak = 0  # the most requests this interpreter has run at once
+
 
 def application(environ, start_response):
+    global _active, _peak
     path = environ["PATH_INFO"]
     if path == "/events":  # a stream the server holds, on channel "c"
         start_response("200 OK", [("M0-Hold", "stream"), ("M0-Channel", "c")])
@@ -31,7 +36,12 @@ def application(environ, start_response):
         start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
         return [body]
     if path == "/slow":
+        with _lock:
+            _active += 1
+            _peak = max(_peak, _active)
         time.sleep(float(environ.get("QUERY_STRING") or "0.2"))
+        with _lock:
+            _active -= 1
     elif path == "/forever":
         while True:
             time.sleep(0.05)
@@ -39,6 +49,7 @@ def application(environ, start_response):
         "interp": id(sys.modules),
         "pid": os.getpid(),
         "thread": threading.get_ident(),
+        "peak": _peak,
         "multiprocess": environ["wsgi.multiprocess"],
         "multithread": environ["wsgi.multithread"],
     }).encode()

@@ -119,13 +119,13 @@ func (a *App) Check(p *host.Plan) {
 	if !p.CheckGIL(asgi) {
 		return
 	}
-	var wsgiApps []*m0.App
+	var apps []*m0.App
 	for _, m := range a.apps {
-		if m.app != nil && m.protocol() == "wsgi" {
-			wsgiApps = append(wsgiApps, m.app)
+		if m.app != nil {
+			apps = append(apps, m.app)
 		}
 	}
-	if !p.CheckInterpreters(wsgiApps, asgi) {
+	if !p.CheckInterpreters(apps) {
 		return
 	}
 	a.checkRealtime(p)
