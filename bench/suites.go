@@ -157,8 +157,9 @@ var (
 // one process's ways to more cores (free-threaded CPython, subinterpreters)
 // with worker processes: a pure-Python loop, and a Flask view.
 var (
-	cpuApp    = App{Name: "cpu", About: "bench/apps/cpu_bound.py: 20,000 iterations of an integer recurrence in pure Python, `GET /`", Dir: "{apps}", Module: "cpu_bound", Callable: "application", Body: "1431330791\n"}
-	flaskJSON = App{Name: "flask", About: "examples/flask_app: Flask, `GET /json`", Dir: "{examples}/flask_app", Module: "app", Callable: "app", Path: "/json", Contains: `"hello":"world"`, ContentType: "application/json"}
+	cpuApp        = App{Name: "cpu", About: "bench/apps/cpu_bound.py: 20,000 iterations of an integer recurrence in pure Python, `GET /`", Dir: "{apps}", Module: "cpu_bound", Callable: "application", Body: "1431330791\n"}
+	starletteJSON = App{Name: "starlette", About: "bench/apps/starlette_json.py: Starlette, `GET /json`", Dir: "{apps}", Module: "starlette_json", Callable: "app", Path: "/json", Body: `{"message":"Hello, World!"}`, ContentType: "application/json"}
+	flaskJSON     = App{Name: "flask", About: "examples/flask_app: Flask, `GET /json`", Dir: "{examples}/flask_app", Module: "app", Callable: "app", Path: "/json", Contains: `"hello":"world"`, ContentType: "application/json"}
 )
 
 func suites() []Suite {
@@ -198,7 +199,7 @@ func suites() []Suite {
 			Apps: []App{
 				{Name: "hello", About: "bench/apps/hello_asgi.py: raw ASGI, `GET /`", Dir: "{apps}", Module: "hello_asgi", Callable: "app", Body: helloASGI, ContentType: "text/plain"},
 				{Name: "fastapi", About: "bench/apps/fastapi_json.py: FastAPI, `GET /json`", Dir: "{apps}", Module: "fastapi_json", Callable: "app", Path: "/json", Body: `{"message":"Hello, World!"}`, ContentType: "application/json"},
-				{Name: "starlette", About: "bench/apps/starlette_json.py: Starlette, `GET /json`", Dir: "{apps}", Module: "starlette_json", Callable: "app", Path: "/json", Body: `{"message":"Hello, World!"}`, ContentType: "application/json"},
+				starletteJSON,
 			},
 			Servers: []Server{
 				{Key: "m0serve", Label: "m0serve", Args: m0serveASGI},
@@ -382,13 +383,14 @@ func suites() []Suite {
 		},
 		{
 			Name: "interpreters", Title: "Subinterpreters", Tool: "wrk", Unpinned: true, Threads: 2,
-			About: "What `--interpreters N` (N subinterpreters, each with its own GIL, in one process) gives m0serve on two cores with an ordinary GIL build, CPython 3.13 (bench/.venv-3.13, from bench/requirements-ft.txt): two interpreters against one, against `--workers 2` (two processes) and against today's main interpreter alone; one pool thread in each. The difference between `--interpreters 1` and the main interpreter is what running a request in a subinterpreter costs. Nothing is pinned; wrk -t2 shares the cores, and the servers are still up together and loaded in turn. RSS is the peak over the load, of every process of the server's session.",
-			Apps:  []App{cpuApp, flaskJSON},
+			About: "What `--interpreters N` (N subinterpreters, each with its own GIL, in one process) gives m0serve on two cores with an ordinary GIL build, CPython 3.13 (bench/.venv-3.13, from bench/requirements-ft.txt): two interpreters against one, against `--workers 2` (two processes) and against today's main interpreter alone; one pool thread in each. The difference between `--interpreters 1` and the main interpreter is what running a request in a subinterpreter costs. Starlette, an ASGI application, runs on the buffered path in every row with `--blocking-threads 1` (each thread its own asyncio loop), and on the executor (one asyncio loop a process, the default) in `--workers 2, executor`; no row has uvloop. Nothing is pinned; wrk -t2 shares the cores, and the servers are still up together and loaded in turn. RSS is the peak over the load, of every process of the server's session.",
+			Apps:  []App{cpuApp, flaskJSON, starletteJSON},
 			Servers: []Server{
 				{Key: "main-1", Group: "1 interpreter", Label: "m0serve, main interpreter", Base: true, Args: threads(m0serveWSGI, "1"), Env: onPython("{gilvenv}")},
 				{Key: "interp-1", Group: "1 interpreter", Label: "m0serve --interpreters 1", Args: workers(threads(m0serveWSGI, "1"), "--interpreters", "1"), Env: onPython("{gilvenv}")},
 				{Key: "interp-2", Group: "2 interpreters", Label: "m0serve --interpreters 2", Args: workers(threads(m0serveWSGI, "1"), "--interpreters", "2"), Env: onPython("{gilvenv}")},
 				{Key: "workers-2", Group: "2 interpreters", Label: "m0serve --workers 2", Base: true, Args: workers(threads(m0serveWSGI, "1"), "--workers", "2"), Env: onPython("{gilvenv}")},
+				{Key: "workers-2-loop", Group: "2 interpreters", Label: "m0serve --workers 2, executor", Only: []string{"starlette"}, Args: workers(m0serveWSGI, "--workers", "2"), Env: onPython("{gilvenv}")},
 			},
 			Concurrency: []int{1, 16},
 			Targets: []Target{
@@ -398,6 +400,8 @@ func suites() []Suite {
 				{App: "cpu", Concurrency: 16, Server: "interp-2", Versus: "workers-2", Metric: "rss_kib"},
 				{App: "flask", Concurrency: 16, Server: "interp-2", Versus: "workers-2", Metric: "rss_kib"},
 				{App: "flask", Concurrency: 1, Server: "interp-1", Versus: "main-1", Metric: "cpu_us"},
+				{App: "starlette", Concurrency: 16, Server: "interp-2", Versus: "workers-2", Min: 0.9},
+				{App: "starlette", Concurrency: 16, Server: "interp-2", Versus: "workers-2-loop", Min: 0.9},
 			},
 		},
 	}
