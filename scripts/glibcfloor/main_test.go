@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"runtime"
 	"testing"
 )
@@ -41,8 +42,8 @@ func TestVersion(t *testing.T) {
 
 // TestGlibcFloor reads a dynamically linked system binary (its floor is at
 // most the running glibc's) and refuses a file that imports nothing from
-// glibc (this test binary, linked statically without cgo: no dynamic
-// symbols) and one that is no ELF at all.
+// glibc (a program built without cgo: no dynamic symbols) and one that is
+// no ELF at all.
 func TestGlibcFloor(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads this machine's ELF binaries")
@@ -57,10 +58,17 @@ func TestGlibcFloor(t *testing.T) {
 	if floor[0] != 2 || floor[1] < 2 {
 		t.Errorf("/bin/sh's glibc floor %v", floor)
 	}
-	if _, _, err := glibcFloor(os.Args[0]); err == nil {
+	dir := t.TempDir()
+	os.WriteFile(dir+"/main.go", []byte("package main\n\nfunc main() {}\n"), 0o644)
+	build := exec.Command("go", "build", "-o", dir+"/static", dir+"/main.go")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if _, _, err := glibcFloor(dir + "/static"); err == nil {
 		t.Error("a static binary: no error")
 	}
-	text := t.TempDir() + "/text"
+	text := dir + "/text"
 	os.WriteFile(text, []byte("#!/bin/sh\n"), 0o755)
 	if _, _, err := glibcFloor(text); err == nil {
 		t.Error("a script: no error")
