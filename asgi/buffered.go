@@ -47,6 +47,11 @@ type BufferedOptions struct {
 	// RootPath is the scope's root_path, as Options.RootPath: a request
 	// whose path is not under it is answered 404 without the application.
 	RootPath string
+
+	// Pool, when set, is a pool shared with other handlers (wsgi.NewPool,
+	// as wsgi.Options.Pool); Threads, MaxWait and Timeout are then the
+	// pool's.
+	Pool *wsgi.Pool
 }
 
 // AutoThreads, as BufferedOptions.Threads, runs min(cores, 8) pool
@@ -71,6 +76,7 @@ type Buffered struct {
 	h        *wsgi.Handler // the WSGI bridge serving it
 	log      *slog.Logger
 	lifespan bool
+	shared   bool // on BufferedOptions.Pool
 	closed   atomic.Bool
 }
 
@@ -82,7 +88,7 @@ func NewBuffered(handle *m0.App, opts *BufferedOptions) *Buffered {
 		opts = DefaultBufferedOptions()
 	}
 	app := callable(handle, "NewBuffered")
-	if opts.Threads < 0 {
+	if opts.Threads < 0 && opts.Pool == nil {
 		panic("asgi: the buffered path needs a pool (BufferedOptions.Threads above 0, or AutoThreads)")
 	}
 	rt, err := cpython.Start()
@@ -94,12 +100,12 @@ func NewBuffered(handle *m0.App, opts *BufferedOptions) *Buffered {
 		panic("asgi: " + err.Error())
 	}
 	h := wsgi.New(cpython.Wrap(wrapped.App).(*m0.App), &wsgi.Options{Threads: opts.Threads, MaxBody: opts.MaxBody, MaxWait: opts.MaxWait, Timeout: opts.Timeout, Logger: opts.Logger, LogPrefix: "asgi",
-		ScriptName: opts.RootPath})
+		ScriptName: opts.RootPath, Pool: opts.Pool})
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Buffered{app: wrapped, h: h, log: log}
+	return &Buffered{app: wrapped, h: h, log: log, shared: opts.Pool != nil}
 }
 
 // Startup runs the application's lifespan startup on a loop of its own,
@@ -151,12 +157,17 @@ func (b *Buffered) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.h.Serve
 func (b *Buffered) ServeFastHTTP(ctx *fasthttp.RequestCtx) { b.h.ServeFastHTTP(ctx) }
 
 // Shutdown stops the pool (see wsgi.Handler.Shutdown), then runs the
-// lifespan shutdown, within ctx. A second Shutdown returns ErrClosed.
+// lifespan shutdown, within ctx. A shared pool (BufferedOptions.Pool) that
+// was shut down already is no error: the lifespan shutdown runs alone. A
+// second Shutdown returns ErrClosed.
 func (b *Buffered) Shutdown(ctx context.Context) error {
 	if !b.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
 	err := b.h.Shutdown(ctx)
+	if b.shared && errors.Is(err, wsgi.ErrClosed) {
+		err = nil
+	}
 	if !b.lifespan {
 		return err
 	}

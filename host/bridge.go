@@ -49,15 +49,20 @@ func (c Context) Bridge(app *m0.App, prefix string) http.Handler {
 	c.loop.holds = true
 	switch BridgeMode(cfg, app) {
 	case "buffered":
+		opts := BufferedOptions(cfg, prefix)
 		if cfg.Interpreters > 0 {
-			// CheckInterpreters made them, and imported the applications.
-			if err := startInterpreters(cfg); err != nil {
-				panic("host: " + err.Error())
-			}
+			// Every application shares the interpreters' places: one pool
+			// admits at most that many requests, so none waits for a place
+			// in an interpreter past the pool's bounds.
+			opts.Pool = c.sharedPool()
 		}
-		b := asgi.NewBuffered(app, BufferedOptions(cfg, prefix))
+		b := asgi.NewBuffered(app, opts)
 		c.Ready(func(ctx context.Context) error { return lifespanErr(b.Startup(ctx)) })
-		c.Drain(b)
+		if opts.Pool != nil {
+			c.Drain(lifespanDrain{b}) // the pool is drained, and counted, as the pool
+		} else {
+			c.Drain(b)
+		}
 		return b
 	case "executor":
 		x := asgi.New(app, ASGIOptions(cfg, prefix))
@@ -65,11 +70,31 @@ func (c Context) Bridge(app *m0.App, prefix string) http.Handler {
 		c.Drain(x)
 		return x
 	}
+	opts := WSGIOptions(cfg, prefix)
+	opts.Pool = c.sharedPool()
+	var h http.Handler = wsgi.New(app, opts)
+	if c.Hub != nil {
+		// The hub drains first, so that clients reconnect elsewhere.
+		h = realtime.Holds(c.Hub, HoldOptions(cfg, prefix))(h)
+	}
+	return h
+}
+
+// lifespanDrain is a buffered handler on the loop's shared pool, as the
+// drain sees it: the pool, drained before it, is not counted twice in the
+// load's figures.
+type lifespanDrain struct{ b *asgi.Buffered }
+
+func (d lifespanDrain) Shutdown(ctx context.Context) error { return d.b.Shutdown(ctx) }
+
+// sharedPool is the loop's one pool, made on first use: the WSGI
+// applications share it, and under --interpreters the buffered ASGI ones
+// too (so, with the subinterpreters, CheckInterpreters made them and
+// imported the applications); shutting it down stops them all.
+func (c Context) sharedPool() *wsgi.Pool {
 	if c.loop.pool == nil {
-		// The WSGI applications share one pool; shutting it down stops
-		// them all.
+		cfg := c.Config
 		if cfg.Interpreters > 0 {
-			// CheckInterpreters made them, and imported the applications.
 			if err := startInterpreters(cfg); err != nil {
 				panic("host: " + err.Error())
 			}
@@ -79,14 +104,7 @@ func (c Context) Bridge(app *m0.App, prefix string) http.Handler {
 		c.loop.pool.SetTimeout(cfg.Timeout, c.stuck)
 		c.Drain(c.loop.pool)
 	}
-	opts := WSGIOptions(cfg, prefix)
-	opts.Pool = c.loop.pool
-	var h http.Handler = wsgi.New(app, opts)
-	if c.Hub != nil {
-		// The hub drains first, so that clients reconnect elsewhere.
-		h = realtime.Holds(c.Hub, HoldOptions(cfg, prefix))(h)
-	}
-	return h
+	return c.loop.pool
 }
 
 // BridgeMode is how Bridge serves app under the configuration c: "pool"
@@ -156,7 +174,7 @@ func ASGIOptions(c *Config, prefix string) *asgi.Options {
 // BufferedOptions are the buffered ASGI path's options under prefix with
 // the configuration c: a pool of --blocking-threads and --max-body.
 func BufferedOptions(c *Config, prefix string) *asgi.BufferedOptions {
-	return &asgi.BufferedOptions{Threads: c.poolThreads(), MaxBody: wire.Off(c.MaxBody), MaxWait: c.MaxQueueWait, Timeout: c.Timeout, RootPath: prefix}
+	return &asgi.BufferedOptions{Threads: poolOption(c.BlockingThreads), MaxBody: wire.Off(c.MaxBody), MaxWait: c.MaxQueueWait, Timeout: c.Timeout, RootPath: prefix}
 }
 
 // HoldOptions are the held streams' options for the views of an

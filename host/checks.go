@@ -335,7 +335,7 @@ func (p *Plan) CheckInterpreters(apps []*m0.App) bool {
 	}
 	per, _ := c.PoolSize()
 	p.Checks = append(p.Checks, Check{Name: "interpreters", OK: true,
-		Detail: fmt.Sprintf("%d subinterpreters, own GIL each, %d threads each", c.Interpreters, per)})
+		Detail: fmt.Sprintf("%d subinterpreters, own GIL each, at most %d requests at once in each", c.Interpreters, per)})
 	return true
 }
 

@@ -45,7 +45,8 @@ type Config struct {
 	// (wire.AutoThreads), 0 no pool, as the bridges' Options.Threads.
 	BlockingThreads int
 	// Interpreters is the subinterpreters each process runs its WSGI
-	// applications in (--interpreters), 0 for none: the main interpreter.
+	// applications, and its ASGI ones on the buffered path, in
+	// (--interpreters), 0 for none: the main interpreter.
 	Interpreters         int
 	Protocol             string // "", "wsgi" or "asgi"
 	Loop                 string // the ASGI event loop: "auto", "uvloop" or "asyncio"

@@ -553,9 +553,9 @@ func (rt *Runtime) BufferedASGI(app *App) (*Buffered, error) {
 
 // Lifespan runs a lifespan phase ("startup" or "shutdown") of the wrapped
 // application, on a loop of its own thread, and waits for its outcome.
-// Under subinterpreters it runs in each of them, at once, where the
-// application serves (and not in the main interpreter, which serves
-// nothing): the first failure is the outcome, else the application's
+// Once the wrapper serves from subinterpreters (NewWSGI imported it there)
+// it runs in each of them, at once (and not in the main interpreter, which
+// serves nothing): the first failure is the outcome, else the application's
 // lifespan is unsupported if it is in every interpreter.
 func (b *Buffered) Lifespan(phase string) (Outcome, error) {
 	arg, _ := json.Marshal(map[string]string{"id": b.id, "phase": phase})
@@ -573,7 +573,7 @@ func (b *Buffered) Lifespan(phase string) (Outcome, error) {
 		}
 		return Outcome{Code: r.Code, Msg: r.Msg}, nil
 	}
-	if len(b.rt.subs) == 0 {
+	if !b.App.inSubs {
 		var o Outcome
 		err := b.rt.Main(func(t Thread) error {
 			var err error

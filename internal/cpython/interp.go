@@ -156,6 +156,8 @@ func (rt *Runtime) reserve() Thread {
 	runtime.LockOSThread()
 	c := C.m0_thread_in(C.int(best.k))
 	if c == nil {
+		runtime.UnlockOSThread()
+		rt.put(best)
 		panic("cpython: cannot create a thread state in a subinterpreter")
 	}
 	return Thread{c: c, sub: best}

@@ -11,6 +11,9 @@ type App struct {
 	// WSGI for the buffered path (BufferedASGI), in every interpreter's
 	// registry; "" for an application as it was loaded.
 	buffered string
+	// inSubs is set once NewWSGI has imported it into the subinterpreters,
+	// where it then serves.
+	inSubs bool
 }
 
 // Unwrap returns the callable behind a public application handle (an

@@ -457,7 +457,7 @@ m0_thread *m0_thread_in(int k)
 int m0_interp_new(const char *bootstrap, char *errbuf, size_t errlen)
 {
 	if (!py.Py_NewInterpreterFromConfig || !py.PyThreadState_DeleteCurrent || m0_free_threaded) {
-		snprintf(errbuf, errlen, "subinterpreters with their own GIL need a CPython 3.12 or newer GIL build");
+		snprintf(errbuf, errlen, "subinterpreters with their own GIL need a CPython 3.13 or newer GIL build");
 		return -1;
 	}
 	int k = __atomic_fetch_add(&m0_ninterps, 1, __ATOMIC_RELAXED);

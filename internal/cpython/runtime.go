@@ -163,7 +163,7 @@ type Thread struct {
 
 // Current reports whether the calling goroutine may call Python on t: it
 // runs on t's OS thread.
-func (t Thread) Current() bool { return C.m0_thread_peek(t.c.interp) == t.c }
+func (t Thread) Current() bool { return t.c != nil && C.m0_thread_peek(t.c.interp) == t.c }
 
 // Zero reports whether t is no thread (WSGI.Reserve's when the call runs
 // on the caller's own in the main interpreter).

@@ -137,6 +137,7 @@ func (rt *Runtime) NewWSGI(app *App, multithread, multiprocess bool) (*WSGI, err
 	})
 	if err == nil && len(rt.subs) > 0 {
 		w.subs, err = rt.loadSubs(app)
+		app.inSubs = err == nil
 	}
 	return w, err
 }

@@ -221,6 +221,22 @@ def test_asgi_on_the_buffered_path_runs_in_every_subinterpreter(serve, tmp_path)
     assert all(s["started_in"] == s["interp"] for s in seen), seen
     assert server.stop() == 0
     assert {int(f.name) for f in shut.iterdir()} == interps
+    assert "exiting anyway" not in server.stderr, server.stderr
+
+
+@needs
+def test_asgi_and_wsgi_mounts_share_the_interpreters(serve):
+    """An ASGI mount (buffered) and a WSGI mount share one pool of the
+    interpreters' places, so that no request waits for a place past the
+    pool's bounds; both serve from both interpreters, and the drain is clean."""
+    server = serve(None, args=("--interpreters", "2", "--blocking-threads", "1",
+                               "--mount", "/a=interp_asgi:app", "--mount", "/w=interp_app:application"))
+    asgi = who(server, "/a/", n=32, parallel=8)
+    wsgi = who(server, "/w/slow?0.01", n=32, parallel=8)
+    assert len({s["interp"] for s in asgi}) == 2 and len({s["interp"] for s in wsgi}) == 2, (asgi, wsgi)
+    assert {s["interp"] for s in asgi} == {s["interp"] for s in wsgi}
+    assert server.stop() == 0
+    assert "exiting anyway" not in server.stderr, server.stderr
 
 
 @needs
