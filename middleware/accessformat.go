@@ -216,7 +216,7 @@ func header(get func(string) string, name string) string {
 // basicUser is the user of an HTTP Basic Authorization, or "".
 func basicUser(auth string) string {
 	const prefix = "Basic "
-	if len(auth) <= len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
+	if len(auth) <= len(prefix) || !wire.EqualFold(auth[:len(prefix)], prefix) {
 		return ""
 	}
 	raw, err := base64.StdEncoding.DecodeString(auth[len(prefix):])

@@ -127,7 +127,7 @@ func (hd *holds) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		wire.Error(w, http.StatusInternalServerError, false)
 		return
 	}
-	if strings.EqualFold(kind, "stream") {
+	if wire.EqualFold(kind, "stream") {
 		hd.hub.ServeSSE(w, r, channel)
 		return
 	}
@@ -156,11 +156,11 @@ func (hd *holds) valid(kind, channel string, status int, upgrade bool, method, p
 	switch {
 	case status != http.StatusOK:
 		why = "a hold is answered with status 200, not " + http.StatusText(status)
-	case !strings.EqualFold(kind, "stream") && !strings.EqualFold(kind, "websocket"):
+	case !wire.EqualFold(kind, "stream") && !wire.EqualFold(kind, "websocket"):
 		why = "M0-Hold is stream or websocket, not " + quote(kind)
 	case !ValidChannel(channel):
 		why = "M0-Channel " + quote(channel) + " is not a channel name (1 to 1024 bytes, the first not a control byte)"
-	case strings.EqualFold(kind, "websocket") && !upgrade:
+	case wire.EqualFold(kind, "websocket") && !upgrade:
 		why = "M0-Hold: websocket answers a WebSocket upgrade request, and this is none"
 	}
 	if why == "" {
@@ -296,7 +296,7 @@ func (hd *fastHolds) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 			extra = append(extra, header{string(k), string(v)})
 		}
 	}
-	if strings.EqualFold(kind, "stream") {
+	if wire.EqualFold(kind, "stream") {
 		hd.hub.serveFastSSE(ctx, channel, extra, hd.opts.KeepHijackedConns)
 		return
 	}

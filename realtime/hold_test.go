@@ -65,6 +65,9 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/bad-kind":
 		h.Set(realtime.HeaderHold, "forever")
 		h.Set(realtime.HeaderChannel, "room")
+	case "/unicode-kind": // "ſtream": stream in Unicode's folding, not HTTP's
+		h.Set(realtime.HeaderHold, "\u017ftream")
+		h.Set(realtime.HeaderChannel, "room")
 	case "/bad-status":
 		h.Set(realtime.HeaderHold, "stream")
 		h.Set(realtime.HeaderChannel, "room")
@@ -390,6 +393,7 @@ func TestHoldRefused(t *testing.T) {
 		for _, c := range []struct{ path, why string }{
 			{"/bad-channel", "is not a channel name"},
 			{"/bad-kind", "M0-Hold is stream or websocket"},
+			{"/unicode-kind", "M0-Hold is stream or websocket, not"},
 			{"/bad-status", "status 200"},
 			{"/bad-ws", "answers a WebSocket upgrade request"},
 		} {

@@ -2,6 +2,8 @@ package static
 
 import (
 	"strings"
+
+	"github.com/m0serve/m0/internal/wire"
 )
 
 // accepts reports whether an Accept-Encoding value takes enc: the first
@@ -10,14 +12,14 @@ import (
 func accepts(accept, enc string) bool {
 	for _, member := range strings.Split(accept, ",") {
 		name, params, _ := strings.Cut(member, ";")
-		if !strings.EqualFold(strings.Trim(name, " \t"), enc) {
+		if !wire.EqualFold(strings.Trim(name, " \t"), enc) {
 			continue
 		}
 		for params != "" {
 			var p string
 			p, params, _ = strings.Cut(params, ";")
 			k, v, ok := strings.Cut(p, "=")
-			if ok && strings.EqualFold(strings.Trim(k, " \t"), "q") {
+			if ok && wire.EqualFold(strings.Trim(k, " \t"), "q") {
 				return !zeroWeight(strings.Trim(v, " \t"))
 			}
 		}

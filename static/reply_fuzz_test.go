@@ -209,16 +209,28 @@ func FuzzAccepts(f *testing.F) {
 }
 
 // acceptsRFC is accepts as RFC 9110 reads Accept-Encoding.
+// tokenEqual compares two tokens as RFC 9110 does: ASCII letters in either
+// case, every other byte as itself ("zſtd" is not zstd).
+func tokenEqual(a, b string) bool {
+	lower := func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}
+	return strings.Map(lower, a) == strings.Map(lower, b)
+}
+
 func acceptsRFC(header, enc string) bool {
 	for _, member := range strings.Split(header, ",") {
 		params := strings.Split(member, ";")
-		if !strings.EqualFold(strings.Trim(params[0], " \t"), enc) {
+		if !tokenEqual(strings.Trim(params[0], " \t"), enc) {
 			continue
 		}
 		for _, p := range params[1:] {
 			name, value, ok := strings.Cut(p, "=")
 			name, value = strings.Trim(name, " \t"), strings.Trim(value, " \t")
-			if ok && strings.EqualFold(name, "q") {
+			if ok && tokenEqual(name, "q") {
 				whole, frac, dot := strings.Cut(value, ".")
 				return !(whole == "0" && (!dot || len(frac) <= 3 && strings.Trim(frac, "0") == ""))
 			}

@@ -101,7 +101,7 @@ func New(dir string, opts *Options) (*Handler, error) {
 		svgPolicy: true, next: opts.Next}
 	seen := map[string]bool{}
 	for _, hd := range opts.Headers {
-		if strings.EqualFold(hd.Name, "Content-Security-Policy") {
+		if wire.EqualFold(hd.Name, "Content-Security-Policy") {
 			h.svgPolicy = false
 		}
 		name := http.CanonicalHeaderKey(hd.Name)
