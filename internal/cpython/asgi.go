@@ -529,7 +529,6 @@ func (r *Request) release() {
 type Buffered struct {
 	App *App
 	rt  *Runtime
-	id  string // the wrapper's key in the bootstrap's registry
 }
 
 // BufferedASGI wraps the ASGI application app for the buffered path.
@@ -545,7 +544,7 @@ func (rt *Runtime) BufferedASGI(app *App) (*Buffered, error) {
 			t.DecRef(obj)
 			return err
 		}
-		out = &Buffered{App: &App{Spec: app.Spec, Protocol: "wsgi", obj: obj, buffered: id}, rt: rt, id: id}
+		out = &Buffered{App: &App{Spec: app.Spec, Protocol: "wsgi", obj: obj, buffered: id}, rt: rt}
 		return nil
 	})
 	return out, err
@@ -558,7 +557,7 @@ func (rt *Runtime) BufferedASGI(app *App) (*Buffered, error) {
 // serves nothing): the first failure is the outcome, else the application's
 // lifespan is unsupported if it is in every interpreter.
 func (b *Buffered) Lifespan(phase string) (Outcome, error) {
-	arg, _ := json.Marshal(map[string]string{"id": b.id, "phase": phase})
+	arg, _ := json.Marshal(map[string]string{"id": b.App.buffered, "phase": phase})
 	one := func(t Thread) (Outcome, error) {
 		s, err := t.CallHelperStr("_asgi_buffered_lifespan", string(arg))
 		if err != nil {

@@ -215,7 +215,7 @@ def test_asgi_on_the_buffered_path_runs_in_every_subinterpreter(serve, tmp_path)
     server = serve("interp_asgi:app", args=("--interpreters", "2", "--blocking-threads", "2"),
                    env={"M0_TEST_SHUTDOWN_DIR": str(shut)})
     assert "interpreters=2" in server.ready_line, server.ready_line
-    seen = who(server, n=64, parallel=8)
+    seen = who(server, "/?0.05", n=32, parallel=8)
     interps = {s["interp"] for s in seen}
     assert len(interps) == 2, seen
     assert all(s["started_in"] == s["interp"] for s in seen), seen
@@ -231,8 +231,8 @@ def test_asgi_and_wsgi_mounts_share_the_interpreters(serve):
     pool's bounds; both serve from both interpreters, and the drain is clean."""
     server = serve(None, args=("--interpreters", "2", "--blocking-threads", "1",
                                "--mount", "/a=interp_asgi:app", "--mount", "/w=interp_app:application"))
-    asgi = who(server, "/a/", n=32, parallel=8)
-    wsgi = who(server, "/w/slow?0.01", n=32, parallel=8)
+    asgi = who(server, "/a/?0.05", n=16, parallel=8)
+    wsgi = who(server, "/w/slow?0.05", n=16, parallel=8)
     assert len({s["interp"] for s in asgi}) == 2 and len({s["interp"] for s in wsgi}) == 2, (asgi, wsgi)
     assert {s["interp"] for s in asgi} == {s["interp"] for s in wsgi}
     assert server.stop() == 0

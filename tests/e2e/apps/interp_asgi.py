@@ -2,6 +2,7 @@
 the buffered path: which interpreter served a request, which one's
 startup filled the lifespan state the request sees, and a file per
 interpreter from its shutdown."""
+import asyncio
 import json
 import os
 import sys
@@ -21,6 +22,8 @@ async def app(scope, receive, send):
                         f.write("shut down")
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+    if scope["query_string"]:  # seconds to wait, so that requests overlap
+        await asyncio.sleep(float(scope["query_string"]))
     body = json.dumps({"interp": id(sys.modules), "started_in": scope["state"].get("started_in")}).encode()
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
