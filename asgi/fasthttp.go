@@ -119,7 +119,7 @@ func (fx *fastExchange) respond() bool {
 		// until its buffer fills, and cannot frame chunks for HTTP/1.0.
 		fx.streamDirect(rep)
 	case rep.kind == whole:
-		resp.SetBody(rep.body)
+		wire.FastBody(fx.ctx, rep.body, true) // a copy of the loop's message, this request's alone
 	case rep.kind == file:
 		resp.SetBodyStream(rep.file, int(rep.length)) // fasthttp closes it, sending it with sendfile
 	default:

@@ -91,7 +91,7 @@ func (x *fastExchange) send(t cpython.Thread, rep reply) {
 			resp.Header.SetContentLength(int(rep.length))
 		}
 	default:
-		resp.SetBody(rep.body)
+		wire.FastBody(x.ctx, rep.body, false) // the thread's buffer, reused by its next call
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -722,49 +721,28 @@ func TestIdleConnectionKeepsASmallStack(t *testing.T) {
 	if raceBuild {
 		t.Skip("the race detector's instrumentation makes every frame larger; the build m0serve ships is measured without it")
 	}
-	s := serve(t, "fasthttp", "page", nil)
-	addr := strings.TrimPrefix(s.URL, "http://")
-	one := func() net.Conn {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: test\r\nAccept: */*\r\n\r\n")
-		got := make([]byte, 0, 8192)
-		buf := make([]byte, 8192)
-		for !strings.Contains(string(got), "</p>\n") {
-			n, err := c.Read(buf)
-			if err != nil {
-				t.Fatalf("read: %v after %q", err, got)
-			}
-			got = append(got, buf[:n]...)
-		}
-		return c
-	}
-	for range 8 { // warm: pools, the thread's state
-		one().Close()
-	}
-	time.Sleep(100 * time.Millisecond)
-	stack := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.StackInuse
-	}
-	before := stack()
-	const n = 128
-	var conns []net.Conn
-	for range n {
-		conns = append(conns, one())
-	}
-	time.Sleep(100 * time.Millisecond)
-	per := float64(stack()-before) / n
-	for _, c := range conns {
-		c.Close()
-	}
 	// One goroutine a connection, its stack 4,096 or 8,192 bytes.
-	if per > 6144 {
-		t.Fatalf("an idle connection holds %.0f bytes of goroutine stack, want 4 KiB", per)
+	if stack := idleCost(t, "/")[0].Stack; stack > 6144 {
+		t.Fatalf("an idle connection holds %.0f bytes of goroutine stack, want 4 KiB", stack)
 	}
+}
+
+// A page's body does not stay on its connection once it is sent: fasthttp
+// keeps a buffer for a connection's next response, at the size of the
+// largest body it held, and an idle connection that was sent a 16 KiB page
+// must not hold more memory than one that was sent a line.
+func TestIdleConnectionKeepsNoBody(t *testing.T) {
+	got := idleCost(t, "/?40", "/?16384", "/?40")
+	small, large := max(got[0].Heap, got[2].Heap), got[1].Heap
+	t.Logf("heap a connection: %.0f bytes after a line, %.0f after a 16 KiB page", small, large)
+	if large-small > 4096 {
+		t.Fatalf("an idle connection sent a 16 KiB page holds %.0f bytes of heap, one sent a line %.0f", large, small)
+	}
+}
+
+// idleCost serves the page at each path in turn under fasthttp to idle
+// keep-alive connections (testutil.IdleCost).
+func idleCost(t *testing.T, paths ...string) []testutil.IdleMem {
+	s := serve(t, "fasthttp", "page", nil)
+	return testutil.IdleCost(t, strings.TrimPrefix(s.URL, "http://"), "</p>\n", paths...)
 }

@@ -261,6 +261,10 @@ async def app(scope, receive, send):
             await send({"type": "http.response.body", "body": b"part%d\n" % i, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
         return
+    if path == "/page":
+        # A whole page: 3,000 bytes of text, or as many as the query string says.
+        n = int(scope["query_string"] or b"3000")
+        return await respond(send, 200, b"<p>" + b"x" * n + b"</p>\n", [(b"content-type", b"text/html")])
     if path == "/big":
         chunk = b"x" * 65536
         await send({"type": "http.response.start", "status": 200, "headers": []})

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -202,4 +203,62 @@ func PlainLines(headers string) bool {
 		}
 	}
 	return true
+}
+
+// IdleMem is what one idle keep-alive connection holds in the test's own
+// process: goroutine stack and live heap, in bytes.
+type IdleMem struct{ Stack, Heap float64 }
+
+// IdleCost opens 128 keep-alive connections to the server at addr (in this
+// process) for each path in turn, each with one GET answered (its body
+// ends with end), and returns what each connection holds once they are
+// idle: the client's side is in the figure too, and the same whatever the
+// page. The connections of a path are closed before the next.
+func IdleCost(t *testing.T, addr, end string, paths ...string) []IdleMem {
+	t.Helper()
+	one := func(path string) net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\nUser-Agent: test\r\nAccept: */*\r\n\r\n")
+		got := make([]byte, 0, 8192)
+		buf := make([]byte, 8192)
+		for !strings.HasSuffix(string(got), end) {
+			n, err := c.Read(buf)
+			if err != nil {
+				t.Fatalf("read: %v after %q", err, got)
+			}
+			got = append(got, buf[:n]...)
+		}
+		return c
+	}
+	mem := func() (uint64, uint64) {
+		runtime.GC() // twice: what sync.Pools hold is freed, not counted
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.StackInuse, m.HeapAlloc
+	}
+	var out []IdleMem
+	for _, path := range paths {
+		for range 8 { // warm: pools, the thread's state
+			one(path).Close()
+		}
+		time.Sleep(200 * time.Millisecond) // the connections closed before are gone
+		stack0, heap0 := mem()
+		const n = 128
+		conns := make([]net.Conn, 0, n)
+		for range n {
+			conns = append(conns, one(path))
+		}
+		time.Sleep(100 * time.Millisecond)
+		stack1, heap1 := mem()
+		for _, c := range conns {
+			c.Close()
+		}
+		out = append(out, IdleMem{(float64(stack1) - float64(stack0)) / n, (float64(heap1) - float64(heap0)) / n})
+	}
+	return out
 }

@@ -330,8 +330,9 @@ def check_environ(environ, start_response):
 
 
 def page(environ, start_response):
-    """A page as a framework answers one: a few headers, a body of some KiB."""
-    body = b"<p>" + b"x" * 3000 + b"</p>\n"
+    """A page as a framework answers one: a few headers, a body of some KiB
+    (3,000 bytes of text, or as many as the query string says)."""
+    body = b"<p>" + b"x" * int(environ.get("QUERY_STRING") or 3000) + b"</p>\n"
     start_response("200 OK", [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body))),
                               ("Vary", "Cookie"), ("X-Frame-Options", "DENY"), ("X-Content-Type-Options", "nosniff"),
                               ("Referrer-Policy", "same-origin"), ("Cross-Origin-Opener-Policy", "same-origin")])
