@@ -17,6 +17,11 @@ import (
 // uses it. fasthttp has read the whole body (within the server's cap)
 // before the handler runs; the application receives it in chunks. A client
 // that leaves while the application waits on it is noticed all the same.
+//
+// A whole body is set for fasthttp to send, not written into its buffer
+// (wire.FastBody): a handler that wraps this one replaces it (SetBody),
+// never adds to it (ctx.Write drops it), and does not reset the request's
+// user values before fasthttp has written the response.
 func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	if st := h.unavailable(); st != 0 {
 		wire.FastError(ctx, st, true)

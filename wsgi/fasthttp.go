@@ -14,6 +14,11 @@ import (
 // ServeFastHTTP serves a request that fasthttp parsed: the same bridge as
 // ServeHTTP without net/http's costs per request. m0serve's own listener
 // uses it.
+//
+// A whole body is set for fasthttp to send, not written into its buffer
+// (wire.FastBody): a handler that wraps this one replaces it (SetBody),
+// never adds to it (ctx.Write drops it), and does not reset the request's
+// user values before fasthttp has written the response.
 func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	x := fastExchanges.Get().(*fastExchange)
 	x.ctx = ctx

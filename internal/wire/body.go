@@ -24,6 +24,14 @@ const lentMax = 1 << 20
 // it is, with no copy. Otherwise (memory the caller reuses, such as a
 // Python thread's buffer) it is copied: a small body into fasthttp's kept
 // buffer, a larger one into a lent buffer.
+//
+// A body set so is replaced by what comes after (SetBody), never added to:
+// fasthttp's AppendBody (ctx.Write and the writers built on it) starts
+// from its own buffer and drops a body set raw. And a lent buffer comes
+// back when the request's user values are closed: whoever resets them
+// before fasthttp has written the response (ctx.ResetUserValues in a
+// handler that wraps this one) sends whatever another response has put in
+// it since.
 func FastBody(ctx *fasthttp.RequestCtx, body []byte, owned bool) {
 	resp := &ctx.Response
 	switch {
@@ -52,8 +60,14 @@ type lentBody struct{ b []byte }
 
 var lentBodies = sync.Pool{New: func() any { return new(lentBody) }}
 
+// lentBack, when set (by a test), sees each lent buffer as it comes back.
+var lentBack func(b []byte)
+
 // Close takes the buffer back: the response that held it is written.
 func (lb *lentBody) Close() error {
+	if lentBack != nil {
+		lentBack(lb.b)
+	}
 	if cap(lb.b) > lentMax {
 		lb.b = nil
 	}
