@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -290,12 +291,35 @@ func TestMetricsAsked(t *testing.T) {
 // ask returns the connection and its answer, or the error reading it
 // (deadline 5 s).
 func echoMesh(t *testing.T) (ws []*Worker, ls []net.Listener, ask func() (net.Conn, string, error)) {
+	ws, ls, ask, _ = echoMeshHooked(t)
+	return ws, ls, ask
+}
+
+// acceptHook is a listener that calls after, when set, with each
+// connection it accepts, before the balancer places it.
+type acceptHook struct {
+	net.Listener
+	after atomic.Pointer[func(net.Conn)]
+}
+
+func (l *acceptHook) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if f := l.after.Load(); err == nil && f != nil {
+		(*f)(c)
+	}
+	return c, err
+}
+
+// echoMeshHooked is echoMesh with worker 0's listener's accept hook.
+func echoMeshHooked(t *testing.T) (ws []*Worker, ls []net.Listener, ask func() (net.Conn, string, error), hook *acceptHook) {
 	t.Helper()
 	_, ws, _ = meshOf(t, 2)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	ln := &acceptHook{Listener: tcp}
+	hook = ln
 	idle, err := net.Listen("tcp4", "127.0.0.1:0") // worker 1 accepts nothing itself
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +349,7 @@ func echoMesh(t *testing.T) (ws []*Worker, ls []net.Listener, ask func() (net.Co
 		io.WriteString(c, "hi\n")
 		line, err := bufio.NewReader(c).ReadString('\n')
 		return c, line, err
-	}
+	}, hook
 }
 
 func TestHandoff(t *testing.T) {
@@ -403,7 +427,7 @@ func TestHandoffOutOfDescriptors(t *testing.T) {
 	old := FullPause
 	FullPause = time.Hour // the test ends it (endPause), when it has looked
 	defer func() { FullPause = old }()
-	ws, ls, ask := echoMesh(t)
+	ws, ls, ask, hook := echoMeshHooked(t)
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
@@ -418,33 +442,38 @@ func TestHandoffOutOfDescriptors(t *testing.T) {
 		conns = append(conns, c)
 	}
 
-	// Leave this process two descriptors: the client's and the one worker
-	// 0 accepts. The one it hands worker 1 (2 vs 0) does not fit there.
+	// Worker 1 must find no descriptor free for the connection worker 0
+	// hands it (2 vs 0). The workers share this process's descriptor
+	// table, and worker 0 closes its copy once it has sent it, so a slot
+	// taken in advance would be free again for worker 1 whenever it reads
+	// after that close (and any descriptor closed meanwhile, a finalizer's,
+	// would be one too). So once worker 0 has accepted the connection, and
+	// before it hands it, the process's limit is lowered to no descriptor
+	// at all, until the client has its answer.
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)
 	}
-	saved := lim
-	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &saved)
-	lim.Cur = 4096
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		t.Skipf("cannot set the descriptor limit to 4096: %v", err)
+	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+	var limErr error
+	lowered := make(chan struct{})
+	none := func(net.Conn) {
+		defer close(lowered)
+		zero := lim
+		zero.Cur = 0
+		limErr = unix.Setrlimit(unix.RLIMIT_NOFILE, &zero)
 	}
-	var fill []int
-	for {
-		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			break
-		}
-		fill = append(fill, fd)
-	}
-	for _, fd := range fill[len(fill)-2:] {
-		unix.Close(fd)
-	}
-	fill = fill[:len(fill)-2]
+	hook.after.Store(&none)
 	c, line, err := ask()
-	for _, fd := range fill {
-		unix.Close(fd)
+	hook.after.Store(nil)
+	select {
+	case <-lowered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("worker 0 did not accept the connection")
+	}
+	unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+	if limErr != nil {
+		t.Skipf("cannot lower the descriptor limit: %v", limErr)
 	}
 	if err == nil {
 		t.Fatalf("a connection handed to a worker out of descriptors was answered %q", line)
