@@ -269,3 +269,18 @@ func IdleCost(t *testing.T, addr, end string, paths ...string) []IdleMem {
 	}
 	return out
 }
+
+// KeepsNoBody fails t if an idle connection that was sent a 16 KiB page
+// holds more than 4 KiB of heap beyond one that was sent a line: a page's
+// body must not stay on its connection once sent (fasthttp keeps a buffer
+// for a connection's next response, at the size of the largest body it
+// held). page gives the path of a page of n bytes; its body ends with end.
+func KeepsNoBody(t *testing.T, addr, end string, page func(n int) string) {
+	t.Helper()
+	got := IdleCost(t, addr, end, page(40), page(16384), page(40))
+	small, large := max(got[0].Heap, got[2].Heap), got[1].Heap
+	t.Logf("heap a connection: %.0f bytes after a line, %.0f after a 16 KiB page", small, large)
+	if large-small > 4096 {
+		t.Fatalf("an idle connection sent a 16 KiB page holds %.0f bytes of heap, one sent a line %.0f", large, small)
+	}
+}

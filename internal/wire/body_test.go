@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/m0serve/m0/internal/testutil"
 	"github.com/valyala/fasthttp"
 )
 
@@ -50,19 +50,8 @@ func TestFastBody(t *testing.T) {
 			scratch[0] = '!'
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &fasthttp.Server{Handler: handler}
-	go s.Serve(ln)
-	defer s.Shutdown()
-
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	srv, c := testutil.TCPPair(t)
+	go (&fasthttp.Server{Handler: handler}).ServeConn(srv)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(c)
 	type ask struct {
