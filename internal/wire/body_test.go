@@ -51,7 +51,15 @@ func TestFastBody(t *testing.T) {
 		}
 	}
 	srv, c := testutil.TCPPair(t)
-	go (&fasthttp.Server{Handler: handler}).ServeConn(srv)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		(&fasthttp.Server{Handler: handler}).ServeConn(srv)
+	}()
+	defer func() { // before lentBack is reset: the server closes its last request's values
+		c.Close()
+		<-served
+	}()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(c)
 	type ask struct {
