@@ -162,6 +162,14 @@ typedef struct {
 	int owe_wake;    /* a message went to Go since it was last woken (atomic: Go's sweeper reads it) */
 	unsigned wakes;  /* owed wake-ups given (atomic, for the sweeper) */
 	int flush_due;   /* flush is scheduled with call_soon */
+	/* in.wfd again, for Go's wake-ups (m0_asgi_wake), under a lock of its
+	 * own that keeps it open while it is written. Not in.mu: the loop's
+	 * thread, woken by the write, takes in.mu first thing, and on one CPU
+	 * it preempts the writer inside the write; it would then wait for the
+	 * lock the writer holds, two thread switches (and a futex each way)
+	 * more a request. -1 once closed. */
+	int kick_fd;
+	pthread_mutex_t kick_mu;
 } aexec;
 
 /* Executors by id; an id is never reused, and an executor is never freed
@@ -206,6 +214,8 @@ int m0_asgi_init(int *id, int *in_fd, int *out_fd, int *out_wfd)
 	ex->out.wfd = out[1];
 	pthread_mutex_init(&ex->in.mu, NULL);
 	pthread_mutex_init(&ex->out.mu, NULL);
+	ex->kick_fd = in[1];
+	pthread_mutex_init(&ex->kick_mu, NULL);
 	ex->id = nexecs;
 	execs[nexecs++] = ex;
 	pthread_mutex_unlock(&execs_mu);
@@ -246,10 +256,10 @@ void m0_asgi_wake(int id)
 	aexec *ex = exec_of(id);
 	if (!ex)
 		return;
-	pthread_mutex_lock(&ex->in.mu); /* the descriptor stays open while it is written */
-	if (ex->in.fd >= 0)
-		wake(ex->in.wfd);
-	pthread_mutex_unlock(&ex->in.mu);
+	pthread_mutex_lock(&ex->kick_mu); /* the descriptor stays open while it is written */
+	if (ex->kick_fd >= 0)
+		wake(ex->kick_fd);
+	pthread_mutex_unlock(&ex->kick_mu);
 }
 
 void m0_asgi_close(int id)
@@ -265,7 +275,10 @@ void m0_asgi_close(int id)
 	ex->in.v = NULL;
 	ex->in.n = ex->in.cap = 0;
 	pthread_mutex_unlock(&ex->in.mu);
+	pthread_mutex_lock(&ex->kick_mu);
+	ex->kick_fd = -1;
 	close_pair(fd, wfd);
+	pthread_mutex_unlock(&ex->kick_mu);
 	m0_asgi_free(v, n);
 	/* The outbound eventfd (both ends of a pipe) is Go's to close (its
 	 * collector polls it): from here on no thread of this file writes to
