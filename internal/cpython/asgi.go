@@ -17,6 +17,7 @@ import (
 
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 )
@@ -267,6 +268,20 @@ func (e *Executor) post(kind int, slot, gen uint32, flags int, data []byte) {
 	}
 }
 
+// postNow is post for a request that is the only one live: no other
+// goroutine has anything to post with it, so the loop is woken at once,
+// without the kicker's hand-off (a goroutine switch and a yield, on the
+// path of every request at one connection).
+func (e *Executor) postNow(kind int, slot, gen uint32, flags int, data []byte) {
+	var p *C.char
+	if len(data) > 0 {
+		p = (*C.char)(unsafe.Pointer(&data[0]))
+	}
+	if C.m0_asgi_post(e.id, C.int(kind), C.uint32_t(slot), C.uint32_t(gen), C.int(flags), p, C.size_t(len(data))) > 0 {
+		C.m0_asgi_wake(e.id)
+	}
+}
+
 // kicker wakes the loop for the messages posted since it last woke it,
 // until the loop ends.
 func (e *Executor) kicker() {
@@ -331,18 +346,35 @@ func (e *Executor) sweep() {
 }
 
 // collect reads what the loop sends, in batches, and hands each message to
-// its request.
+// its request. A wake-up (an eventfd's count, a pipe's bytes) is read, and
+// the batch taken, once; then the collector waits for the descriptor to be
+// readable again, rather than reading it once more to find it empty (a
+// system call a request at one connection, as os.File's Read makes): the
+// loop writes after the take, which makes it readable anew. Wake-ups a pipe
+// still holds are spare, the batch having been taken.
 func (e *Executor) collect(ready chan<- struct{}) {
-	var buf [8]byte
-	for {
-		_, err := e.out.Read(buf[:])
-		e.takeAll(ready)
-		if err != nil { // closed once the loop has stopped
-			<-e.stopped
-			close(e.ended) // after every message of the loop was delivered
-			return
-		}
+	var buf [64]byte
+	rc, err := e.out.SyscallConn()
+	if err == nil {
+		rc.Read(func(fd uintptr) bool { // returns once the loop has stopped and out is closed
+			for {
+				n, err := syscall.Read(int(fd), buf[:])
+				switch {
+				case err == syscall.EINTR:
+					continue
+				case err == syscall.EAGAIN:
+					return false
+				case err != nil || n == 0: // the descriptor failed, or a pipe's writer closed
+					return true
+				}
+				e.takeAll(ready)
+				return false
+			}
+		})
 	}
+	e.takeAll(ready) // what is left
+	<-e.stopped
+	close(e.ended) // after every message of the loop was delivered
 }
 
 // takeAll hands every message the loop has queued to its request.
@@ -455,12 +487,17 @@ func (e *Executor) Start(kind int, scope []byte, more bool) *Request {
 		default:
 		}
 	}
+	alone := e.live == 1
 	e.mu.Unlock()
 	flags := 0
 	if more {
 		flags = FlagMore
 	}
-	e.post(kind, slot, r.gen, flags, scope)
+	if alone {
+		e.postNow(kind, slot, r.gen, flags, scope)
+	} else {
+		e.post(kind, slot, r.gen, flags, scope)
+	}
 	return r
 }
 
