@@ -234,4 +234,4 @@ def test_inverted_loop_refusal_says_why():
     proc = run(args, env)
     assert proc.returncode == 78, proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
-    assert "M0_INVERTED=1" in line and "at most 6%" in line and "docs/asgi.md" in line, proc.stderr
+    assert "M0_INVERTED=1" in line and "being built" in line and "docs/asgi.md" in line, proc.stderr
