@@ -63,6 +63,11 @@ type Options struct {
 	// Logger receives application errors and lifespan notes. Nil, the
 	// default, means slog.Default().
 	Logger *slog.Logger
+
+	// Inline runs the handler's network on its event loop's thread
+	// (m0serve's M0_INVERTED), served with ServeInline; the handler
+	// serves requests handed to it (ServeHTTP, ServeFastHTTP) as well.
+	Inline bool
 }
 
 // NoMaxBody, as Options.MaxBody and BufferedOptions.MaxBody (any
@@ -88,6 +93,7 @@ var ErrClosed = wire.Closed("asgi")
 type Handler struct {
 	ex       *cpython.Executor
 	startErr error // the loop did not start
+	inline   *Inline
 	maxBody  int64 // -1: no cap
 	rootPath string
 	closeTO  time.Duration
@@ -132,7 +138,12 @@ func New(handle *m0.App, opts *Options) *Handler {
 	}
 	rt, err := cpython.Start()
 	if err == nil {
-		h.ex, err = rt.StartASGI(app, cpython.LoopOptions{Loop: opts.Loop, Lifespan: !opts.NoLifespan})
+		lo := cpython.LoopOptions{Loop: opts.Loop, Lifespan: !opts.NoLifespan}
+		if opts.Inline {
+			h.inline = newInline(h)
+			lo.Inline = h.inline
+		}
+		h.ex, err = rt.StartASGI(app, lo)
 	}
 	if err != nil {
 		h.startErr = fmt.Errorf("asgi: %w", err)

@@ -32,6 +32,7 @@ import (
 // both front ends.
 var (
 	handler *asgi.Handler
+	inline  *asgi.Handler // the "inline" front end's
 	logs    = &testutil.LockedBuffer{}
 	urls    = map[string]string{}
 	file    string // what /pathsend sends
@@ -39,7 +40,7 @@ var (
 
 // frontends are the two servers the bridge runs under: net/http, as a Go
 // program mounts it, and fasthttp, as m0serve serves it.
-var frontends = []string{"net/http", "fasthttp"}
+var frontends = []string{"net/http", "fasthttp", "inline"}
 
 func both(t *testing.T, body func(t *testing.T, base string)) {
 	for _, fe := range frontends {
@@ -90,6 +91,23 @@ func run(m *testing.M) int {
 	go fs.Serve(ln)
 	defer fs.Shutdown()
 	urls["fasthttp"] = "http://" + ln.Addr().String()
+	// The inline front end (M0_INVERTED): a handler of its own, its
+	// network on its loop's thread, handing what is not plain to fasthttp.
+	ih := asgi.New(app, &asgi.Options{Logger: slog.New(slog.NewTextHandler(logs, nil)), MaxBody: 8 << 20,
+		CloseTimeout: time.Second, Inline: true})
+	if err := ih.Startup(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	iln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	ifs := &fasthttp.Server{Handler: ih.ServeFastHTTP, MaxRequestBodySize: 16 << 20, NoDefaultServerHeader: true}
+	go ih.ServeInline(iln, ifs.ServeConn, time.Minute)
+	inline = ih
+	defer iln.Close()
+	urls["inline"] = "http://" + iln.Addr().String()
 	code := m.Run()
 	// The lifespan shutdown runs, and the loop stops.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -1004,6 +1022,7 @@ func TestDrainEndsStreams(t *testing.T) {
 	}
 	before := countEvent(t, urls["fasthttp"], "forever:http.disconnect")
 	handler.Drain()
+	inline.Drain()
 	for _, b := range bodies {
 		done := make(chan error, 1)
 		go func() { _, err := io.ReadAll(b); done <- err }()
@@ -1014,7 +1033,7 @@ func TestDrainEndsStreams(t *testing.T) {
 		}
 		b.Close()
 	}
-	waitCount(t, urls["fasthttp"], "forever:http.disconnect", before+2)
+	waitCount(t, urls["fasthttp"], "forever:http.disconnect", before+len(frontends))
 	for range frontends {
 		if got := <-uploads; got != strconv.Itoa(2<<20) {
 			t.Errorf("an upload in flight at the drain: %q, want it read whole", got)

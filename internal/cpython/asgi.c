@@ -17,8 +17,10 @@
  * coroutine never waits finishes in the loop iteration it started in (with
  * eager tasks, 3.12+). */
 #include "m0py_int.h"
+#include "_cgo_export.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +172,11 @@ typedef struct {
 	 * more a request. -1 once closed. */
 	int kick_fd;
 	pthread_mutex_t kick_mu;
+	/* The inline front end's (M0_INVERTED): Go's network on the loop's
+	 * thread, told of what the loop queues by a call, not an eventfd. */
+	int inline_fe;
+	PyObject *inline_io;  /* _m0._asgi_io bound to the id: the watch callback */
+	PyObject *inline_end; /* the same for the end of a turn (M0_I_BATCH) */
 } aexec;
 
 /* Executors by id; an id is never reused, and an executor is never freed
@@ -313,7 +320,10 @@ static void pay(aexec *ex)
 	if (ex->owe_wake) {
 		__atomic_store_n(&ex->owe_wake, 0, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&ex->wakes, 1, __ATOMIC_RELAXED);
-		wake(ex->out.wfd);
+		if (ex->inline_fe)
+			go_asgi_inline(ex->id, M0_I_ANSWERS, -1);
+		else
+			wake(ex->out.wfd);
 	}
 }
 
@@ -359,6 +369,8 @@ static int to_go(aexec *ex, m0_amsg m)
 	if (first > 0) {
 		if (ex->draining_in)
 			owe(ex);
+		else if (ex->inline_fe)
+			go_asgi_inline(ex->id, M0_I_ANSWERS, -1); /* Go writes it now, on this thread */
 		else if (!defer_wake(ex))
 			wake(ex->out.wfd);
 	}
@@ -1772,6 +1784,10 @@ static PyObject *asgi_drain(PyObject *self, PyObject *id)
 				settle(&s->send_fut, Py_None);
 			}
 			break;
+		case M0_A_CONN:
+			if (ex->inline_fe)
+				go_asgi_inline(ex->id, M0_I_ADOPT, m->flags);
+			break;
 		case M0_A_DRAIN:
 			/* receive() says the client left, so a stream that listens for
 			 * it ends; what requests send still goes out. */
@@ -1816,6 +1832,154 @@ static PyObject *asgi_flush(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef flush_def = {"_asgi_flush", asgi_flush, METH_NOARGS, NULL};
+
+/* ---- the inline front end (M0_INVERTED) -------------------------------------- */
+
+void m0_asgi_inline(int id)
+{
+	aexec *ex = exec_of(id);
+	if (ex)
+		ex->inline_fe = 1;
+}
+
+void m0_asgi_start_now(int id, int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len)
+{
+	aexec *ex = exec_of(id);
+	if (!ex)
+		return;
+	m0_amsg m = {.kind = kind, .slot = slot, .gen = gen, .flags = flags, .data = (char *)data, .len = len};
+	ex->draining_in = 1; /* what it sends is owed, and taken by the caller */
+	start(ex, &m);
+	ex->draining_in = 0;
+}
+
+size_t m0_asgi_take_now(int id, m0_amsg **out)
+{
+	aexec *ex = exec_of(id);
+	if (!ex) {
+		*out = NULL;
+		return 0;
+	}
+	__atomic_store_n(&ex->owe_wake, 0, __ATOMIC_RELAXED);
+	return take(&ex->out, out);
+}
+
+/* _asgi_io(op, fd), bound to an executor's id: the loop's callback for a
+ * watched descriptor and for the end of a turn. */
+static PyObject *asgi_io(PyObject *self, PyObject *args)
+{
+	int op, fd;
+	if (!py.PyArg_ParseTuple(args, "ii", &op, &fd))
+		return NULL;
+	go_asgi_inline((int)py.PyLong_AsLong(self), op, fd);
+	py.Py_IncRef(Py_None);
+	return Py_None;
+}
+
+static PyMethodDef io_def = {"_asgi_io", asgi_io, METH_VARARGS, NULL};
+
+/* inline_fns makes ex's two callbacks, once. */
+static int inline_fns(aexec *ex)
+{
+	if (ex->inline_io)
+		return 0;
+	PyObject *id = py.PyLong_FromLong(ex->id);
+	PyObject *io = id ? py.PyCFunction_NewEx(&io_def, id, m0_module) : NULL;
+	if (id)
+		py.Py_DecRef(id);
+	if (!io)
+		return -1;
+	PyObject *op = py.PyLong_FromLong(M0_I_BATCH), *none = py.PyLong_FromLong(-1);
+	PyObject *partial = NULL, *functools = py.PyImport_ImportModule("functools");
+	if (functools && op && none) {
+		PyObject *p = py.PyObject_GetAttrString(functools, "partial");
+		if (p) {
+			partial = py.PyObject_CallFunctionObjArgs(p, io, op, none, NULL);
+			py.Py_DecRef(p);
+		}
+	}
+	if (functools)
+		py.Py_DecRef(functools);
+	if (op)
+		py.Py_DecRef(op);
+	if (none)
+		py.Py_DecRef(none);
+	if (!partial) {
+		py.Py_DecRef(io);
+		return -1;
+	}
+	ex->inline_io = io;
+	ex->inline_end = partial;
+	return 0;
+}
+
+/* call_loop calls the loop's method name with args (NULL-ended). */
+static int call_loop(aexec *ex, const char *name, ...)
+{
+	PyObject *m = py.PyObject_GetAttrString(ex->loop, name);
+	if (!m) {
+		py.PyErr_Clear();
+		return -1;
+	}
+	PyObject *a[4] = {NULL, NULL, NULL, NULL};
+	va_list ap;
+	va_start(ap, name);
+	for (int i = 0; i < 4 && (a[i] = va_arg(ap, PyObject *)); i++)
+		;
+	va_end(ap);
+	PyObject *r = py.PyObject_CallFunctionObjArgs(m, a[0], a[1], a[2], a[3], NULL);
+	py.Py_DecRef(m);
+	if (!r) {
+		py.PyErr_Clear();
+		return -1;
+	}
+	py.Py_DecRef(r);
+	return 0;
+}
+
+int m0_asgi_watch(int id, int fd, int what)
+{
+	aexec *ex = exec_of(id);
+	if (!ex || !ex->loop || inline_fns(ex) < 0) {
+		py.PyErr_Clear();
+		return -1;
+	}
+	PyObject *f = py.PyLong_FromLong(fd);
+	PyObject *rd = py.PyLong_FromLong(M0_I_READ), *wr = py.PyLong_FromLong(M0_I_WRITE);
+	int rc = -1;
+	if (f && rd && wr) {
+		/* remove_* of a descriptor not watched is a no-op. */
+		rc = (what & M0_W_READ) ? call_loop(ex, "add_reader", f, ex->inline_io, rd, f, NULL)
+					: call_loop(ex, "remove_reader", f, NULL);
+		if (rc == 0)
+			rc = (what & M0_W_WRITE) ? call_loop(ex, "add_writer", f, ex->inline_io, wr, f, NULL)
+						 : call_loop(ex, "remove_writer", f, NULL);
+	}
+	if (f)
+		py.Py_DecRef(f);
+	if (rd)
+		py.Py_DecRef(rd);
+	if (wr)
+		py.Py_DecRef(wr);
+	py.PyErr_Clear();
+	return rc;
+}
+
+int m0_asgi_later(int id)
+{
+	aexec *ex = exec_of(id);
+	if (!ex || !ex->call_soon || inline_fns(ex) < 0) {
+		py.PyErr_Clear();
+		return -1;
+	}
+	PyObject *r = py.PyObject_CallFunctionObjArgs(ex->call_soon, ex->inline_end, NULL);
+	if (!r) {
+		py.PyErr_Clear();
+		return -1;
+	}
+	py.Py_DecRef(r);
+	return 0;
+}
 
 /* ---- set-up --------------------------------------------------------------------- */
 
@@ -1961,7 +2125,7 @@ static PyObject *asgi_teardown(PyObject *self, PyObject *id)
 		if (ex->slots[j].live)
 			slot_clear(&ex->slots[j]);
 	PyObject **refs[] = {&ex->loop, &ex->app, &ex->state, &ex->event, &ex->create_future, &ex->create_task,
-			     &ex->task_kw, &ex->done, &ex->call_soon, &ex->flush};
+			     &ex->task_kw, &ex->done, &ex->call_soon, &ex->flush, &ex->inline_io, &ex->inline_end};
 	for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++)
 		if (*refs[i]) {
 			py.Py_DecRef(*refs[i]);

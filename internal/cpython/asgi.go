@@ -89,6 +89,25 @@ type LoopOptions struct {
 	Loop string
 	// Lifespan runs the application's lifespan protocol.
 	Lifespan bool
+	// Inline, when set, runs a front end on the loop's own thread
+	// (M0_INVERTED): see Inline.
+	Inline Inline
+}
+
+// Inline is a front end that runs on the loop's thread, called with the
+// GIL held (the loop's callbacks): it must never block. Attach gives it
+// its executor, before the loop starts (StartASGI's goroutine). Adopt is a
+// connection posted with Executor.Adopt; Readable and Writable a
+// descriptor it watches (Executor.Watch); Batch the end of a turn it asked
+// for (Executor.Later); Answers that the loop has queued messages for its
+// requests, which it takes with Executor.TakeNow.
+type Inline interface {
+	Attach(e *Executor)
+	Adopt(fd int)
+	Readable(fd int)
+	Writable(fd int)
+	Batch()
+	Answers()
 }
 
 // Executor runs an ASGI application on one asyncio loop, on a Python
@@ -116,6 +135,8 @@ type Executor struct {
 	live     int           // requests whose task has not ended; under mu
 	busy     chan struct{} // the sweeper's word that live rose from 0
 	idle     chan struct{} // closed when live falls to 0, for Wait
+	inline   Inline        // the front end on the loop's thread, or nil
+	ready    chan struct{} // closed once the loop runs
 }
 
 // Outcome is how a lifespan phase ended.
@@ -145,15 +166,24 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 	if opts.Loop == "" {
 		opts.Loop = "auto"
 	}
+	if opts.Inline != nil {
+		e.inline = opts.Inline
+		e.inline.Attach(e)
+		C.m0_asgi_inline(id)
+		inlines.Store(int32(id), e)
+	}
 	b, _ := json.Marshal(map[string]any{"loop": opts.Loop, "lifespan": opts.Lifespan})
 	ready := make(chan struct{})
+	e.ready = ready
 	e.outW = e.out // one eventfd, read and written
 	if outW != out {
 		e.outW = os.NewFile(uintptr(outW), "m0-asgi-w") // a pipe's other end
 	}
-	go e.collect(ready)
+	go e.collect()
 	go e.kicker()
-	go e.sweep()
+	if e.inline == nil { // inline, the loop's answers are taken by a call, at once
+		go e.sweep()
+	}
 	go func() {
 		t := Here() // the loop's thread: its thread state, for life
 		defer t.Release()
@@ -352,7 +382,7 @@ func (e *Executor) sweep() {
 // system call a request at one connection, as os.File's Read makes): the
 // loop writes after the take, which makes it readable anew. Wake-ups a pipe
 // still holds are spare, the batch having been taken.
-func (e *Executor) collect(ready chan<- struct{}) {
+func (e *Executor) collect() {
 	var buf [64]byte
 	rc, err := e.out.SyscallConn()
 	if err == nil {
@@ -367,18 +397,18 @@ func (e *Executor) collect(ready chan<- struct{}) {
 				case err != nil || n == 0: // the descriptor failed, or a pipe's writer closed
 					return true
 				}
-				e.takeAll(ready)
+				e.takeAll()
 				return false
 			}
 		})
 	}
-	e.takeAll(ready) // what is left
+	e.takeAll() // what is left
 	<-e.stopped
 	close(e.ended) // after every message of the loop was delivered
 }
 
 // takeAll hands every message the loop has queued to its request.
-func (e *Executor) takeAll(ready chan<- struct{}) {
+func (e *Executor) takeAll() {
 	var v *C.m0_amsg
 	n := int(C.m0_asgi_take(e.id, &v))
 	if n == 0 {
@@ -393,27 +423,34 @@ func (e *Executor) takeAll(ready chan<- struct{}) {
 			data = C.GoBytes(unsafe.Pointer(m.data), C.int(m.len))
 		}
 		if uint32(m.slot) == math.MaxUint32 {
-			switch int(m.kind) {
-			case cLoop:
-				e.Loop, e.Eager = string(data), m.flags != 0
-				close(ready)
-			case cLifespan:
-				o := Outcome{Code: int(m.flags), Msg: string(data)}
-				select {
-				case <-e.started:
-					e.lifespan <- o
-				default: // the first outcome is the startup's
-					e.start = o
-					close(e.started)
-				}
-			}
+			e.control(int(m.kind), int(m.flags), data)
 			continue
 		}
 		e.deliver(uint32(m.slot), uint32(m.gen), Msg{Kind: int(m.kind), Flags: int(m.flags), Data: data})
 	}
 }
 
-func (e *Executor) deliver(slot, gen uint32, m Msg) {
+// control handles a message of the loop's that no request owns.
+func (e *Executor) control(kind, flags int, data []byte) {
+	switch kind {
+	case cLoop:
+		e.Loop, e.Eager = string(data), flags != 0
+		close(e.ready)
+	case cLifespan:
+		o := Outcome{Code: flags, Msg: string(data)}
+		select {
+		case <-e.started:
+			e.lifespan <- o
+		default: // the first outcome is the startup's
+			e.start = o
+			close(e.started)
+		}
+	}
+}
+
+// request is the live request of slot and gen, or nil: a message for a
+// request that is over.
+func (e *Executor) request(slot, gen uint32) *Request {
 	e.mu.Lock()
 	var r *Request
 	if int(slot) < len(e.reqs) {
@@ -421,16 +458,18 @@ func (e *Executor) deliver(slot, gen uint32, m Msg) {
 	}
 	e.mu.Unlock()
 	if r == nil || r.gen != gen {
-		return // a message for a request that is over
+		return nil
+	}
+	return r
+}
+
+func (e *Executor) deliver(slot, gen uint32, m Msg) {
+	r := e.request(slot, gen)
+	if r == nil {
+		return
 	}
 	if m.Kind == CDone {
-		e.mu.Lock()
-		e.live--
-		if e.live == 0 && e.idle != nil {
-			close(e.idle)
-			e.idle = nil
-		}
-		e.mu.Unlock()
+		e.ended1()
 	} else if r.closed.Load() {
 		return // the handler is done with it
 	}
@@ -451,6 +490,17 @@ func (e *Executor) deliver(slot, gen uint32, m Msg) {
 	}
 }
 
+// ended1 counts a request's task over.
+func (e *Executor) ended1() {
+	e.mu.Lock()
+	e.live--
+	if e.live == 0 && e.idle != nil {
+		close(e.idle)
+		e.idle = nil
+	}
+	e.mu.Unlock()
+}
+
 // Request is one HTTP request or WebSocket in the loop.
 type Request struct {
 	e         *Executor
@@ -461,11 +511,30 @@ type Request struct {
 	wake      chan struct{}
 	refs      atomic.Int32 // the handler's and the task's
 	closed    atomic.Bool  // the handler is done with it
+	inline    bool         // its answers go to the inline front end (StartNow)
+	// Tag is the inline front end's own, for its request.
+	Tag any
 }
 
 // Start hands the loop a request: kind is AHTTP or AWebSocket, scope the
 // packed scope (with the first body chunk), more whether body follows.
 func (e *Executor) Start(kind int, scope []byte, more bool) *Request {
+	r, alone := e.add(false)
+	flags := 0
+	if more {
+		flags = FlagMore
+	}
+	if alone {
+		e.postNow(kind, r.slot, r.gen, flags, scope)
+	} else {
+		e.post(kind, r.slot, r.gen, flags, scope)
+	}
+	return r
+}
+
+// add makes a request a slot, live; alone reports whether it is the only
+// one live.
+func (e *Executor) add(inline bool) (r *Request, alone bool) {
 	e.mu.Lock()
 	var slot uint32
 	if n := len(e.free); n > 0 {
@@ -477,28 +546,22 @@ func (e *Executor) Start(kind int, scope []byte, more bool) *Request {
 		e.gens = append(e.gens, 0)
 	}
 	e.gens[slot]++
-	r := &Request{e: e, slot: slot, gen: e.gens[slot], wake: make(chan struct{}, 1)}
+	r = &Request{e: e, slot: slot, gen: e.gens[slot], inline: inline}
+	if !inline {
+		r.wake = make(chan struct{}, 1)
+	}
 	r.refs.Store(2)
 	e.reqs[slot] = r
 	e.live++
-	if e.live == 1 {
+	if e.live == 1 && e.inline == nil {
 		select {
 		case e.busy <- struct{}{}:
 		default:
 		}
 	}
-	alone := e.live == 1
+	alone = e.live == 1
 	e.mu.Unlock()
-	flags := 0
-	if more {
-		flags = FlagMore
-	}
-	if alone {
-		e.postNow(kind, slot, r.gen, flags, scope)
-	} else {
-		e.post(kind, slot, r.gen, flags, scope)
-	}
-	return r
+	return r, alone
 }
 
 // Next returns the next message from the application, waiting for it

@@ -277,6 +277,7 @@ enum {
 	M0_A_DRAIN = 7,      /* every request hears that the client is gone */
 	M0_A_SHUTDOWN = 8,   /* run the lifespan shutdown */
 	M0_A_STOP = 9,       /* stop the loop */
+	M0_A_CONN = 10,      /* inline: flags: a connection's descriptor for Go's front end on the loop */
 };
 
 /* loop -> Go. */
@@ -356,5 +357,38 @@ void m0_asgi_free(m0_amsg *v, size_t n);
  * waits. GIL not held on entry or return. 0, or -1 with the traceback in
  * t->err (the loop did not start, uvloop missing). */
 int m0_asgi_run(m0_thread *t, int id, uintptr_t app, const char *opts);
+
+/* The inline front end (M0_INVERTED): Go's network runs on the loop's
+ * thread. The loop calls go_asgi_inline(id, op, fd) for a connection
+ * posted with M0_A_CONN (M0_I_ADOPT), a watched descriptor readable or
+ * writable, the end of a turn asked for with m0_asgi_later (M0_I_BATCH),
+ * and whenever it has queued messages for Go (M0_I_ANSWERS), which Go takes
+ * at once with m0_asgi_take_now. Every function below is called by Go from
+ * inside go_asgi_inline: the loop's thread, with the GIL held. */
+enum { M0_I_ADOPT = 1, M0_I_READ = 2, M0_I_WRITE = 3, M0_I_BATCH = 4, M0_I_ANSWERS = 5 };
+enum { M0_W_READ = 1, M0_W_WRITE = 2 };
+
+/* m0_asgi_inline makes executor id inline; before m0_asgi_run. Any
+ * thread. */
+void m0_asgi_inline(int id);
+
+/* m0_asgi_start_now starts a request of executor id at once (kind
+ * M0_A_HTTP), as asgi_drain would: data is borrowed for the call. What
+ * the application sends meanwhile is queued, and go_asgi_inline is not
+ * called for it: the caller takes it with m0_asgi_take_now. */
+void m0_asgi_start_now(int id, int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len);
+
+/* m0_asgi_take_now is m0_asgi_take on the loop's thread, for the inline
+ * front end: what is queued, and the wake-up it was owed, settled. */
+size_t m0_asgi_take_now(int id, m0_amsg **out);
+
+/* m0_asgi_watch has executor id's loop watch fd (what: M0_W_READ,
+ * M0_W_WRITE, or 0 for neither any more), calling go_asgi_inline. 0, or -1
+ * (the loop refused; the error is cleared). */
+int m0_asgi_watch(int id, int fd, int what);
+
+/* m0_asgi_later has the loop call go_asgi_inline(id, M0_I_BATCH, -1) once
+ * it has run the callbacks of this turn. 0, or -1 (the loop refused). */
+int m0_asgi_later(int id);
 
 #endif

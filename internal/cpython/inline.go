@@ -1,0 +1,128 @@
+package cpython
+
+/*
+#include "m0py.h"
+*/
+import "C"
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"sync"
+	"unsafe"
+)
+
+// The inline front end's side of an executor (M0_INVERTED): a front end
+// that runs on the loop's thread, called by the loop (Inline), starting
+// requests and taking their answers by a call rather than through the
+// queues' eventfds and Go's goroutines. The executor serves requests
+// handed to it the usual way (Start, from any goroutine) beside it.
+
+const aConn = C.M0_A_CONN
+
+// inlines are the executors with an inline front end, by id.
+var inlines sync.Map
+
+// go_asgi_inline is the loop's call into its inline front end: the loop's
+// thread, with the GIL.
+//
+//export go_asgi_inline
+func go_asgi_inline(id, op, fd C.int) {
+	v, ok := inlines.Load(int32(id))
+	if !ok {
+		return
+	}
+	in := v.(*Executor).inline
+	switch op {
+	case C.M0_I_ADOPT:
+		in.Adopt(int(fd))
+	case C.M0_I_READ:
+		in.Readable(int(fd))
+	case C.M0_I_WRITE:
+		in.Writable(int(fd))
+	case C.M0_I_BATCH:
+		in.Batch()
+	case C.M0_I_ANSWERS:
+		in.Answers()
+	}
+}
+
+// Adopt posts a connection's descriptor to the loop, whose inline front
+// end's Adopt takes it over. Any goroutine.
+func (e *Executor) Adopt(fd int) { e.post(aConn, math.MaxUint32, 0, fd, nil) }
+
+// StartNow starts an HTTP request (its packed scope with its whole body)
+// at once; its answers come to TakeNow's fn. The inline front end, on the
+// loop's thread.
+func (e *Executor) StartNow(scope []byte) *Request {
+	r, _ := e.add(true)
+	var p *C.char
+	if len(scope) > 0 {
+		p = (*C.char)(unsafe.Pointer(&scope[0]))
+	}
+	C.m0_asgi_start_now(e.id, AHTTP, C.uint32_t(r.slot), C.uint32_t(r.gen), 0, p, C.size_t(len(scope)))
+	return r
+}
+
+// TakeNow takes every message the loop has queued: those of requests that
+// StartNow started go to fn, whose m.Data is valid only during the call;
+// the others are delivered as the collector delivers them. The inline
+// front end, on the loop's thread.
+func (e *Executor) TakeNow(fn func(r *Request, m Msg)) {
+	var v *C.m0_amsg
+	n := int(C.m0_asgi_take_now(e.id, &v))
+	if n == 0 {
+		return
+	}
+	defer C.m0_asgi_free(v, C.size_t(n))
+	for _, m := range unsafe.Slice(v, n) {
+		var data []byte
+		if m.len > 0 {
+			data = unsafe.Slice((*byte)(unsafe.Pointer(m.data)), int(m.len))
+		}
+		slot, gen := uint32(m.slot), uint32(m.gen)
+		if slot == math.MaxUint32 {
+			e.control(int(m.kind), int(m.flags), bytes.Clone(data))
+			continue
+		}
+		r := e.request(slot, gen)
+		if r == nil {
+			continue
+		}
+		if !r.inline {
+			e.deliver(slot, gen, Msg{Kind: int(m.kind), Flags: int(m.flags), Data: bytes.Clone(data)})
+			continue
+		}
+		fn(r, Msg{Kind: int(m.kind), Flags: int(m.flags), Data: data})
+		if int(m.kind) == CDone {
+			e.ended1()
+			r.release()
+		}
+	}
+}
+
+// Watch has the loop watch fd for reading, writing, both or neither; the
+// inline front end, on the loop's thread.
+func (e *Executor) Watch(fd int, read, write bool) error {
+	var what C.int
+	if read {
+		what |= C.M0_W_READ
+	}
+	if write {
+		what |= C.M0_W_WRITE
+	}
+	if C.m0_asgi_watch(e.id, C.int(fd), what) != 0 {
+		return errors.New("cpython: the loop refused to watch a descriptor")
+	}
+	return nil
+}
+
+// Later has the loop call the front end's Batch once it has run the
+// callbacks of this turn; the inline front end, on the loop's thread.
+func (e *Executor) Later() error {
+	if C.m0_asgi_later(e.id) != 0 {
+		return errors.New("cpython: the loop refused a callback")
+	}
+	return nil
+}
