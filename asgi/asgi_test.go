@@ -104,7 +104,7 @@ func run(m *testing.M) int {
 		panic(err)
 	}
 	ifs := &fasthttp.Server{Handler: ih.ServeFastHTTP, MaxRequestBodySize: 16 << 20, NoDefaultServerHeader: true}
-	go ih.ServeInline(iln, ifs.ServeConn, time.Minute)
+	go ih.ServeInline(iln, ifs.ServeConn, asgi.InlineOptions{Idle: time.Minute})
 	inline = ih
 	defer iln.Close()
 	urls["inline"] = "http://" + iln.Addr().String()

@@ -190,23 +190,19 @@ func (x *exchange) part(ctx context.Context) ([]byte, error) {
 		case cpython.CBody:
 			x.resume = m.Flags&cpython.FlagWait != 0
 			last := m.Flags&cpython.FlagMore == 0
-			b := m.Data
-			if x.length >= 0 && x.sent+int64(len(b)) > x.length {
-				b = b[:x.length-x.sent]
-				x.logError("asgi: the response body is longer than the Content-Length the application named (" +
-					strconv.FormatInt(x.length, 10) + ")")
-				x.gone() // what it sends next goes nowhere
-				x.sent += int64(len(b))
+			b, fault := clip(x.length, x.sent, m.Data, last)
+			x.sent += int64(len(b))
+			if fault != "" {
+				x.logError(fault)
+				if len(b) < len(m.Data) {
+					x.gone() // cut: what it sends next goes nowhere
+				} else {
+					x.ended = true // short
+				}
 				return b, errCut
 			}
-			x.sent += int64(len(b))
 			if last {
 				x.ended = true
-				if x.length >= 0 && x.sent < x.length {
-					x.logError("asgi: the response body is shorter than the Content-Length the application named (" +
-						strconv.FormatInt(x.length, 10) + ")")
-					return b, errCut
-				}
 				if len(b) == 0 {
 					return nil, io.EOF
 				}
@@ -225,6 +221,25 @@ func (x *exchange) part(ctx context.Context) ([]byte, error) {
 		}
 	}
 	return nil, io.EOF
+}
+
+// clip holds a part b of a stream to the length the application named
+// (length, -1 for none), sent bytes having gone before it, last whether it
+// is the stream's end: what to send of it, and the error to log when the
+// body goes past that length (it is cut there) or ends short of it; either
+// way the connection ends after it. The one rule of both front ends.
+func clip(length, sent int64, b []byte, last bool) ([]byte, string) {
+	switch {
+	case length < 0:
+		return b, ""
+	case sent+int64(len(b)) > length:
+		return b[:length-sent], "asgi: the response body is longer than the Content-Length the application named (" +
+			strconv.FormatInt(length, 10) + ")"
+	case last && sent+int64(len(b)) < length:
+		return b, "asgi: the response body is shorter than the Content-Length the application named (" +
+			strconv.FormatInt(length, 10) + ")"
+	}
+	return b, ""
 }
 
 // gone tells the application its client has left: the stream is over.

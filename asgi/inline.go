@@ -49,21 +49,39 @@ const inlineBody = chunkSize
 // bounds fasthttp's.
 const inlineHead = 16 << 10
 
+// InlineOptions configure ServeInline.
+type InlineOptions struct {
+	// Idle closes a connection with no request in flight that has not
+	// completed one for this long (m0serve's --idle-timeout); zero never.
+	Idle time.Duration
+	// MaxRequests closes a connection once it has been answered this many
+	// requests (--max-keepalive-requests); zero never.
+	MaxRequests int
+	// Claimed reports whether the server answers a path itself (a static
+	// directory, a health check): its request is handed off, to the
+	// handler that does.
+	Claimed func(path []byte) bool
+	// Served is called for each request served inline (--max-requests
+	// counts them).
+	Served func()
+}
+
 // Inline is the inline front end of a Handler made with Options.Inline.
 type Inline struct {
 	h     *Handler
 	ex    *cpython.Executor
 	serve func(net.Conn) error // the fasthttp front end, for a connection handed off
+	opts  InlineOptions
 
 	// Between the accepting goroutine and the loop's thread.
 	mu      sync.Mutex
 	adopted map[int]net.Conn // accepted, posted, not yet taken by the loop
 	closed  chan struct{}    // closed once draining and no connection is left
-	idle    time.Duration
 
 	// The loop's thread's alone.
 	conns    map[int]*iconn
-	pend     []*ireq // read this turn, started at its end
+	pend     []*ireq  // read this turn, started at its end
+	dirty    []*iconn // with answers to write, in Answers
 	sched    bool
 	draining bool
 	sc       scope
@@ -72,33 +90,40 @@ type Inline struct {
 }
 
 type iconn struct {
-	nc     net.Conn
-	fd     int
-	client netip.AddrPort
-	server netip.AddrPort
-	rbuf   []byte
-	wbuf   []byte  // written in part: the rest waits for the descriptor to be writable
-	q      []*ireq // in flight, in order of arrival
-	eof    bool    // the client has closed its side
-	last   bool    // close once what is in flight is written
-	seen   time.Time
+	nc      net.Conn
+	fd      int
+	client  netip.AddrPort
+	server  netip.AddrPort
+	rbuf    []byte
+	wbuf    []byte    // written in part: the rest waits for the descriptor to be writable
+	q       []*ireq   // in flight, in order of arrival
+	eof     bool      // the client has closed its side
+	last    bool      // close once what is in flight is written
+	seen    time.Time // accepted, or a request answered: an idle connection's age
+	served  int       // requests answered
+	writing bool      // watched for writing (and not reading) until wbuf is out
 }
 
 type ireq struct {
-	c      *iconn
-	r      *cpython.Request
-	scope  []byte
-	method string
-	path   string
-	head   bool
-	status int
-	hdr    []byte
-	out    []byte // what is ready to write, once the requests before it are written
-	sent   bool   // the head is out
-	chunk  bool   // the body is chunked
-	done   bool   // the response is whole
-	broken bool   // the response ended short: the connection closes after it
-	resume bool   // a send waits until out is written
+	c                 *iconn
+	r                 *cpython.Request
+	scope             []byte
+	method            string
+	path              string
+	head              bool
+	status            int
+	hdr               []byte
+	out               []byte   // what is ready to write, once the requests before it are written
+	sent              bool     // the head is out
+	chunk             bool     // the body is chunked
+	done              bool     // the response is whole
+	broken            bool     // the response ended short: the connection closes after it
+	resume            bool     // a send waits until out is written
+	last              bool     // the connection's last answer
+	file              *os.File // pathsend's file, sent with sendfile once out is written
+	fileOff, fileLeft int64
+	length            int64 // the length the head names, -1 for none (clip)
+	body              int64 // the body's bytes sent so far
 }
 
 func newInline(h *Handler) *Inline {
@@ -106,10 +131,10 @@ func newInline(h *Handler) *Inline {
 }
 
 // ServeInline accepts connections on ln for the inline front end, handing
-// one it does not serve to serve (a fasthttp server's ServeConn), until ln
-// fails. Idle connections (no request in flight) close after idle; zero
-// keeps them.
-func (h *Handler) ServeInline(ln net.Listener, serve func(net.Conn) error, idle time.Duration) error {
+// one it does not serve to serve (a fasthttp server's ServeConn, or what
+// feeds one), until ln fails. ln's connections must be sockets
+// (syscall.Conn); one that is not is handed to serve at once.
+func (h *Handler) ServeInline(ln net.Listener, serve func(net.Conn) error, opts InlineOptions) error {
 	in := h.inline
 	if in == nil {
 		return errors.New("asgi: ServeInline needs a handler made with Options.Inline")
@@ -117,9 +142,9 @@ func (h *Handler) ServeInline(ln net.Listener, serve func(net.Conn) error, idle 
 	if h.startErr != nil {
 		return h.startErr
 	}
-	in.serve, in.idle = serve, idle
-	if idle > 0 {
-		go in.tick(idle)
+	in.serve, in.opts = serve, opts
+	if opts.Idle > 0 {
+		go in.tick(opts.Idle)
 	}
 	for {
 		c, err := ln.Accept()
@@ -143,12 +168,14 @@ func (h *Handler) ServeInline(ln net.Listener, serve func(net.Conn) error, idle 
 	}
 }
 
-// Shutdown drains the inline connections: each closes once what is in
-// flight on it is written, an idle one at once; the next answer on a busy
-// one says Connection: close. It returns when none is left, or ctx ends.
-// The listener is the caller's to close first.
-func (in *Inline) Shutdown(ctx context.Context) error {
-	if in.ex == nil {
+// ShutdownInline drains the inline front end's connections: each closes
+// once what is in flight on it is written, an idle one at once; the next
+// answer on a busy one says Connection: close. It returns when none is
+// left, or ctx ends. The listener is the caller's to close first; the
+// handler's own drain (Drain, Shutdown) is apart from this one.
+func (h *Handler) ShutdownInline(ctx context.Context) error {
+	in := h.inline
+	if in == nil || in.ex == nil {
 		return nil
 	}
 	in.ex.Adopt(drainFD)
@@ -200,7 +227,7 @@ func (in *Inline) Adopt(fd int) {
 	case tickFD:
 		now := time.Now()
 		for _, c := range in.conns {
-			if len(c.q) == 0 && len(c.wbuf) == 0 && now.Sub(c.seen) > in.idle {
+			if len(c.q) == 0 && len(c.wbuf) == 0 && now.Sub(c.seen) > in.opts.Idle {
 				in.close(c)
 			}
 		}
@@ -243,7 +270,10 @@ func (in *Inline) close(c *iconn) {
 	in.ex.Watch(c.fd, false, false)
 	delete(in.conns, c.fd)
 	for _, q := range c.q { // the client left with these in flight
-		if !q.done {
+		if q.file != nil {
+			q.file.Close()
+		}
+		if !q.done && q.r != nil {
 			q.r.Post(cpython.ADisconnect, 0, nil)
 		}
 	}
@@ -280,7 +310,6 @@ func (in *Inline) Readable(fd int) {
 	if c == nil {
 		return
 	}
-	c.seen = time.Now()
 	for {
 		if cap(c.rbuf)-len(c.rbuf) < 2048 {
 			nb := make([]byte, len(c.rbuf), max(2*cap(c.rbuf), 4096))
@@ -314,33 +343,57 @@ func (in *Inline) Readable(fd int) {
 
 var crlf2 = []byte("\r\n\r\n")
 
+// bareLF reports whether b has an LF that no CR comes before.
+func bareLF(b []byte) bool {
+	for i := bytes.IndexByte(b, '\n'); i >= 0; {
+		if i == 0 || b[i-1] != '\r' {
+			return true
+		}
+		j := bytes.IndexByte(b[i+1:], '\n')
+		if j < 0 {
+			return false
+		}
+		i += 1 + j
+	}
+	return false
+}
+
 // parse queues every plain request whole in c's buffer, or hands c off at
 // the first that is not (the loop's thread).
 func (in *Inline) parse(c *iconn) {
-	off := 0
+	off, handed := 0, false
 	for !c.last {
 		buf := c.rbuf[off:]
 		end := bytes.Index(buf, crlf2)
-		if end < 0 {
-			if len(buf) > inlineHead {
-				off = in.handOffAt(c, off)
-				return
-			}
+		head := buf
+		if end >= 0 {
+			head = buf[:end+4]
+		}
+		if bareLF(head) || len(head) > inlineHead {
+			// A line the strict reading takes another way, or a head over
+			// its bound: the fasthttp front end's to answer.
+			in.handOffAt(c, off)
+			handed = true
 			break
 		}
-		q, n, ok := in.plain(c, buf[:end+4], buf[end+4:])
-		if !ok {
-			in.handOffAt(c, off)
-			return
+		if end < 0 {
+			break
 		}
-		if q == nil {
-			break // the body is not all in
+		q, n, ok := in.plain(c, head, buf[end+4:])
+		if !ok || q == nil {
+			// Not plain, or a body not all in what was read: the fasthttp
+			// front end streams it, within --body-timeout.
+			in.handOffAt(c, off)
+			handed = true
+			break
 		}
 		off += n
 		c.q = append(c.q, q)
 		in.pend = append(in.pend, q)
 	}
-	c.rbuf = c.rbuf[:copy(c.rbuf, c.rbuf[off:])]
+	if !handed {
+		c.rbuf = c.rbuf[:copy(c.rbuf, c.rbuf[off:])]
+	}
 	if len(in.pend) > 0 && !in.sched && in.ex.Later() == nil {
 		in.sched = true
 	}
@@ -348,7 +401,7 @@ func (in *Inline) parse(c *iconn) {
 
 // handOffAt hands c off with its buffer from off, once what is in flight
 // on it is answered: the fasthttp front end then owns the connection.
-func (in *Inline) handOffAt(c *iconn, off int) int {
+func (in *Inline) handOffAt(c *iconn, off int) {
 	c.rbuf = c.rbuf[:copy(c.rbuf, c.rbuf[off:])]
 	if len(c.q) == 0 && len(c.wbuf) == 0 {
 		in.handOff(c)
@@ -356,7 +409,6 @@ func (in *Inline) handOffAt(c *iconn, off int) int {
 		c.last = true // handed off once written (write)
 		c.q = append(c.q, &ireq{c: c, done: true, method: handOffMark})
 	}
-	return 0
 }
 
 // handOffMark marks the place in a connection's queue where it is handed
@@ -368,9 +420,6 @@ const handOffMark = "\x00handoff"
 // whole body: ok false means the fasthttp front end is to read it; q nil
 // with ok, that its body is not all in yet.
 func (in *Inline) plain(c *iconn, head, rest []byte) (q *ireq, n int, ok bool) {
-	if bytes.Count(head, []byte("\n")) != bytes.Count(head, []byte("\r\n")) {
-		return nil, 0, false // a bare LF: the strict reading refuses it there
-	}
 	fr, rej := strict.CheckHead(head)
 	if rej != nil || fr.Chunked || fr.Upgrade {
 		return nil, 0, false
@@ -378,7 +427,7 @@ func (in *Inline) plain(c *iconn, head, rest []byte) (q *ireq, n int, ok bool) {
 	line, hdrs, _ := bytes.Cut(head[:len(head)-4], []byte("\r\n"))
 	method, line, _ := bytes.Cut(line, []byte(" "))
 	target, proto, _ := bytes.Cut(line, []byte(" "))
-	if string(proto) != "HTTP/1.1" || len(target) == 0 || target[0] != '/' {
+	if string(proto) != "HTTP/1.1" || len(target) == 0 || target[0] != '/' || bytes.IndexByte(target, '#') >= 0 {
 		return nil, 0, false // HTTP/1.0's keep-alive, an absolute or asterisk target
 	}
 	plain, closing := true, false
@@ -404,8 +453,11 @@ func (in *Inline) plain(c *iconn, head, rest []byte) (q *ireq, n int, ok bool) {
 	if int64(len(rest)) < length {
 		return nil, 0, true
 	}
-	body := rest[:length]
 	path, query, _ := bytes.Cut(target, []byte("?"))
+	if in.opts.Claimed != nil && in.opts.Claimed(path) {
+		return nil, 0, false // the server answers it, in front of the application
+	}
+	body := rest[:length]
 	in.sc.begin(true, c.client, c.server)
 	in.sc.str(method)
 	in.sc.target(path, query)
@@ -415,8 +467,9 @@ func (in *Inline) plain(c *iconn, head, rest []byte) (q *ireq, n int, ok bool) {
 	rawHeaders(hdrs, in.sc.header)
 	q = &ireq{c: c, method: string(method), path: string(path), head: string(method) == http.MethodHead}
 	q.scope = append([]byte(nil), in.sc.end(body)...)
-	if closing {
-		c.last = true // its answer is the connection's last
+	c.served++
+	if closing || (in.opts.MaxRequests > 0 && c.served >= in.opts.MaxRequests) {
+		c.last, q.last = true, true // its answer is the connection's last
 	}
 	return q, len(head) + int(length), true
 }
@@ -432,6 +485,9 @@ func (in *Inline) Batch() {
 		q.r = in.ex.StartNow(q.scope)
 		q.r.Tag = q
 		q.scope = nil
+		if in.opts.Served != nil {
+			in.opts.Served()
+		}
 	}
 	clear(in.pend)
 	in.pend = in.pend[:0]
@@ -441,18 +497,20 @@ func (in *Inline) Batch() {
 // Answers takes what the application sent and writes it (the loop's
 // thread).
 func (in *Inline) Answers() {
-	var dirty []*iconn
-	in.ex.TakeNow(func(r *cpython.Request, m cpython.Msg) {
-		q, _ := r.Tag.(*ireq)
-		if q == nil {
-			return
-		}
-		if in.answer(q, m) {
-			dirty = append(dirty, q.c)
-		}
-	})
-	for _, c := range dirty {
+	in.ex.TakeNow(in.take)
+	for i, c := range in.dirty {
 		in.write(c)
+		in.dirty[i] = nil
+	}
+	in.dirty = in.dirty[:0]
+}
+
+// take is TakeNow's: the connections with something to write are dirty.
+func (in *Inline) take(r *cpython.Request, m cpython.Msg) {
+	if q, _ := r.Tag.(*ireq); q != nil && in.answer(q, m) {
+		if n := len(in.dirty); n == 0 || in.dirty[n-1] != q.c {
+			in.dirty = append(in.dirty, q.c)
+		}
 	}
 }
 
@@ -475,13 +533,24 @@ func (in *Inline) answer(q *ireq, m cpython.Msg) bool {
 			in.head(q, measured)
 		}
 		if !q.head && wire.BodyAllowed(q.status) && q.status != http.StatusNotModified {
-			if q.chunk && len(m.Data) > 0 {
-				q.out = strconv.AppendInt(q.out, int64(len(m.Data)), 16)
+			b, fault := clip(q.length, q.body, m.Data, !more)
+			q.body += int64(len(b))
+			if q.chunk && len(b) > 0 {
+				q.out = strconv.AppendInt(q.out, int64(len(b)), 16)
 				q.out = append(q.out, "\r\n"...)
-				q.out = append(q.out, m.Data...)
+				q.out = append(q.out, b...)
 				q.out = append(q.out, "\r\n"...)
 			} else if !q.chunk {
-				q.out = append(q.out, m.Data...)
+				q.out = append(q.out, b...)
+			}
+			if fault != "" { // the connection ends after what was sent
+				in.h.logError(q.method, q.path, fault)
+				if more {
+					q.r.Post(cpython.ADisconnect, 0, nil)
+				}
+				q.broken, q.done = true, true
+				q.r.Done()
+				return true
 			}
 		}
 		if more && (q.head || !wire.BodyAllowed(q.status) || q.status == http.StatusNotModified) {
@@ -503,15 +572,24 @@ func (in *Inline) answer(q *ireq, m cpython.Msg) bool {
 		if q.done {
 			return false
 		}
-		b, err := os.ReadFile(string(m.Data))
+		f, err := os.Open(string(m.Data))
+		var fi os.FileInfo
+		if err == nil {
+			if fi, err = f.Stat(); err != nil {
+				f.Close()
+			}
+		}
 		if err != nil {
 			in.h.logError(q.method, q.path, "asgi: http.response.pathsend: "+err.Error())
 			in.refuse(q, http.StatusInternalServerError)
-			return true
-		}
-		in.head(q, int64(len(b)))
-		if !q.head {
-			q.out = append(q.out, b...)
+		} else {
+			q.hdr = dropLength(q.hdr) // the file's size, whatever the application named
+			in.head(q, fi.Size())
+			if send := !q.head && wire.BodyAllowed(q.status) && q.status != http.StatusNotModified; send && fi.Size() > 0 {
+				q.file, q.fileLeft = f, fi.Size()
+			} else {
+				f.Close()
+			}
 		}
 		q.done = true
 		q.r.Done()
@@ -552,12 +630,22 @@ func (in *Inline) head(q *ireq, measured int64) {
 	b = append(b, in.now()...)
 	b = append(b, "\r\n"...)
 	named = eachHeader(q.hdr, func(name, value []byte) {
+		switch {
+		case wire.EqualFold(name, "Date"):
+			return // the server's, as under fasthttp
+		case wire.EqualFold(name, "Connection") && bytes.Contains(bytes.ToLower(value), []byte("close")):
+			q.last = true // the application ends the connection with its answer
+		}
 		b = append(b, name...)
 		b = append(b, ": "...)
 		b = append(b, value...)
 		b = append(b, "\r\n"...)
 	})
 	length, _ := wire.Length(q.head, q.status, named, measured)
+	q.length = -1
+	if measured < 0 {
+		q.length = length // a stream is held to the length named
+	}
 	switch {
 	case length >= 0:
 		b = append(b, "Content-Length: "...)
@@ -567,11 +655,37 @@ func (in *Inline) head(q *ireq, measured int64) {
 		b = append(b, "Transfer-Encoding: chunked\r\n"...)
 		q.chunk = true
 	}
-	if in.draining || q.c.last {
+	if measured < 0 && length >= 0 && !q.head && wire.BodyAllowed(q.status) && q.status != http.StatusNotModified {
+		q.last = true // a stream of a length named ends its connection, as under fasthttp
+	}
+	if in.draining {
+		q.last = true
+	}
+	if q.last && !closes(q.hdr) {
 		b = append(b, "Connection: close\r\n"...)
 	}
 	q.out = append(b, "\r\n"...)
 	q.sent = true
+}
+
+// closes reports whether a packed head says Connection: close.
+func closes(hdr []byte) bool {
+	found := false
+	wire.EachPacked(hdr, func(name, value []byte) {
+		found = found || wire.EqualFold(name, "Connection") && bytes.Contains(bytes.ToLower(value), []byte("close"))
+	})
+	return found
+}
+
+// dropLength is a packed head without its Content-Length.
+func dropLength(hdr []byte) []byte {
+	var out []byte
+	wire.EachPacked(hdr, func(name, value []byte) {
+		if !wire.EqualFold(name, "Content-Length") {
+			out = appendPacked(out, string(name), string(value))
+		}
+	})
+	return out
 }
 
 // refuse answers q with the server's own error.
@@ -597,59 +711,120 @@ func appendPacked(b []byte, name, value string) []byte {
 // write sends what c's requests have ready, in order; what the socket
 // does not take waits for it to be writable (the loop's thread).
 func (in *Inline) write(c *iconn) {
-	if in.conns[c.fd] != c {
+	for in.conns[c.fd] == c {
+		handOff := in.gather(c)
+		if !in.flush(c) {
+			return
+		}
+		if len(c.q) > 0 && c.q[0].file != nil && c.q[0].done {
+			if !in.sendFile(c, c.q[0]) {
+				return
+			}
+			continue // the file is out: the requests after it are next
+		}
+		if c.writing {
+			c.writing = false
+			in.ex.Watch(c.fd, true, false)
+		}
+		for _, q := range c.q {
+			if q.resume {
+				q.resume = false
+				q.r.Post(cpython.AResume, 0, nil)
+			}
+		}
+		switch {
+		case handOff:
+			in.handOff(c)
+		case c.last && len(c.q) == 0:
+			in.close(c)
+		case len(c.rbuf) > 0 && !c.last:
+			in.parse(c) // pipelined requests held while writing
+		}
 		return
 	}
-	handOff := false
+}
+
+// gather moves what c's requests have ready into its buffer, in order,
+// and lets go of those answered whole, up to a file still to send. It
+// reports whether the connection is to be handed off once written.
+func (in *Inline) gather(c *iconn) (handOff bool) {
 	for len(c.q) > 0 {
 		q := c.q[0]
 		if q.method == handOffMark {
 			c.q = c.q[1:]
-			handOff = true
-			break
+			return true
 		}
 		c.wbuf = append(c.wbuf, q.out...)
 		q.out = q.out[:0]
-		if !q.done {
-			break
+		if !q.done || q.file != nil {
+			return false
 		}
 		c.q[0] = nil
 		c.q = c.q[1:]
-		if q.broken {
+		c.seen = time.Now()
+		if q.broken || q.last { // the connection ends after it: what came after it is not answered
 			c.last = true
+			for _, later := range c.q {
+				if !later.done && later.r != nil {
+					later.r.Post(cpython.ADisconnect, 0, nil)
+				}
+			}
 			c.q = nil
 		}
 	}
+	return false
+}
+
+// flush writes c's buffer; false when the socket is full (c is then
+// watched for writing, and not read meanwhile) or failed (c is closed).
+func (in *Inline) flush(c *iconn) bool {
 	for len(c.wbuf) > 0 {
 		n, err := unix.Write(c.fd, c.wbuf)
 		if err == unix.EINTR {
 			continue
 		}
 		if err == unix.EAGAIN {
-			in.ex.Watch(c.fd, !c.last, true)
-			return
+			in.wait(c)
+			return false
 		}
 		if err != nil {
 			in.close(c)
-			return
+			return false
 		}
 		c.wbuf = c.wbuf[:copy(c.wbuf, c.wbuf[n:])]
 	}
-	in.ex.Watch(c.fd, true, false)
-	for _, q := range c.q {
-		if q.resume {
-			q.resume = false
-			q.r.Post(cpython.AResume, 0, nil)
+	return true
+}
+
+// wait has c watched for writing, and not for reading, until it is.
+func (in *Inline) wait(c *iconn) {
+	if !c.writing {
+		c.writing = true
+		in.ex.Watch(c.fd, false, true)
+	}
+}
+
+// sendFile sends the rest of q's file with sendfile; false when the socket
+// is full or failed, as flush.
+func (in *Inline) sendFile(c *iconn, q *ireq) bool {
+	for q.fileLeft > 0 {
+		n, err := unix.Sendfile(c.fd, int(q.file.Fd()), &q.fileOff, int(min(q.fileLeft, 1<<30)))
+		if err == unix.EINTR {
+			continue
 		}
+		if err == unix.EAGAIN {
+			in.wait(c)
+			return false
+		}
+		if err != nil || n == 0 { // the file shrank, or the client left
+			q.broken = true
+			break
+		}
+		q.fileLeft -= int64(n)
 	}
-	switch {
-	case handOff:
-		in.handOff(c)
-	case c.last && len(c.q) == 0:
-		in.close(c)
-	case len(c.rbuf) > 0 && !c.last:
-		in.parse(c) // pipelined requests held while writing
-	}
+	q.file.Close()
+	q.file = nil
+	return true
 }
 
 // Writable writes what waited (the loop's thread).

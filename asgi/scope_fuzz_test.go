@@ -91,7 +91,7 @@ func FuzzScope(f *testing.F) {
 		f.Fatal(err)
 	}
 	ifs := front.FastServer(ih, front.Limits{})
-	go ih.ServeInline(iln, ifs.ServeConn, time.Minute)
+	go ih.ServeInline(iln, ifs.ServeConn, asgi.InlineOptions{Idle: time.Minute})
 	f.Cleanup(func() { iln.Close() })
 	servers := map[string]string{"net/http": strings.TrimPrefix(ns.URL, "http://"), "fasthttp": ln.Addr().String(),
 		"inline": iln.Addr().String()}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/m0serve/m0/asgi"
 	"net/http"
 	"time"
 
@@ -78,8 +79,9 @@ type Loop struct {
 	// Drain is stopped in order after the listener, within DrainTimeout.
 	Drain []Shutdowner
 
-	pool  *wsgi.Pool // the WSGI bridges' pool, shared by the loop's (Bridge)
-	holds bool       // Bridge put the held streams where they belong
+	pool   *wsgi.Pool    // the WSGI bridges' pool, shared by the loop's (Bridge)
+	holds  bool          // Bridge put the held streams where they belong
+	inline *asgi.Handler // the executor whose inline front end serves the loop (M0_INVERTED)
 }
 
 // Producer is work on a cadence, off the request path. One runs, on a

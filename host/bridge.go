@@ -66,6 +66,9 @@ func (c Context) Bridge(app *m0.App, prefix string) http.Handler {
 		return b
 	case "executor":
 		x := asgi.New(app, ASGIOptions(cfg, prefix))
+		if cfg.Inverted && prefix == "" {
+			c.loop.inline = x
+		}
 		c.Ready(func(ctx context.Context) error { return lifespanErr(x.Startup(ctx)) })
 		c.Drain(x)
 		return x
@@ -165,10 +168,12 @@ func (c *Config) PoolSize() (n int, auto bool) {
 }
 
 // ASGIOptions are the ASGI executor's options for an application served
-// under prefix with the configuration c: --loop, --max-body, and
-// --idle-timeout as the wait for a client's WebSocket close.
+// under prefix with the configuration c: --loop, --max-body,
+// --idle-timeout as the wait for a client's WebSocket close, and
+// M0_INVERTED for the one application at the root.
 func ASGIOptions(c *Config, prefix string) *asgi.Options {
-	return &asgi.Options{Loop: c.Loop, MaxBody: wire.Off(c.MaxBody), CloseTimeout: wire.Off(c.IdleTimeout), RootPath: prefix}
+	return &asgi.Options{Loop: c.Loop, MaxBody: wire.Off(c.MaxBody), CloseTimeout: wire.Off(c.IdleTimeout), RootPath: prefix,
+		Inline: c.Inverted && prefix == ""}
 }
 
 // BufferedOptions are the buffered ASGI path's options under prefix with

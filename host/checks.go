@@ -113,6 +113,26 @@ func configChecks(c *Config) []Check {
 			fmt.Sprintf("--static %s=%s: %s is not a directory this process can open", m.Prefix, m.Dir, m.Dir),
 			"name a directory that exists, relative to the working directory or absolute")
 	}
+	if c.Inverted {
+		var beside []string
+		for _, f := range []struct {
+			set  bool
+			flag string
+		}{
+			{c.Realtime, "--realtime"}, {len(c.Mounts) > 0, "--mount"}, {c.Threads > 1, "--threads"},
+			{c.Interpreters > 0, "--interpreters"}, {c.ASGIBuffered(), "--blocking-threads"},
+			{c.Metrics, "--metrics"}, {c.accessLogged(), "--access-log"}, {c.LimitConcurrency > 0, "--limit-concurrency"},
+		} {
+			if f.set {
+				beside = append(beside, f.flag)
+			}
+		}
+		list := strings.Join(beside, ", ")
+		add("inverted", len(beside) == 0,
+			"M0_INVERTED=1 beside "+list+": the inverted loop serves one unmounted ASGI application on the executor, "+
+				"and its requests pass no middleware that counts, logs or bounds every request",
+			"unset M0_INVERTED, or leave out "+list)
+	}
 	add("health-path", !(c.Metrics && c.HealthPath == observe.MetricsPath),
 		fmt.Sprintf("--health-path %s is the path --metrics answers", c.HealthPath),
 		"pass another --health-path")

@@ -99,6 +99,9 @@ type Config struct {
 	// NoHandoff keeps every connection on the worker that accepted it
 	// (M0_HANDOFF=0), to measure what the handoff does.
 	NoHandoff bool
+	// Inverted runs the ASGI application's network on its event loop's
+	// thread (M0_INVERTED=1): asgi.Options.Inline, docs/asgi.md.
+	Inverted bool
 	// AppTick is the wait between a producer's steps, in place of what
 	// its Step returns (M0_APP_TICK_MS); 0 leaves it to the producer.
 	AppTick time.Duration

@@ -183,6 +183,9 @@ func newReport(p *Plan, getenv func(string) string) *doctorReport {
 		if !c.ASGIBuffered() {
 			r.Topology["asgi_path"] = "executor"
 			r.Topology["loop"] = "pump"
+			if c.Inverted {
+				r.Topology["loop"] = "inverted"
+			}
 			r.Topology["event_loop"] = nilIfEmpty(p.EventLoop)
 			r.Topology["eager_tasks"] = p.python != nil && p.python.AtLeast(3, 12)
 			if alone {

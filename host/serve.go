@@ -199,7 +199,15 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 		fan = front.Fan(ln, len(loops))
 	}
 	for i, l := range loops {
-		servers[i] = front.New(l.Handler, cfg.limits())
+		if l.inline != nil {
+			var count func()
+			if requests != nil {
+				count = requests.count
+			}
+			servers[i] = newInlineServer(l, cfg, count)
+		} else {
+			servers[i] = front.New(l.Handler, cfg.limits())
+		}
 		var lln net.Listener = ln
 		if fan != nil {
 			lln = fan[i]

@@ -18,11 +18,7 @@ import (
 
 // notBuilt says, per variable of a feature this build does not have, why
 // not and what to run instead: the fix of its refusal.
-var notBuilt = map[string]string{
-	"M0_INVERTED": "a prototype measured 1.2x the default on one CPU at 64 connections and 1.5x at one, so it " +
-		"is being built, and until then the default serves, the loop beside the server on two threads; see " +
-		"docs/asgi.md",
-}
+var notBuilt = map[string]string{}
 
 // flaglessEnv are the variables without a flag: each one's default, the
 // feature it belongs to, and how it is read; one without a reader belongs
@@ -75,7 +71,17 @@ var flaglessEnv = []struct {
 		c.GrantCookie = v
 		return nil
 	}},
-	{"M0_INVERTED", "0", "the inverted ASGI loop (the event loop and the server on one thread)", nil},
+	{"M0_INVERTED", "0", "the inverted ASGI loop (the event loop and the server on one thread)", func(c *Config, v string) error {
+		switch v {
+		case "1":
+			c.Inverted = true
+		case "0":
+			c.Inverted = false
+		default:
+			return fmt.Errorf("want 1 or 0, not %q", v)
+		}
+		return nil
+	}},
 	{"M0_HANDOFF", "1", "--workers", func(c *Config, v string) error {
 		switch v {
 		case "1":

@@ -33,7 +33,7 @@ READY_RE = re.compile(
     r"^🔥 m0serve: (?P<spec>\S+) on http://(?P<host>\[[^\]]+\]|[^:/\s]+):(?P<port>\d+) "
     r"\(protocol=(?P<protocol>(?:wsgi|asgi|hold|go)(?:\+(?:wsgi|asgi|hold))*) workers=1(?: threads=\d+)?\)"
     r"(?: blocking-threads=(?P<threads>\d+)(?P<auto> \(auto\))?)?"
-    r"(?: loop=pump event-loop=(?P<loop>uvloop|asyncio))?$"
+    r"(?: loop=(?:pump|inverted) event-loop=(?P<loop>uvloop|asyncio))?$"
 )
 RECORD_START = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d [A-Z]+ ")
 WORKER_RE = re.compile(r"^\[worker 0\] pid=(?P<pid>\d+) armed for a graceful stop$")
@@ -64,6 +64,14 @@ NEEDS_GIL = ("needs a GIL build: m0serve refuses an ASGI application on a free-t
 # What m0serve's refusal of an ASGI application on such a build says.
 ASGI_REFUSED = "is an ASGI application, and "
 ASGI_PANIC = "needs a GIL build of CPython, and the one loaded is free-threaded"
+
+# scripts/test runs the ASGI modules a second time with M0_INVERTED=1 in
+# the environment of every server (the inverted loop, docs/asgi.md): a
+# server the inverted loop does not serve (a WSGI application, a mount,
+# --metrics, ...) is refused with 78, which test_inverted.py checks; here
+# its test is skipped.
+INVERTED = os.environ.get("M0_INVERTED") == "1"
+INVERTED_REFUSED = "M0_INVERTED=1 "
 
 
 # scripts/test runs the suite once per CPython. What a module marked `once`
@@ -340,6 +348,9 @@ class Server:
             if self.proc.poll() is not None:
                 refused = ((self.proc.returncode == 78 and ASGI_REFUSED in self.stderr)
                            or ASGI_PANIC in self.stderr)  # a Go program's asgi.New
+                if INVERTED and self.proc.returncode == 78 and INVERTED_REFUSED in self.stderr:
+                    self.returncode = 78
+                    pytest.skip("not served by the inverted loop (M0_INVERTED=1)")
                 if FREE_THREADED and refused:
                     # A test that serves an ASGI application among others
                     # (a parameter, a mount, a Go program's): the refusal

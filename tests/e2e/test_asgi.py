@@ -16,7 +16,7 @@ import httpx
 import pytest
 import requests
 
-from conftest import APPS, FRONT_ENDS, HOST, HTTP_TIMEOUT, READY_PREFIX, READY_RE, RawReader, http_request, \
+from conftest import APPS, FRONT_ENDS, HOST, INVERTED, HTTP_TIMEOUT, READY_PREFIX, READY_RE, RawReader, http_request, \
     read_response, serve_on, wait_until
 
 # Every test here serves an ASGI application: a free-threaded build refuses it.
@@ -45,8 +45,9 @@ def pattern(n):
 
 
 def test_banner_names_asgi_and_the_event_loop(server):
+    loop = "inverted" if INVERTED else "pump"
     assert server.ready_line == (f"🔥 m0serve: asgi_raw:application on http://{HOST}:{server.port} "
-                                 f"(protocol=asgi workers=1) loop=pump event-loop=uvloop")
+                                 f"(protocol=asgi workers=1) loop={loop} event-loop=uvloop")
     # The banner tells the truth about the loop the application runs on.
     assert server.get("/loop").text == "uvloop"
 

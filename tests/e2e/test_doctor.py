@@ -73,7 +73,8 @@ CASES = {
     "asgi app, buffered": (["--blocking-threads", "2", "--app-dir", str(DISCOVERY), "asgimod"], {}),
     "asgi app, loop asyncio": (["--app-dir", str(DISCOVERY), "asgimod"], {"M0_LOOP": "asyncio"}),
     "asgi app, loop unknown": (["--loop", "trio", "--app-dir", str(DISCOVERY), "asgimod"], {}),
-    "inverted loop not built": (["--app-dir", str(DISCOVERY), "asgimod"], {"M0_INVERTED": "1"}),
+    "inverted loop": (["--app-dir", str(DISCOVERY), "asgimod"], {"M0_INVERTED": "1"}),
+    "inverted loop, a wsgi app": (["--app-dir", str(DISCOVERY), "modapp"], {"M0_INVERTED": "1"}),
     "static dir missing": (["--static", "/s=/nonexistent/dir", "--app-dir", str(DISCOVERY), "modapp"], {}),
     "static dir": (["--static", f"/s={DISCOVERY}", "--app-dir", str(DISCOVERY), "modapp"], {}),
 }
@@ -83,7 +84,7 @@ WANT = {
     "pg-listen without realtime": 78, "pg-listen unreachable": 78, "replay frames over the cap": 78,
     "import fails": 1, "no such module": 1, "no libpython": 78,
     "asgi app": 0, "asgi app, buffered": 0, "asgi app, loop asyncio": 0, "asgi app, loop unknown": 2,
-    "inverted loop not built": 78, "static dir missing": 78, "static dir": 0,
+    "inverted loop": 0, "inverted loop, a wsgi app": 78, "static dir missing": 78, "static dir": 0,
 }
 
 
@@ -222,16 +223,19 @@ def test_seed_library_variable_refused_by_its_name():
 
 
 def test_inverted_loop_refusal_says_why():
-    """M0_INVERTED=1 is refused with 78 naming what it measured and where
-    the figures are, from the doctor and from serving alike."""
+    """M0_INVERTED=1 beside what the inverted loop does not serve is refused
+    with 78 naming it, from the doctor and from serving alike; served, the
+    doctor's topology says loop: inverted."""
     env = {"M0_INVERTED": "1"}
-    args = ["--app-dir", str(DISCOVERY), "asgimod"]
+    args = ["--metrics", "--app-dir", str(DISCOVERY), "asgimod"]
     report, code = doctor(args, env)
     failed = [c for c in report["checks"] if not c["ok"]]
-    assert code == 78 and [c["name"] for c in failed] == ["M0_INVERTED"], report["checks"]
-    assert "does not build" in failed[0]["detail"], failed[0]
-    assert "unset M0_INVERTED" in failed[0]["fix"] and "docs/asgi.md" in failed[0]["fix"], failed[0]
+    assert code == 78 and [c["name"] for c in failed] == ["inverted"], report["checks"]
+    assert "--metrics" in failed[0]["detail"], failed[0]
+    assert "unset M0_INVERTED" in failed[0]["fix"], failed[0]
     proc = run(args, env)
     assert proc.returncode == 78, proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
-    assert "M0_INVERTED=1" in line and "being built" in line and "docs/asgi.md" in line, proc.stderr
+    assert "M0_INVERTED=1 beside --metrics" in line, proc.stderr
+    report, code = doctor(["--app-dir", str(DISCOVERY), "asgimod"], env)
+    assert code == 0 and report["topology"]["loop"] == "inverted", report["topology"]

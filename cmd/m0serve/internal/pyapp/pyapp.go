@@ -141,6 +141,28 @@ func (a *App) Check(p *host.Plan) {
 		}
 	}
 	a.checkPoolBounds(p)
+	a.checkInverted(p)
+}
+
+// checkInverted refuses M0_INVERTED=1 but for one unmounted ASGI
+// application on the executor: the inverted loop is that executor's.
+func (a *App) checkInverted(p *host.Plan) {
+	c := p.Config
+	if !c.Inverted {
+		return
+	}
+	ok := len(a.apps) == 1 && a.apps[0].prefix == "" && a.apps[0].app != nil && a.apps[0].mode(c) == "executor"
+	ch := host.Check{Name: "inverted", OK: ok}
+	if !ok {
+		what := "mounts"
+		if len(a.apps) == 1 && a.apps[0].app != nil {
+			what = a.apps[0].app.Spec + ", a " + a.apps[0].protocol() + " application on the " + a.apps[0].mode(c)
+		}
+		ch.Exit = host.ExitConfig
+		ch.Detail = "M0_INVERTED=1 serves one unmounted ASGI application on the executor, not " + what
+		ch.Fix = "unset M0_INVERTED"
+	}
+	p.Checks = append(p.Checks, ch)
 }
 
 // checkPoolBounds refuses --max-queue-wait and --timeout where no
@@ -310,7 +332,11 @@ func (a *App) Banner(p *host.Plan) (name, protocol, mode string) {
 // or its pool.
 func loopMode(c *host.Config, m *mounted) string {
 	if m.eventLoop != "" {
-		return "loop=pump event-loop=" + m.eventLoop
+		loop := "pump"
+		if c.Inverted {
+			loop = "inverted"
+		}
+		return "loop=" + loop + " event-loop=" + m.eventLoop
 	}
 	threads, auto := c.PoolSize()
 	s := fmt.Sprintf("blocking-threads=%d", threads)

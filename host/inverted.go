@@ -1,0 +1,120 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+
+	"github.com/m0serve/m0/asgi"
+	"github.com/m0serve/m0/internal/front"
+)
+
+// inlineServer serves a loop whose ASGI application runs inverted
+// (M0_INVERTED=1): its executor's inline front end accepts and serves the
+// plain requests on the loop's thread, and every connection it hands off
+// goes to the fasthttp front end that serves the loop otherwise, with the
+// same limits, strict reading and middleware, through handed.
+type inlineServer struct {
+	h      *asgi.Handler
+	inner  front.Server // the loop's server, on handed
+	handed *handedListener
+	opts   asgi.InlineOptions
+	mu     sync.Mutex
+	ln     net.Listener
+}
+
+func newInlineServer(l *Loop, c *Config, served func()) *inlineServer {
+	return &inlineServer{
+		h:     l.inline,
+		inner: front.New(l.Handler, c.limits()),
+		opts: asgi.InlineOptions{
+			Idle: c.IdleTimeout, MaxRequests: c.MaxKeepaliveRequests, Claimed: c.claimed, Served: served,
+		},
+	}
+}
+
+func (s *inlineServer) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	s.ln = ln
+	s.handed = newHandedListener(ln.Addr())
+	s.mu.Unlock()
+	go s.inner.Serve(s.handed)
+	return s.h.ServeInline(ln, s.handed.put, s.opts)
+}
+
+// Shutdown stops accepting, then drains the inline connections and the
+// handed ones, within ctx.
+func (s *inlineServer) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	ln := s.ln
+	s.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+	var inline error
+	done := make(chan struct{})
+	go func() {
+		inline = s.h.ShutdownInline(ctx)
+		close(done)
+	}()
+	err := s.inner.Shutdown(ctx)
+	<-done
+	return errors.Join(inline, err)
+}
+
+// claimed reports whether the server answers path itself, in front of the
+// application: --health-path, and the --static prefixes.
+func (c *Config) claimed(path []byte) bool {
+	p := string(path)
+	if c.HealthPath != "" && p == c.HealthPath {
+		return true
+	}
+	for _, d := range c.StaticDirs() {
+		if strings.HasPrefix(p, strings.TrimSuffix(d.Prefix, "/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// handedListener is a listener whose connections are those the inline
+// front end handed off.
+type handedListener struct {
+	addr   net.Addr
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newHandedListener(addr net.Addr) *handedListener {
+	return &handedListener{addr: addr, conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+// put hands c to the server; once the listener is closed, c is closed.
+func (l *handedListener) put(c net.Conn) error {
+	select {
+	case l.conns <- c:
+		return nil
+	case <-l.closed:
+		c.Close()
+		return net.ErrClosed
+	}
+}
+
+func (l *handedListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handedListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *handedListener) Addr() net.Addr { return l.addr }

@@ -1,0 +1,124 @@
+"""M0_INVERTED=1: the ASGI application's network on its event loop's thread
+(docs/asgi.md, "The inverted loop"). scripts/test also runs the ASGI
+modules a second time with it; here is what only it does: its refusals,
+its connections' limits and drain, and its hand-offs to the fasthttp front
+end, seen from a client."""
+
+import signal
+import time
+
+import pytest
+import requests
+from websockets.sync.client import connect
+
+from conftest import HOST, HTTP_TIMEOUT, READY_RE, RawReader, http_request, read_response
+
+pytestmark = pytest.mark.gil
+
+INVERTED = {"M0_INVERTED": "1"}
+
+
+def header(r, name):
+    return ",".join(v for n, v in r.headers if n.lower() == name).lower()
+
+
+def served(serve, spec="asgi_raw:application", args=(), **kwargs):
+    s = serve(spec, args=args, env=INVERTED, **kwargs)
+    m = READY_RE.match(s.ready_line)
+    assert m and m["protocol"] == "asgi" and " loop=inverted " in s.ready_line, s.ready_line
+    return s
+
+
+def test_serves_keep_alive_and_pipelined_requests(serve):
+    s = served(serve)
+    with requests.Session() as session:
+        for n in range(20):
+            r = session.get(s.url(f"/scope?n={n}"), timeout=HTTP_TIMEOUT)
+            assert r.status_code == 200 and r.json()["query_string"] == f"n={n}", r.text
+    with s.connect() as sock:
+        sock.sendall(http_request("GET", "/scope?a=1", s.port) + http_request("POST", "/echo", s.port, body=b"xyz"))
+        reader = RawReader(sock, HTTP_TIMEOUT)
+        first, second = read_response(reader), read_response(reader, "POST")
+    assert first.status == 200 and b'"a=1"' in first.body, first
+    assert second.status == 200 and second.body == b"xyz", second
+
+
+def test_what_is_not_plain_goes_to_the_fasthttp_front_end(serve):
+    """A chunked upload, an HTTP/1.0 request, a refused head and a WebSocket
+    are answered as under the default front end, on the connection handed
+    over with what was read."""
+    s = served(serve, args=("--max-body", "1m"))
+    r = s.post("/echo", data=iter([b"ab", b"cd"]))  # chunked
+    assert r.status_code == 200 and r.content == b"abcd", r
+    r = s.raw("GET", "/scope", version="HTTP/1.0")
+    assert r.status == 200, r
+    r = s.raw("GET", "/scope", headers=[("Content-Length", "1"), ("Content-Length", "2")])
+    assert r.status == 400, r
+    r = s.post("/echo", data=b"x" * (2 << 20))
+    assert r.status_code == 413, r
+    with connect(f"ws://{HOST}:{s.port}/ws/echo", open_timeout=HTTP_TIMEOUT) as ws:
+        ws.send("hello")
+        assert ws.recv(timeout=HTTP_TIMEOUT) == "hello"
+
+
+def test_an_idle_connection_closes(serve):
+    s = served(serve, args=("--idle-timeout", "1"))
+    with s.connect() as sock:
+        sock.sendall(http_request("GET", "/scope", s.port))
+        reader = RawReader(sock, HTTP_TIMEOUT)
+        assert read_response(reader).status == 200
+        assert reader.at_eof(wait=4), "the idle connection stayed open"
+
+
+def test_max_keepalive_requests(serve):
+    s = served(serve, args=("--max-keepalive-requests", "2"))
+    with s.connect() as sock:
+        reader = RawReader(sock, HTTP_TIMEOUT)
+        sock.sendall(http_request("GET", "/scope", s.port))
+        first = read_response(reader)
+        sock.sendall(http_request("GET", "/scope", s.port))
+        second = read_response(reader)
+        assert first.status == 200 and second.status == 200
+        assert header(second, "connection") == "close", second
+        assert reader.at_eof(wait=2), "the connection stayed open after its last request"
+
+
+def test_sigterm_answers_the_request_in_flight(serve):
+    s = served(serve)
+    with s.connect() as sock:
+        sock.sendall(http_request("GET", "/sleep?s=1", s.port))
+        time.sleep(0.3)  # the request is in the application
+        s.send_signal(signal.SIGTERM)
+        r = read_response(RawReader(sock, HTTP_TIMEOUT))
+    assert r.status == 200 and r.body == b"slept\n", r
+    assert header(r, "connection") == "close", r
+    assert s.wait_exit(20) == 0, s.describe()
+
+
+def test_an_application_error_is_a_500_and_one_log_line(serve):
+    s = served(serve)
+    mark = len(s.stderr)
+    r = s.get("/error/before-start")
+    assert r.status_code == 500, r
+    s.wait_for_stderr("application error", since=mark)
+    assert s.get("/scope").status_code == 200
+
+
+@pytest.mark.parametrize("args,spec,found", [
+    ((), "pep3333:application", "a wsgi application on the pool"),
+    (("--blocking-threads", "2"), "asgi_raw:application", "beside --blocking-threads"),
+    (("--realtime",), "asgi_raw:application", "beside --realtime"),
+    (("--access-log",), "asgi_raw:application", "beside --access-log"),
+    (("--limit-concurrency", "4"), "asgi_raw:application", "beside --limit-concurrency"),
+], ids=["wsgi", "buffered", "realtime", "access-log", "limit-concurrency"])
+def test_refused_where_it_does_not_serve(serve, args, spec, found):
+    s = serve(spec, args=args, env=INVERTED, wait=False)
+    rc = s.wait_exit(20)
+    assert rc == 78, s.describe()
+    assert "M0_INVERTED=1" in s.stderr and found in s.stderr and "unset M0_INVERTED" in s.stderr, s.stderr
+
+
+def test_a_value_not_1_or_0_is_ignored_with_a_note(serve):
+    """As every M0_* variable read leniently: a note, and the default."""
+    s = serve("asgi_raw:application", env={"M0_INVERTED": "yes"})
+    assert " loop=pump " in s.ready_line and "M0_INVERTED=yes" in s.stderr, s.describe()
