@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/strict"
 	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
@@ -146,10 +147,11 @@ func (h *Handler) ServeInline(ln net.Listener, serve func(net.Conn) error, opts 
 	if opts.Idle > 0 {
 		go in.tick(opts.Idle)
 	}
+	var accept sock.AcceptRetry // a failure to accept (out of descriptors) is retried, as every listener here
 	for {
-		c, err := ln.Accept()
+		c, err := accept.Accept(ln, nil)
 		if err != nil {
-			return err
+			return err // ln is closed
 		}
 		fd := -1
 		if sc, ok := c.(syscall.Conn); ok {
