@@ -203,6 +203,8 @@ func suites() []Suite {
 			},
 			Servers: []Server{
 				{Key: "m0serve", Label: "m0serve", Args: m0serveASGI},
+				// The inverted loop (docs/asgi.md): the network on the loop's thread, for one usable CPU.
+				{Key: "m0serve-inverted", Label: "m0serve (M0_INVERTED=1)", Args: m0serveASGI, Env: []string{"M0_INVERTED=1"}},
 				{Key: "uvicorn", Label: "uvicorn (uvloop, httptools)", Peer: true, Package: "uvicorn", Args: uvicorn},
 				{Key: "gunicorn-uvicorn", Label: "gunicorn + uvicorn worker", Peer: true, Package: "gunicorn", Args: gunicorn("uvicorn.workers.UvicornWorker")},
 				{Key: "granian", Label: "granian", Peer: true, Package: "granian", Args: granianASGI},
