@@ -73,7 +73,7 @@ CASES = {
     "asgi app, buffered": (["--blocking-threads", "2", "--app-dir", str(DISCOVERY), "asgimod"], {}),
     "asgi app, loop asyncio": (["--app-dir", str(DISCOVERY), "asgimod"], {"M0_LOOP": "asyncio"}),
     "asgi app, loop unknown": (["--loop", "trio", "--app-dir", str(DISCOVERY), "asgimod"], {}),
-    "inverted loop": (["--app-dir", str(DISCOVERY), "asgimod"], {"M0_INVERTED": "1"}),
+    "asgi app, inverted loop": (["--app-dir", str(DISCOVERY), "asgimod"], {"M0_INVERTED": "1"}),
     "inverted loop, a wsgi app": (["--app-dir", str(DISCOVERY), "modapp"], {"M0_INVERTED": "1"}),
     "static dir missing": (["--static", "/s=/nonexistent/dir", "--app-dir", str(DISCOVERY), "modapp"], {}),
     "static dir": (["--static", f"/s={DISCOVERY}", "--app-dir", str(DISCOVERY), "modapp"], {}),
@@ -84,7 +84,7 @@ WANT = {
     "pg-listen without realtime": 78, "pg-listen unreachable": 78, "replay frames over the cap": 78,
     "import fails": 1, "no such module": 1, "no libpython": 78,
     "asgi app": 0, "asgi app, buffered": 0, "asgi app, loop asyncio": 0, "asgi app, loop unknown": 2,
-    "inverted loop": 0, "inverted loop, a wsgi app": 78, "static dir missing": 78, "static dir": 0,
+    "asgi app, inverted loop": 0, "inverted loop, a wsgi app": 78, "static dir missing": 78, "static dir": 0,
 }
 
 
@@ -222,6 +222,7 @@ def test_seed_library_variable_refused_by_its_name():
     assert len(lines) == 1 and "MOJO_PYTHON_LIBRARY=/nonexistent/libpython3.11.so does not exist" in lines[0], lines
 
 
+@pytest.mark.gil
 def test_inverted_loop_refusal_says_why():
     """M0_INVERTED=1 beside what the inverted loop does not serve is refused
     with 78 naming it, from the doctor and from serving alike; served, the
