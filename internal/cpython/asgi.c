@@ -177,6 +177,7 @@ typedef struct {
 	int inline_fe;
 	PyObject *inline_io;  /* _m0._asgi_io bound to the id: the watch callback */
 	PyObject *inline_end; /* the same for the end of a turn (M0_I_BATCH) */
+	int in_go;            /* inside go_asgi_inline (inline_call) */
 } aexec;
 
 /* Executors by id; an id is never reused, and an executor is never freed
@@ -314,6 +315,8 @@ static void owe(aexec *ex)
 	__atomic_store_n(&ex->owe_wake, 1, __ATOMIC_RELAXED);
 }
 
+static void inline_call(aexec *ex, int op, int fd);
+
 /* pay gives the wake-up owed, if one is. The loop's thread. */
 static void pay(aexec *ex)
 {
@@ -321,7 +324,7 @@ static void pay(aexec *ex)
 		__atomic_store_n(&ex->owe_wake, 0, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&ex->wakes, 1, __ATOMIC_RELAXED);
 		if (ex->inline_fe)
-			go_asgi_inline(ex->id, M0_I_ANSWERS, -1);
+			inline_call(ex, M0_I_ANSWERS, -1);
 		else
 			wake(ex->out.wfd);
 	}
@@ -370,7 +373,7 @@ static int to_go(aexec *ex, m0_amsg m)
 		if (ex->draining_in)
 			owe(ex);
 		else if (ex->inline_fe)
-			go_asgi_inline(ex->id, M0_I_ANSWERS, -1); /* Go writes it now, on this thread */
+			inline_call(ex, M0_I_ANSWERS, -1); /* Go writes it now, on this thread */
 		else if (!defer_wake(ex))
 			wake(ex->out.wfd);
 	}
@@ -1786,7 +1789,7 @@ static PyObject *asgi_drain(PyObject *self, PyObject *id)
 			break;
 		case M0_A_CONN:
 			if (ex->inline_fe)
-				go_asgi_inline(ex->id, M0_I_ADOPT, m->flags);
+				inline_call(ex, M0_I_ADOPT, m->flags);
 			break;
 		case M0_A_DRAIN:
 			/* receive() says the client left, so a stream that listens for
@@ -1835,6 +1838,31 @@ static PyMethodDef flush_def = {"_asgi_flush", asgi_flush, METH_NOARGS, NULL};
 
 /* ---- the inline front end (M0_INVERTED) -------------------------------------- */
 
+/* inline_call calls the inline front end (go_asgi_inline) for op on fd.
+ * Go calls Python back (add_reader, call_soon) and clears what it raises,
+ * so an exception being handled here is kept aside and restored. A call
+ * that comes while Go is inside one (a message the application sends from
+ * code Go's call ran) is not made again: the message is owed, and Go takes
+ * what is owed before the outer call returns. The loop's thread, with the
+ * GIL. */
+static void inline_call(aexec *ex, int op, int fd)
+{
+	if (ex->in_go) {
+		owe(ex);
+		return;
+	}
+	PyObject *t, *v, *tb;
+	py.PyErr_Fetch(&t, &v, &tb);
+	ex->in_go = 1;
+	go_asgi_inline(ex->id, op, fd);
+	while (__atomic_load_n(&ex->owe_wake, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&ex->owe_wake, 0, __ATOMIC_RELAXED);
+		go_asgi_inline(ex->id, M0_I_ANSWERS, -1);
+	}
+	ex->in_go = 0;
+	py.PyErr_Restore(t, v, tb);
+}
+
 void m0_asgi_inline(int id)
 {
 	aexec *ex = exec_of(id);
@@ -1871,7 +1899,9 @@ static PyObject *asgi_io(PyObject *self, PyObject *args)
 	int op, fd;
 	if (!py.PyArg_ParseTuple(args, "ii", &op, &fd))
 		return NULL;
-	go_asgi_inline((int)py.PyLong_AsLong(self), op, fd);
+	aexec *ex = exec_of((int)py.PyLong_AsLong(self));
+	if (ex)
+		inline_call(ex, op, fd);
 	py.Py_IncRef(Py_None);
 	return Py_None;
 }
