@@ -135,26 +135,35 @@ func (x *exchange) decide(m cpython.Msg) reply {
 // pathSend makes the reply of http.response.pathsend: the file, opened
 // here; one that cannot be opened is a 500.
 func (x *exchange) pathSend(path string) reply {
-	f, err := os.Open(path)
-	var fi os.FileInfo
-	if err == nil {
-		if fi, err = f.Stat(); err != nil {
-			f.Close()
-		}
-	}
+	f, size, err := openPathSend(path)
 	if err != nil {
-		x.logError("asgi: http.response.pathsend: " + err.Error())
+		x.logError(err.Error())
 		return reply{kind: refuse, status: http.StatusInternalServerError}
 	}
 	rep := reply{kind: file, status: x.status, hdr: x.hdr, file: f}
 	var send bool
-	rep.length, send = wire.Length(x.head, x.status, fi.Size(), fi.Size()) // the file's size, whatever the application named
+	rep.length, send = wire.Length(x.head, x.status, size, size) // the file's size, whatever the application named
 	rep.noBody = !send
 	if rep.noBody {
 		f.Close()
 		rep.file = nil
 	}
 	return rep
+}
+
+// openPathSend opens the file of an http.response.pathsend and gives its
+// size, or the error to log (the answer is then a 500), for both front
+// ends. The length sent is the file's, whatever the application named.
+func openPathSend(path string) (*os.File, int64, error) {
+	f, err := os.Open(path)
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = f.Stat(); err == nil {
+			return f, fi.Size(), nil
+		}
+		f.Close()
+	}
+	return nil, 0, errors.New("asgi: http.response.pathsend: " + err.Error())
 }
 
 // part returns the next part of a streamed body to send: io.EOF at its

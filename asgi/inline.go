@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/front"
 	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/strict"
 	"github.com/m0serve/m0/internal/wire"
@@ -50,6 +52,10 @@ const inlineBody = chunkSize
 // bounds fasthttp's.
 const inlineHead = 16 << 10
 
+// readCap bounds what a connection to be handed off holds read: the rest
+// stays in the socket for the fasthttp front end.
+const readCap = inlineHead + inlineBody
+
 // InlineOptions configure ServeInline.
 type InlineOptions struct {
 	// Idle closes a connection with no request in flight that has not
@@ -59,9 +65,9 @@ type InlineOptions struct {
 	// requests (--max-keepalive-requests); zero never.
 	MaxRequests int
 	// Claimed reports whether the server answers a path itself (a static
-	// directory, a health check): its request is handed off, to the
-	// handler that does.
-	Claimed func(path []byte) bool
+	// directory, a health check), given as sent and decoded: its request
+	// is handed off, to the handler that does.
+	Claimed func(raw, decoded string) bool
 	// Served is called for each request served inline (--max-requests
 	// counts them).
 	Served func()
@@ -86,23 +92,27 @@ type Inline struct {
 	sched    bool
 	draining bool
 	sc       scope
+	decoded  []byte // a path decoded for Claimed
 	date     []byte
 	dateAt   int64
 }
 
 type iconn struct {
-	nc      net.Conn
-	fd      int
-	client  netip.AddrPort
-	server  netip.AddrPort
-	rbuf    []byte
-	wbuf    []byte    // written in part: the rest waits for the descriptor to be writable
-	q       []*ireq   // in flight, in order of arrival
-	eof     bool      // the client has closed its side
-	last    bool      // close once what is in flight is written
-	seen    time.Time // accepted, or a request answered: an idle connection's age
-	served  int       // requests answered
-	writing bool      // watched for writing (and not reading) until wbuf is out
+	nc       net.Conn
+	fd       int
+	client   netip.AddrPort
+	server   netip.AddrPort
+	rbuf     []byte
+	wbuf     []byte    // written in part: the rest waits for the descriptor to be writable
+	q        []*ireq   // in flight, in order of arrival
+	eof      bool      // the client has closed its side: nothing more is read
+	last     bool      // no request after those in q is answered; close once they are written
+	handOff  bool      // with last: hand the connection off, with rbuf, once q is written
+	writing  bool      // a write waits for the socket (wbuf, or a file)
+	seen     time.Time // accepted, or a request answered: an idle connection's age
+	progress time.Time // the last write that sent something: a client that stops reading
+	served   int       // requests read
+	watched  int       // what the loop watches the descriptor for (watch)
 }
 
 type ireq struct {
@@ -121,6 +131,8 @@ type ireq struct {
 	broken            bool     // the response ended short: the connection closes after it
 	resume            bool     // a send waits until out is written
 	last              bool     // the connection's last answer
+	dropped           bool     // after its connection's last answer: never started
+	idle              bool     // the application waits in receive() for the client's leaving
 	file              *os.File // pathsend's file, sent with sendfile once out is written
 	fileOff, fileLeft int64
 	length            int64 // the length the head names, -1 for none (clip)
@@ -180,12 +192,21 @@ func (h *Handler) ShutdownInline(ctx context.Context) error {
 	if in == nil || in.ex == nil {
 		return nil
 	}
-	in.ex.Adopt(drainFD)
-	select {
-	case <-in.closed:
-		return nil
-	case <-ctx.Done():
-		return errors.New("asgi: inline connections still busy")
+	// As the fasthttp front end's drain: connections that carry no request
+	// close once quiet for their grace, looked at again every tick.
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		in.ex.Adopt(drainFD)
+		select {
+		case <-in.closed:
+			return nil
+		case <-in.ex.Ended():
+			return nil // the loop has stopped: nothing is served inline any more
+		case <-ctx.Done():
+			return errors.New("asgi: inline connections still busy")
+		case <-tick.C:
+		}
 	}
 }
 
@@ -217,10 +238,18 @@ func (in *Inline) Attach(e *cpython.Executor) { in.ex = e }
 func (in *Inline) Adopt(fd int) {
 	switch fd {
 	case drainFD:
+		// The answers from now on say Connection: close (head); a
+		// connection that carries no request closes once quiet for
+		// front.UnusedGrace (none sent yet) or front.KeptGrace (kept
+		// alive), as under the fasthttp front end.
 		in.draining = true
+		now := time.Now()
 		for _, c := range in.conns {
-			c.last = true
-			if len(c.q) == 0 {
+			grace := front.KeptGrace
+			if c.served == 0 {
+				grace = front.UnusedGrace
+			}
+			if in.quiet(c) && now.Sub(c.seen) > grace {
 				in.close(c)
 			}
 		}
@@ -229,7 +258,8 @@ func (in *Inline) Adopt(fd int) {
 	case tickFD:
 		now := time.Now()
 		for _, c := range in.conns {
-			if len(c.q) == 0 && len(c.wbuf) == 0 && now.Sub(c.seen) > in.opts.Idle {
+			if in.quiet(c) && now.Sub(c.seen) > in.opts.Idle ||
+				c.writing && now.Sub(c.progress) > in.opts.Idle { // a client that stopped reading
 				in.close(c)
 			}
 		}
@@ -251,7 +281,31 @@ func (in *Inline) Adopt(fd int) {
 		go in.serve(nc) // the loop would not watch it: the default front end serves it
 		return
 	}
+	c.watched = 1
 	in.conns[fd] = c
+}
+
+// quiet reports whether c carries no request: none in flight, nothing to
+// write, nothing read.
+func (in *Inline) quiet(c *iconn) bool {
+	return len(c.q) == 0 && len(c.wbuf) == 0 && len(c.rbuf) == 0 && !c.writing
+}
+
+// watch has the loop watch c's descriptor for what c waits for: writing
+// while a write waits, reading while it can take more (not once the client
+// closed its side, nor while a write waits, nor past readCap).
+func (in *Inline) watch(c *iconn) {
+	want := 0
+	if !c.eof && !c.writing && len(c.rbuf) < readCap {
+		want |= 1
+	}
+	if c.writing {
+		want |= 2
+	}
+	if want != c.watched {
+		c.watched = want
+		in.ex.Watch(c.fd, want&1 != 0, want&2 != 0)
+	}
 }
 
 func (in *Inline) drained() {
@@ -297,6 +351,15 @@ type readFirst struct {
 	first []byte
 }
 
+// SyscallConn, CloseWrite and ReadFrom are the socket's, as the listener's
+// wrappers above expect of a connection (sock.WatchClose, the linger after
+// a 413, sendfile).
+func (r *readFirst) SyscallConn() (syscall.RawConn, error) { return sock.RawConn(r.Conn) }
+
+func (r *readFirst) CloseWrite() error { return sock.CloseWrite(r.Conn) }
+
+func (r *readFirst) ReadFrom(src io.Reader) (int64, error) { return sock.ReadFrom(r.Conn, src) }
+
 func (r *readFirst) Read(p []byte) (int, error) {
 	if len(r.first) > 0 {
 		n := copy(p, r.first)
@@ -334,13 +397,26 @@ func (in *Inline) Readable(fd int) {
 			break // it had no more
 		}
 	}
-	if c.eof {
-		// A client that closed its side is gone: what it sent last is not
-		// answered (as fasthttp), what is in flight hears it left.
+	switch {
+	case c.eof && len(c.q) == 0 && !c.handOff:
 		in.close(c)
 		return
+	case c.eof:
+		// The client closed its side: what the application answers still
+		// goes out, and a request that waits in receive() hears it left
+		// (idle), as under the fasthttp front end's watch.
+		c.last = true
+		for _, q := range c.q {
+			if q.idle && !q.done {
+				q.r.Post(cpython.ADisconnect, 0, nil)
+			}
+		}
+	case c.last && !c.handOff:
+		c.rbuf = c.rbuf[:0] // after the connection's last request: not read on
+	default:
+		in.parse(c)
 	}
-	in.parse(c)
+	in.watch(c)
 }
 
 var crlf2 = []byte("\r\n\r\n")
@@ -405,17 +481,12 @@ func (in *Inline) parse(c *iconn) {
 // on it is answered: the fasthttp front end then owns the connection.
 func (in *Inline) handOffAt(c *iconn, off int) {
 	c.rbuf = c.rbuf[:copy(c.rbuf, c.rbuf[off:])]
-	if len(c.q) == 0 && len(c.wbuf) == 0 {
+	if len(c.q) == 0 && len(c.wbuf) == 0 && !c.writing {
 		in.handOff(c)
 	} else {
-		c.last = true // handed off once written (write)
-		c.q = append(c.q, &ireq{c: c, done: true, method: handOffMark})
+		c.last, c.handOff = true, true // handed off once written (write)
 	}
 }
-
-// handOffMark marks the place in a connection's queue where it is handed
-// off.
-const handOffMark = "\x00handoff"
 
 // plain packs a request that the strict reading (strict.CheckHead, the
 // rules every front end keeps) passes and that needs nothing but its
@@ -456,8 +527,12 @@ func (in *Inline) plain(c *iconn, head, rest []byte) (q *ireq, n int, ok bool) {
 		return nil, 0, true
 	}
 	path, query, _ := bytes.Cut(target, []byte("?"))
-	if in.opts.Claimed != nil && in.opts.Claimed(path) {
-		return nil, 0, false // the server answers it, in front of the application
+	if in.opts.Claimed != nil {
+		// Decoded, as the server's own handlers match it.
+		in.decoded, _ = wire.Unescape(in.decoded[:0], path, true)
+		if in.opts.Claimed(string(path), string(in.decoded)) {
+			return nil, 0, false // the server answers it, in front of the application
+		}
 	}
 	body := rest[:length]
 	in.sc.begin(true, c.client, c.server)
@@ -481,7 +556,7 @@ func (in *Inline) plain(c *iconn, head, rest []byte) (q *ireq, n int, ok bool) {
 func (in *Inline) Batch() {
 	in.sched = false
 	for _, q := range in.pend {
-		if in.conns[q.c.fd] != q.c { // its client left meanwhile
+		if q.dropped || in.conns[q.c.fd] != q.c { // after the connection's last answer, or its client left
 			continue
 		}
 		q.r = in.ex.StartNow(q.scope)
@@ -522,6 +597,13 @@ func (in *Inline) answer(q *ireq, m cpython.Msg) bool {
 	switch m.Kind {
 	case cpython.CStart:
 		q.status, q.hdr = m.Flags, append(q.hdr[:0], m.Data...)
+	case cpython.CIdle:
+		// It waits in receive() for what follows its body: the client's
+		// leaving, already seen or to come (Readable).
+		q.idle = true
+		if q.c.eof && !q.done {
+			q.r.Post(cpython.ADisconnect, 0, nil)
+		}
 	case cpython.CBody:
 		if q.done {
 			return false
@@ -532,7 +614,7 @@ func (in *Inline) answer(q *ireq, m cpython.Msg) bool {
 			if !more {
 				measured = int64(len(m.Data))
 			}
-			in.head(q, measured)
+			in.head(q, -1, measured)
 		}
 		if !q.head && wire.BodyAllowed(q.status) && q.status != http.StatusNotModified {
 			b, fault := clip(q.length, q.body, m.Data, !more)
@@ -574,22 +656,15 @@ func (in *Inline) answer(q *ireq, m cpython.Msg) bool {
 		if q.done {
 			return false
 		}
-		f, err := os.Open(string(m.Data))
-		var fi os.FileInfo
-		if err == nil {
-			if fi, err = f.Stat(); err != nil {
-				f.Close()
-			}
-		}
-		if err != nil {
-			in.h.logError(q.method, q.path, "asgi: http.response.pathsend: "+err.Error())
-			in.refuse(q, http.StatusInternalServerError)
-		} else {
-			q.hdr = dropLength(q.hdr) // the file's size, whatever the application named
-			in.head(q, fi.Size())
-			if send := !q.head && wire.BodyAllowed(q.status) && q.status != http.StatusNotModified; send && fi.Size() > 0 {
-				q.file, q.fileLeft = f, fi.Size()
-			} else {
+		if in.conns[q.c.fd] == q.c { // its client is still there
+			f, size, err := openPathSend(string(m.Data))
+			switch {
+			case err != nil:
+				in.h.logError(q.method, q.path, err.Error())
+				in.refuse(q, http.StatusInternalServerError)
+			case in.head(q, size, size) && size > 0:
+				q.file, q.fileLeft = f, size
+			default:
 				f.Close()
 			}
 		}
@@ -621,9 +696,25 @@ func (in *Inline) answer(q *ireq, m cpython.Msg) bool {
 }
 
 // head renders q's status line and headers, with the body's framing:
-// measured is the body's length when it is whole, -1 for a stream.
-func (in *Inline) head(q *ireq, measured int64) {
-	named := int64(-1)
+// measured is the body's length when it is whole, -1 for a stream; named,
+// the length the application named, or -1 to read it from its headers. It
+// reports whether a body goes after the head (wire.Length).
+func (in *Inline) head(q *ireq, named, measured int64) (body bool) {
+	if named < 0 {
+		named = wire.AppLength(q.hdr)
+	}
+	length, body := wire.Length(q.head, q.status, named, measured)
+	q.length = -1
+	if measured < 0 {
+		q.length = length // a stream is held to the length named
+		// One of a length named ends its connection, as under fasthttp.
+		q.last = q.last || length >= 0 && body
+	}
+	appCloses := closes(q.hdr)
+	q.last = q.last || in.draining || appCloses
+	if q.last {
+		q.c.last = true // no request after this one is answered (gather)
+	}
 	b := append(q.out, "HTTP/1.1 "...)
 	b = strconv.AppendInt(b, int64(q.status), 10)
 	b = append(b, ' ')
@@ -631,43 +722,30 @@ func (in *Inline) head(q *ireq, measured int64) {
 	b = append(b, "\r\nDate: "...)
 	b = append(b, in.now()...)
 	b = append(b, "\r\n"...)
-	named = eachHeader(q.hdr, func(name, value []byte) {
-		switch {
-		case wire.EqualFold(name, "Date"):
+	eachHeader(q.hdr, func(name, value []byte) {
+		if wire.EqualFold(name, "Date") || q.last && !appCloses && wire.EqualFold(name, "Connection") {
 			return // the server's, as under fasthttp
-		case wire.EqualFold(name, "Connection") && bytes.Contains(bytes.ToLower(value), []byte("close")):
-			q.last = true // the application ends the connection with its answer
 		}
 		b = append(b, name...)
 		b = append(b, ": "...)
 		b = append(b, value...)
 		b = append(b, "\r\n"...)
 	})
-	length, _ := wire.Length(q.head, q.status, named, measured)
-	q.length = -1
-	if measured < 0 {
-		q.length = length // a stream is held to the length named
-	}
 	switch {
 	case length >= 0:
 		b = append(b, "Content-Length: "...)
 		b = strconv.AppendInt(b, length, 10)
 		b = append(b, "\r\n"...)
-	case wire.BodyAllowed(q.status) && !q.head:
+	case body:
 		b = append(b, "Transfer-Encoding: chunked\r\n"...)
 		q.chunk = true
 	}
-	if measured < 0 && length >= 0 && !q.head && wire.BodyAllowed(q.status) && q.status != http.StatusNotModified {
-		q.last = true // a stream of a length named ends its connection, as under fasthttp
-	}
-	if in.draining {
-		q.last = true
-	}
-	if q.last && !closes(q.hdr) {
+	if q.last && !appCloses {
 		b = append(b, "Connection: close\r\n"...)
 	}
 	q.out = append(b, "\r\n"...)
 	q.sent = true
+	return body
 }
 
 // closes reports whether a packed head says Connection: close.
@@ -679,25 +757,14 @@ func closes(hdr []byte) bool {
 	return found
 }
 
-// dropLength is a packed head without its Content-Length.
-func dropLength(hdr []byte) []byte {
-	var out []byte
-	wire.EachPacked(hdr, func(name, value []byte) {
-		if !wire.EqualFold(name, "Content-Length") {
-			out = appendPacked(out, string(name), string(value))
-		}
-	})
-	return out
-}
-
 // refuse answers q with the server's own error.
 func (in *Inline) refuse(q *ireq, status int) {
-	q.status, q.hdr = status, nil
+	q.status, q.hdr = status, q.hdr[:0]
 	body := wire.ErrorBody(status)
-	q.hdr = appendPacked(q.hdr, "Content-Type", "text/plain; charset=utf-8")
+	wire.AnswerHeaders(status, func(name, value string) { q.hdr = appendPacked(q.hdr, name, value) })
 	q.out = q.out[:0]
 	q.sent = false
-	in.head(q, int64(len(body)))
+	in.head(q, -1, int64(len(body)))
 	if !q.head {
 		q.out = append(q.out, body...)
 	}
@@ -714,7 +781,7 @@ func appendPacked(b []byte, name, value string) []byte {
 // does not take waits for it to be writable (the loop's thread).
 func (in *Inline) write(c *iconn) {
 	for in.conns[c.fd] == c {
-		handOff := in.gather(c)
+		in.gather(c)
 		if !in.flush(c) {
 			return
 		}
@@ -724,49 +791,43 @@ func (in *Inline) write(c *iconn) {
 			}
 			continue // the file is out: the requests after it are next
 		}
-		if c.writing {
-			c.writing = false
-			in.ex.Watch(c.fd, true, false)
-		}
-		for _, q := range c.q {
-			if q.resume {
-				q.resume = false
-				q.r.Post(cpython.AResume, 0, nil)
-			}
+		c.writing = false
+		if len(c.q) > 0 && c.q[0].resume { // what it sent is out: its waiting send returns
+			c.q[0].resume = false
+			c.q[0].r.Post(cpython.AResume, 0, nil)
 		}
 		switch {
-		case handOff:
+		case c.last && len(c.q) == 0 && c.handOff:
 			in.handOff(c)
 		case c.last && len(c.q) == 0:
 			in.close(c)
-		case len(c.rbuf) > 0 && !c.last:
-			in.parse(c) // pipelined requests held while writing
+		default:
+			if len(c.rbuf) > 0 && !c.last {
+				in.parse(c) // pipelined requests held while writing
+			}
+			in.watch(c)
 		}
 		return
 	}
 }
 
 // gather moves what c's requests have ready into its buffer, in order,
-// and lets go of those answered whole, up to a file still to send. It
-// reports whether the connection is to be handed off once written.
-func (in *Inline) gather(c *iconn) (handOff bool) {
+// and lets go of those answered whole, up to a file still to send.
+func (in *Inline) gather(c *iconn) {
 	for len(c.q) > 0 {
 		q := c.q[0]
-		if q.method == handOffMark {
-			c.q = c.q[1:]
-			return true
-		}
 		c.wbuf = append(c.wbuf, q.out...)
 		q.out = q.out[:0]
 		if !q.done || q.file != nil {
-			return false
+			return
 		}
 		c.q[0] = nil
 		c.q = c.q[1:]
 		c.seen = time.Now()
 		if q.broken || q.last { // the connection ends after it: what came after it is not answered
-			c.last = true
+			c.last, c.handOff = true, false
 			for _, later := range c.q {
+				later.dropped = true
 				if !later.done && later.r != nil {
 					later.r.Post(cpython.ADisconnect, 0, nil)
 				}
@@ -774,7 +835,6 @@ func (in *Inline) gather(c *iconn) (handOff bool) {
 			c.q = nil
 		}
 	}
-	return false
 }
 
 // flush writes c's buffer; false when the socket is full (c is then
@@ -794,6 +854,7 @@ func (in *Inline) flush(c *iconn) bool {
 			return false
 		}
 		c.wbuf = c.wbuf[:copy(c.wbuf, c.wbuf[n:])]
+		c.progress = time.Now()
 	}
 	return true
 }
@@ -802,7 +863,8 @@ func (in *Inline) flush(c *iconn) bool {
 func (in *Inline) wait(c *iconn) {
 	if !c.writing {
 		c.writing = true
-		in.ex.Watch(c.fd, false, true)
+		c.progress = time.Now()
+		in.watch(c)
 	}
 }
 
@@ -823,6 +885,7 @@ func (in *Inline) sendFile(c *iconn, q *ireq) bool {
 			break
 		}
 		q.fileLeft -= int64(n)
+		c.progress = time.Now()
 	}
 	q.file.Close()
 	q.file = nil

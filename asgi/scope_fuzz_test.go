@@ -59,40 +59,38 @@ func FuzzScope(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h := asgi.New(app, &asgi.Options{MaxBody: asgi.DefaultMaxBody, CloseTimeout: time.Second})
-	if err := h.Startup(context.Background()); err != nil {
-		f.Fatal(err)
+	// started is a handler of app with its lifespan, shut down after the
+	// fuzzing.
+	started := func(inline bool) *asgi.Handler {
+		h := asgi.New(app, &asgi.Options{MaxBody: asgi.DefaultMaxBody, CloseTimeout: time.Second, Inline: inline})
+		if err := h.Startup(context.Background()); err != nil {
+			f.Fatal(err)
+		}
+		f.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			h.Shutdown(ctx)
+		})
+		return h
 	}
-	f.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		h.Shutdown(ctx)
-	})
+	listen := func() net.Listener {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Cleanup(func() { ln.Close() })
+		return ln
+	}
+	h := started(false)
 	ns := httptest.NewServer(h)
 	f.Cleanup(ns.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		f.Fatal(err)
-	}
+	ln := listen()
 	fs := front.FastServer(h, front.Limits{})
 	go fs.Serve(ln)
 	f.Cleanup(func() { fs.Shutdown() })
-	ih := asgi.New(app, &asgi.Options{MaxBody: asgi.DefaultMaxBody, CloseTimeout: time.Second, Inline: true})
-	if err := ih.Startup(context.Background()); err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		ih.Shutdown(ctx)
-	})
-	iln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		f.Fatal(err)
-	}
-	ifs := front.FastServer(ih, front.Limits{})
-	go ih.ServeInline(iln, ifs.ServeConn, asgi.InlineOptions{Idle: time.Minute})
-	f.Cleanup(func() { iln.Close() })
+	ih := started(true)
+	iln := listen()
+	go ih.ServeInline(iln, front.FastServer(ih, front.Limits{}).ServeConn, asgi.InlineOptions{Idle: time.Minute})
 	servers := map[string]string{"net/http": strings.TrimPrefix(ns.URL, "http://"), "fasthttp": ln.Addr().String(),
 		"inline": iln.Addr().String()}
 	f.Fuzz(func(t *testing.T, method, target, headers, body string) {

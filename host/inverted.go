@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"net"
-	"strings"
 	"sync"
 
 	"github.com/m0serve/m0/asgi"
 	"github.com/m0serve/m0/internal/front"
+	"github.com/m0serve/m0/static"
 )
 
 // inlineServer serves a loop whose ASGI application runs inverted
@@ -64,15 +64,15 @@ func (s *inlineServer) Shutdown(ctx context.Context) error {
 	return errors.Join(inline, err)
 }
 
-// claimed reports whether the server answers path itself, in front of the
-// application: --health-path, and the --static prefixes.
-func (c *Config) claimed(path []byte) bool {
-	p := string(path)
-	if c.HealthPath != "" && p == c.HealthPath {
+// claimed reports whether the server answers a path itself, in front of
+// the application: --health-path (matched decoded, as wire.PathIs), and the
+// --static prefixes (static.Claims).
+func (c *Config) claimed(raw, decoded string) bool {
+	if c.HealthPath != "" && decoded == c.HealthPath {
 		return true
 	}
 	for _, d := range c.StaticDirs() {
-		if strings.HasPrefix(p, strings.TrimSuffix(d.Prefix, "/")) {
+		if static.Claims(d.Prefix, decoded) {
 			return true
 		}
 	}

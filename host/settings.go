@@ -72,27 +72,26 @@ var flaglessEnv = []struct {
 		return nil
 	}},
 	{"M0_INVERTED", "0", "the inverted ASGI loop (the event loop and the server on one thread)", func(c *Config, v string) error {
-		switch v {
-		case "1":
-			c.Inverted = true
-		case "0":
-			c.Inverted = false
-		default:
-			return fmt.Errorf("want 1 or 0, not %q", v)
-		}
-		return nil
+		return oneOrZero(v, &c.Inverted)
 	}},
 	{"M0_HANDOFF", "1", "--workers", func(c *Config, v string) error {
-		switch v {
-		case "1":
-			c.NoHandoff = false
-		case "0":
-			c.NoHandoff = true
-		default:
-			return fmt.Errorf("want 1 or 0, not %q", v)
+		var on bool
+		err := oneOrZero(v, &on)
+		if err == nil {
+			c.NoHandoff = !on
 		}
-		return nil
+		return err
 	}},
+}
+
+// oneOrZero reads a variable that is 1 or 0 into *on.
+func oneOrZero(v string, on *bool) error {
+	switch v {
+	case "1", "0":
+		*on = v == "1"
+		return nil
+	}
+	return fmt.Errorf("want 1 or 0, not %q", v)
 }
 
 // setting is one flag and its variable.

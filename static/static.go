@@ -68,6 +68,24 @@ type Handler struct {
 	gate       wire.Gate // the requests opening a file, for Shutdown
 }
 
+// prefixOf is Options.Prefix as the handler matches it: "/static/".
+func prefixOf(opt string) string {
+	prefix := "/" + strings.Trim(opt, "/")
+	if prefix != "/" {
+		prefix += "/"
+	}
+	return prefix
+}
+
+// Claims reports whether a handler made with Options.Prefix prefix answers
+// the decoded path p itself (a file, or a refusal) rather than passing it
+// to the next handler: what a front end that serves requests apart from
+// the handler asks before it does.
+func Claims(prefix, p string) bool {
+	pre := prefixOf(prefix)
+	return strings.HasPrefix(p, pre) || p+"/" == pre
+}
+
 // New returns a handler that serves dir under opts.Prefix in front of
 // opts.Next. dir must be a directory.
 func New(dir string, opts *Options) (*Handler, error) {
@@ -93,10 +111,7 @@ func New(dir string, opts *Options) (*Handler, error) {
 			unix.Close(fd)
 		}
 	}
-	prefix := "/" + strings.Trim(opts.Prefix, "/")
-	if prefix != "/" {
-		prefix += "/"
-	}
+	prefix := prefixOf(opts.Prefix)
 	h := &Handler{dir: dir, root: root, rootFd: rootFd, realDir: realDir, prefix: prefix, cache: opts.CacheControl, headers: opts.Headers,
 		svgPolicy: true, next: opts.Next}
 	seen := map[string]bool{}

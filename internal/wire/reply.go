@@ -56,12 +56,8 @@ func FastError(ctx *fasthttp.RequestCtx, status int, close bool) {
 // sniffed, and with close the connection ended after it.
 func Answer(w http.ResponseWriter, status int, body string, close bool) {
 	h := w.Header()
-	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	AnswerHeaders(status, func(name, value string) { h[name] = []string{value} })
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	h["X-Content-Type-Options"] = []string{"nosniff"}
-	if status == http.StatusServiceUnavailable {
-		h["Retry-After"] = []string{RetryAfter}
-	}
 	if close {
 		h["Connection"] = []string{"close"}
 	}
@@ -69,16 +65,23 @@ func Answer(w http.ResponseWriter, status int, body string, close bool) {
 	w.Write([]byte(body))
 }
 
+// AnswerHeaders gives fn the headers of every answer the server gives
+// itself, whichever front end writes it: plain text, never sniffed, and a
+// 503's Retry-After.
+func AnswerHeaders(status int, fn func(name, value string)) {
+	fn("Content-Type", "text/plain; charset=utf-8")
+	fn("X-Content-Type-Options", "nosniff")
+	if status == http.StatusServiceUnavailable {
+		fn("Retry-After", RetryAfter)
+	}
+}
+
 // FastAnswer is Answer on fasthttp, in place of any response begun.
 func FastAnswer(ctx *fasthttp.RequestCtx, status int, body string, close bool) {
 	resp := &ctx.Response
 	resp.Reset()
 	resp.SetStatusCode(status)
-	resp.Header.SetContentType("text/plain; charset=utf-8")
-	resp.Header.Set("X-Content-Type-Options", "nosniff")
-	if status == http.StatusServiceUnavailable {
-		resp.Header.Set("Retry-After", RetryAfter)
-	}
+	AnswerHeaders(status, resp.Header.Set)
 	resp.SetBodyString(body)
 	if close {
 		resp.SetConnectionClose()

@@ -5,13 +5,14 @@ its connections' limits and drain, and its hand-offs to the fasthttp front
 end, seen from a client."""
 
 import signal
+import socket
 import time
 
 import pytest
 import requests
 from websockets.sync.client import connect
 
-from conftest import HOST, HTTP_TIMEOUT, READY_RE, RawReader, http_request, read_response
+from conftest import HOST, HTTP_TIMEOUT, READY_RE, RawReader, http_request, read_response, wait_until
 
 pytestmark = pytest.mark.gil
 
@@ -86,8 +87,9 @@ def test_max_keepalive_requests(serve):
 def test_sigterm_answers_the_request_in_flight(serve):
     s = served(serve)
     with s.connect() as sock:
-        sock.sendall(http_request("GET", "/sleep?s=1", s.port))
-        time.sleep(0.3)  # the request is in the application
+        sock.sendall(http_request("GET", "/sleep?s=1&id=inverted-drain", s.port))
+        wait_until(lambda: "sleeping" in s.get_json("/events?id=inverted-drain"), HTTP_TIMEOUT,
+                   "the request in the application")
         s.send_signal(signal.SIGTERM)
         r = read_response(RawReader(sock, HTTP_TIMEOUT))
     assert r.status == 200 and r.body == b"slept\n", r
@@ -122,3 +124,65 @@ def test_a_value_not_1_or_0_is_ignored_with_a_note(serve):
     """As every M0_* variable read leniently: a note, and the default."""
     s = serve("asgi_raw:application", env={"M0_INVERTED": "yes"})
     assert " loop=pump " in s.ready_line and "M0_INVERTED=yes" in s.stderr, s.describe()
+
+
+def read_answer(f):
+    """One response from a binary file of a socket: (status, headers, body),
+    the body by its Content-Length."""
+    status = int(f.readline().split()[1])
+    headers = {}
+    while (line := f.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode().partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return status, headers, f.read(int(headers.get("content-length", 0)))
+
+
+BIG = 16 << 20  # more than loopback's socket buffers hold: the server's writes wait
+
+
+def test_a_hand_off_behind_an_answer_that_fills_the_socket(serve):
+    """A chunked upload pipelined behind an answer the socket cannot take
+    at once is handed off once that answer is out, not dropped."""
+    s = served(serve)
+    with s.connect() as sock:
+        sock.sendall(http_request("GET", f"/big?size={BIG}", s.port)
+                     + http_request("POST", "/echo", s.port, headers=[("Transfer-Encoding", "chunked")],
+                                    body=b"3\r\nabc\r\n0\r\n\r\n"))
+        f = sock.makefile("rb")
+        status, _, body = read_answer(f)
+        assert status == 200 and len(body) == BIG
+        status, _, body = read_answer(f)
+        assert status == 200 and body == b"abc"
+
+
+def test_a_client_that_stops_reading_is_dropped(serve):
+    s = served(serve, args=("--idle-timeout", "1"))
+    with s.connect() as sock:
+        sock.sendall(http_request("GET", f"/big?size={BIG}", s.port))
+        time.sleep(3)  # well past --idle-timeout without the server's writes making progress
+        got, closed = 0, False
+        sock.settimeout(HTTP_TIMEOUT)
+        try:
+            while data := sock.recv(1 << 20):
+                got += len(data)
+            closed = True
+        except ConnectionResetError:
+            closed = True
+    assert closed and got < BIG, f"{got} bytes of {BIG}, closed {closed}"
+
+
+def test_an_answer_goes_out_after_the_client_closes_its_side(serve):
+    s = served(serve)
+    with s.connect() as sock:
+        sock.sendall(http_request("GET", "/sleep?s=0.2", s.port))
+        sock.shutdown(socket.SHUT_WR)
+        r = read_response(RawReader(sock, HTTP_TIMEOUT))
+    assert r.status == 200 and r.body == b"slept\n", r
+
+
+def test_a_health_path_sent_encoded_is_the_servers(serve):
+    """--health-path matched decoded, as under the fasthttp front end."""
+    s = served(serve, args=("--health-path", "/health"))
+    for path in ("/health", "/%68ealth"):
+        r = s.get(path)
+        assert r.status_code == 200 and r.json()["status"] == "ok", (path, r.text)
