@@ -1,12 +1,17 @@
 package prefork
 
 import (
+	"fmt"
+	"math"
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/m0serve/m0/internal/sock"
+	"golang.org/x/sys/unix"
 )
 
 // Margin is how many fewer connections a sibling must have open for the
@@ -27,6 +32,7 @@ type balancer struct {
 	closed   chan struct{}  // closed once everything accepted is in conns
 	once     sync.Once
 
+	room     int64         // connections a sibling may hold before it is handed no more (handReserve)
 	pause    time.Duration // FullPause, as Balance found it
 	resume   *time.Timer   // ends the pause the last loss began (handed's goroutine only)
 	endPause chan struct{} // has it end now (tests; only after a loss)
@@ -42,6 +48,57 @@ var FullPause = time.Second
 // backlog is how many placed connections may wait for the server's Accept.
 const backlog = 64
 
+// Out of descriptors, a worker takes no connection it has no descriptor
+// for: one its own accept cannot take waits in the listener's queue, but
+// one a sibling handed it would be lost (it takes a descriptor on
+// arrival and, briefly, a second: Go's FileConn duplicates it). Its
+// siblings' connections are in flight to it while it accepts its own, so
+// each worker counts them as they are sent (Page.Open) and keeps the sum
+// under budgets the descriptor limit sets (the workers share the limit,
+// and start alike): budget is the descriptor limit less the descriptors a
+// worker holds at the start (this one's, counted as it begins to
+// balance); a worker's own accepts stop (and are retried, as a failed
+// accept is) at budget less ownReserve, and its siblings hand it nothing
+// from budget less handReserve, so that what is in flight to it when its
+// own accepts stop fits. The difference leaves the application room for
+// files and sockets of its own; a worker that runs out all the same loses
+// what it is handed, and is paused (lost).
+const (
+	ownReserve  = 4
+	handReserve = 16
+)
+
+// descriptorBudget is how many connections a worker may hold: the
+// descriptor limit less the descriptors open in this worker now. Without
+// a limit to read, or a count, there is no bound.
+func descriptorBudget() int64 {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil || lim.Cur >= math.MaxInt32 {
+		return math.MaxInt64
+	}
+	open, err := os.ReadDir("/dev/fd") // Linux's links /proc/self/fd; one more for the directory read
+	if err != nil {
+		return math.MaxInt64
+	}
+	return int64(lim.Cur) - int64(len(open))
+}
+
+// budgeted is the shared listener as a balancing worker accepts from it:
+// past its budget an accept fails, as out of descriptors, without taking
+// the connection from the queue.
+type budgeted struct {
+	net.Listener
+	open *atomic.Int64
+	max  int64
+}
+
+func (l budgeted) Accept() (net.Conn, error) {
+	if n := l.open.Load(); n >= l.max {
+		return nil, fmt.Errorf("%w: %d connections open, the most the descriptor limit leaves room for", syscall.EMFILE, n)
+	}
+	return l.Listener.Accept()
+}
+
 // Balance returns the listener the worker serves: ln's connections,
 // each handed (SCM_RIGHTS) to the sibling with the fewest open when that
 // one has Margin fewer than this worker, and the connections siblings
@@ -54,10 +111,17 @@ func (w *Worker) Balance(ln net.Listener, keep bool) net.Listener {
 		stopping: make(chan struct{}), closed: make(chan struct{}), endPause: make(chan struct{}, 1)}
 	w.Page.Reset(w.Index)
 	w.Page.SetServing(w.Index, os.Getpid())
+	own := ln
+	if budget := descriptorBudget(); keep || budget == math.MaxInt64 {
+		b.room = math.MaxInt64
+	} else {
+		b.room = budget - handReserve
+		own = budgeted{Listener: ln, open: w.Page.Open(w.Index), max: budget - ownReserve}
+	}
 	b.placing.Add(2)
 	go func() {
 		defer b.placing.Done()
-		sock.AcceptLoop(ln, b.stopping, b.place)
+		sock.AcceptLoop(own, b.stopping, b.place)
 	}()
 	go func() {
 		defer b.placing.Done()
@@ -83,7 +147,8 @@ func (b *balancer) place(c net.Conn) {
 	b.deliver(sock.Counted(c, mine))
 }
 
-// least is the serving sibling with the fewest connections open, or -1.
+// least is the serving sibling with the fewest connections open, or -1:
+// one that has room for another (Reserve) and is not paused after a loss.
 func (b *balancer) least() int {
 	w, p := b.w, b.w.Page
 	best, open := -1, int64(0)
@@ -91,7 +156,7 @@ func (b *balancer) least() int {
 		if j == w.Index || !p.Takes(j) {
 			continue
 		}
-		if n := p.Open(j).Load(); best < 0 || n < open {
+		if n := p.Open(j).Load(); n < b.room && (best < 0 || n < open) {
 			best, open = j, n
 		}
 	}

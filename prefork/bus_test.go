@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -506,4 +508,49 @@ func TestHandoffOutOfDescriptors(t *testing.T) {
 		t.Fatalf("after the pause: answered %q, %v", line, err)
 	}
 	conns = append(conns, c)
+}
+
+// TestBudgetedAccept: a worker at its descriptor budget accepts nothing,
+// failing as out of descriptors, and leaves the connection in the
+// listener's queue, where it waits until a connection closes.
+func TestBudgetedAccept(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var open atomic.Int64
+	open.Store(3)
+	l := budgeted{Listener: ln, open: &open, max: 3}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := l.Accept(); err == nil || !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("at the budget: accepted %v, %v; want a failure as out of descriptors", got, err)
+	}
+	open.Store(2) // a connection closed
+	got, err := l.Accept()
+	if err != nil {
+		t.Fatalf("under the budget: %v", err)
+	}
+	defer got.Close()
+	if got.RemoteAddr().String() != c.LocalAddr().String() {
+		t.Fatalf("accepted %v, want the connection that waited, %v", got.RemoteAddr(), c.LocalAddr())
+	}
+}
+
+// TestLeastLeavesRoom: a sibling whose open connections reach the room
+// its descriptor budget leaves is handed nothing.
+func TestLeastLeavesRoom(t *testing.T) {
+	ws, ls, _, _ := echoMeshHooked(t)
+	b := ls[0].(*balancer)
+	if j := b.least(); j != 1 {
+		t.Fatalf("least = %d, want the sibling 1", j)
+	}
+	b.room = ws[0].Page.Open(1).Load()
+	if j := b.least(); j != -1 {
+		t.Fatalf("with the sibling at its room: least = %d, want none", j)
+	}
 }
