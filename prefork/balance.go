@@ -116,7 +116,8 @@ func (w *Worker) Balance(ln net.Listener, keep bool) net.Listener {
 		b.room = math.MaxInt64
 	} else {
 		b.room = budget - handReserve
-		own = budgeted{Listener: ln, open: w.Page.Open(w.Index), max: budget - ownReserve}
+		// At least one of its own, however little the limit leaves.
+		own = budgeted{Listener: ln, open: w.Page.Open(w.Index), max: max(budget-ownReserve, 1)}
 	}
 	b.placing.Add(2)
 	go func() {
@@ -148,7 +149,7 @@ func (b *balancer) place(c net.Conn) {
 }
 
 // least is the serving sibling with the fewest connections open, or -1:
-// one that has room for another (Reserve) and is not paused after a loss.
+// one that has room for another (handReserve) and is not paused after a loss.
 func (b *balancer) least() int {
 	w, p := b.w, b.w.Page
 	best, open := -1, int64(0)
