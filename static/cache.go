@@ -2,6 +2,8 @@ package static
 
 import (
 	"time"
+
+	"github.com/m0serve/m0/internal/sock"
 )
 
 // open opens rel for a client that accepts the encodings in accept: a
@@ -10,7 +12,7 @@ import (
 func (h *Handler) open(rel, accept string) (*file, error) {
 	br, gz := accepts(accept, "br"), accepts(accept, "gzip")
 	key := cacheKey{rel, br, gz}
-	now := time.Now().UnixNano()
+	now := sock.Mono()
 	if c, ok := h.small.Load(key); ok {
 		if e := c.(*smallFile); now-e.checked < int64(revalidate) {
 			f := e.f // a copy: the request's own
@@ -54,5 +56,5 @@ type cacheKey struct {
 
 type smallFile struct {
 	f       file
-	checked int64 // when it was read, in Unix nanoseconds
+	checked int64 // when it was read, a sock.Mono reading
 }

@@ -10,7 +10,9 @@ import (
 // member naming it, unless its weight (a q parameter, in any case and any
 // place among the member's parameters) is a qvalue of 0 (RFC 9110 12.4.2).
 func accepts(accept, enc string) bool {
-	for _, member := range strings.Split(accept, ",") {
+	for more := accept != ""; more; {
+		var member string
+		member, accept, more = strings.Cut(accept, ",")
 		name, params, _ := strings.Cut(member, ";")
 		if !wire.EqualFold(strings.Trim(name, " \t"), enc) {
 			continue

@@ -1,7 +1,6 @@
 package static
 
 import (
-	"path"
 	"strings"
 )
 
@@ -46,8 +45,7 @@ func (h *Handler) rel(p, raw string) (string, refusal) {
 		}
 		tail = after
 	}
-	if path.Clean("/"+rest) != "/"+rest {
-		return "", forbidden
-	}
+	// Every segment is a name (none empty, "." or ".."), so rest is as
+	// path.Clean would leave it.
 	return rest, lookUp
 }

@@ -50,7 +50,7 @@ const maxRanges = 32
 
 // decide answers a GET or HEAD for f (RFC 9110 sections 13 and 14).
 func (h *Handler) decide(get func(name string) string, f *file) *reply {
-	r := &reply{status: http.StatusOK, f: f, n: f.size}
+	r := &reply{status: http.StatusOK, f: f, n: f.size, header: make([][2]string, 0, 8)}
 	lastMod := f.mod.UTC().Truncate(time.Second)
 	r.add("Content-Type", f.ctype)
 	r.add("Last-Modified", httpDate(lastMod))

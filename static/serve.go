@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"unsafe"
 
 	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/wire"
@@ -154,7 +155,7 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		h.fastNextOr404(ctx)
 		return
 	}
-	f, err := h.openGated(rel, string(ctx.Request.Header.Peek("Accept-Encoding")))
+	f, err := h.openGated(rel, string(peek(ctx, "Accept-Encoding")))
 	if err == errShut {
 		wire.FastError(ctx, http.StatusServiceUnavailable, true)
 		return
@@ -163,7 +164,7 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		h.fastNextOr404(ctx)
 		return
 	}
-	rep := h.decide(func(name string) string { return string(ctx.Request.Header.Peek(name)) }, f)
+	rep := h.decide(func(name string) string { return string(peek(ctx, name)) }, f)
 	resp := &ctx.Response
 	resp.Header.SetNoDefaultContentType(true)
 	resp.SetStatusCode(rep.status)
@@ -201,6 +202,15 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		resp.SetBodyStream(&fileBody{f: f.file(), n: rep.n, conn: ctx.Conn()}, int(rep.n))
 	}
 }
+
+// peek returns a request header by its canonical name (the form fasthttp
+// keeps them in), without normalizing the name on every call as Peek does.
+func peek(ctx *fasthttp.RequestCtx, canonical string) []byte {
+	return ctx.Request.Header.PeekCanonical(bytesOf(canonical))
+}
+
+// bytesOf is s's bytes, not copied: for fasthttp's calls that only read them.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 type readCloser struct {
 	io.Reader

@@ -495,3 +495,45 @@ func TestReadFromFile(t *testing.T) {
 		}
 	})
 }
+
+// TestLimitConnReadDeadline: the read deadline asked for is the one a read
+// keeps, though the socket's is set only when it must be: one moved later
+// or cleared does not end a read at the earlier time, and one asked for
+// ends it at its time.
+func TestLimitConnReadDeadline(t *testing.T) {
+	s, c := testutil.TCPPair(t)
+	lc := &limitConn{Conn: s}
+	buf := make([]byte, 8)
+	readAfter := func(d time.Duration) (time.Duration, error) {
+		go func() {
+			time.Sleep(d)
+			c.Write([]byte("x"))
+		}()
+		start := time.Now()
+		_, err := lc.Read(buf)
+		return time.Since(start), err
+	}
+
+	lc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	lc.SetReadDeadline(time.Now().Add(2 * time.Second)) // later: the socket keeps 100 ms
+	if _, err := readAfter(300 * time.Millisecond); err != nil {
+		t.Fatalf("a deadline moved later ended the read at the earlier one: %v", err)
+	}
+	lc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	lc.SetReadDeadline(time.Time{}) // none: the socket keeps 100 ms
+	if _, err := readAfter(300 * time.Millisecond); err != nil {
+		t.Fatalf("a cleared deadline ended the read: %v", err)
+	}
+	lc.SetReadDeadline(time.Now().Add(150 * time.Millisecond))
+	took, err := readAfter(2 * time.Second)
+	if !isTimeout(err) || took < 140*time.Millisecond || took > time.Second {
+		t.Fatalf("a deadline 150 ms ahead: %v after %v", err, took)
+	}
+	lc.SetReadDeadline(time.Now().Add(time.Hour))
+	lc.SetReadDeadline(time.Now().Add(150 * time.Millisecond)) // earlier: set at once
+	took, err = readAfter(2 * time.Second)
+	if !isTimeout(err) || took > time.Second {
+		t.Fatalf("a deadline moved earlier: %v after %v", err, took)
+	}
+	io.ReadFull(lc, buf[:1]) // the byte sent meanwhile, under no deadline yet
+}

@@ -104,7 +104,7 @@ func (l *limitListener) closeQuiet() int {
 			// read since (net/http says active only once a whole head
 			// is in).
 			st == phaseIdle && c.started.Load() <= c.idleSince.Load() &&
-				now.Sub(time.Unix(0, c.idleSince.Load())) >= KeptGrace:
+				now.Sub(sock.MonoTime(c.idleSince.Load())) >= KeptGrace:
 			if !sock.Pending(c.Conn) {
 				quiet = append(quiet, c)
 				continue
@@ -152,7 +152,7 @@ func track(c net.Conn, p connPhase) {
 		return
 	}
 	if p == phaseIdle {
-		lc.idleSince.Store(time.Now().UnixNano())
+		lc.idleSince.Store(sock.Mono())
 	}
 	lc.phase.Store(int32(p))
 }
@@ -162,16 +162,19 @@ func track(c net.Conn, p connPhase) {
 type limitConn struct {
 	net.Conn
 	send sock.SendWindow // IdleTimeout wide
+	// rd is the read deadline, set on the socket only when it must be:
+	// the server asks for one or two on every request.
+	rd sock.ReadDeadline
 	// explicit: a caller set a write deadline of its own, which Write
 	// keeps rather than renewing its window over it.
 	explicit  atomic.Bool
 	readAny   atomic.Bool // a byte has arrived
 	accepted  time.Time
 	phase     atomic.Int32 // a connPhase
-	idleSince atomic.Int64 // Unix nanoseconds, when phase last became phaseIdle
+	idleSince atomic.Int64 // a sock.Mono reading, when phase last became phaseIdle
 	refused   atomic.Bool
 	// started is when the first bytes of the request being read arrived
-	// (Unix nanoseconds): a Read with data after a Write begins a request.
+	// (a sock.Mono reading): a Read with data after a Write begins a request.
 	started atomic.Int64
 	wrote   atomic.Bool
 	ln      *limitListener
@@ -182,13 +185,16 @@ type limitConn struct {
 
 func (c *limitConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
+	for n == 0 && c.rd.Retry(c.Conn, err) {
+		n, err = c.Conn.Read(p) // an earlier deadline than the one asked for passed
+	}
 	if n > 0 {
 		if !c.readAny.Load() {
 			c.readAny.Store(true)
-			c.started.Store(time.Now().UnixNano())
+			c.started.Store(sock.Mono())
 		} else if c.wrote.Load() {
 			c.wrote.Store(false)
-			c.started.Store(time.Now().UnixNano())
+			c.started.Store(sock.Mono())
 		}
 	}
 	return n, err
@@ -198,7 +204,7 @@ func (c *limitConn) Read(p []byte) (int, error) {
 // the zero time before any did.
 func (c *limitConn) RequestStart() time.Time {
 	if ns := c.started.Load(); ns != 0 {
-		return time.Unix(0, ns)
+		return sock.MonoTime(ns)
 	}
 	return time.Time{}
 }
@@ -269,8 +275,11 @@ func (c *limitConn) SetWriteDeadline(t time.Time) error {
 func (c *limitConn) SetDeadline(t time.Time) error {
 	c.explicit.Store(!t.IsZero())
 	c.send.Forget()
-	return c.Conn.SetDeadline(t)
+	return c.rd.Reset(c.Conn, t)
 }
+
+// SetReadDeadline asks for t as the read deadline (ReadDeadline).
+func (c *limitConn) SetReadDeadline(t time.Time) error { return c.rd.Set(c.Conn, t) }
 
 // SyscallConn gives the connection's descriptor (sock.WatchClose).
 func (c *limitConn) SyscallConn() (syscall.RawConn, error) { return sock.RawConn(c.Conn) }
