@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/internal/cpython"
+	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/wire"
 )
 
@@ -123,7 +124,7 @@ type pool struct {
 	cut     chan struct{} // closed by Cutoff: a request waits for no slot
 	cutOne  sync.Once
 	n       int
-	began   []int64      // per slot, when its request took it (Unix ns)
+	began   []int64      // per slot, when its request took it (a sock.Mono reading)
 	longest atomic.Int64 // a decaying maximum of how long a request held its slot (ns)
 	maxWait atomic.Int64 // SetMaxWait's bound (ns); 0 none
 
@@ -168,7 +169,7 @@ func (p *pool) acquire(ctx context.Context) (int, refusal) {
 	}
 	select {
 	case i := <-p.slots: // a free slot: no need to watch ctx (its Done costs net/http a channel)
-		p.began[i] = time.Now().UnixNano()
+		p.began[i] = sock.Mono()
 		return i, given
 	default:
 	}
@@ -184,7 +185,7 @@ func (p *pool) acquire(ctx context.Context) (int, refusal) {
 	i := 0
 	select {
 	case i = <-p.slots:
-		p.began[i] = time.Now().UnixNano()
+		p.began[i] = sock.Mono()
 	case <-ctx.Done():
 		why = gone
 	case <-p.closed:
@@ -212,7 +213,7 @@ func (p *pool) acquire(ctx context.Context) (int, refusal) {
 func (p *pool) cutoff() { p.cutOne.Do(func() { close(p.cut) }) }
 
 func (p *pool) release(i int) {
-	d := time.Now().UnixNano() - p.began[i]
+	d := sock.Mono() - p.began[i]
 	// The longest recent hold, decaying by a sixteenth a request: one slow
 	// request long ago does not count for ever.
 	for {

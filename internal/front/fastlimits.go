@@ -52,7 +52,7 @@ func fastLimits(s *fasthttp.Server, lim Limits, obs observe.Refuser) {
 		answered := true
 		defer func() {
 			if answered && obs != nil {
-				o := observe.Outcome{Status: ctx.Response.StatusCode(), Dur: time.Since(ctx.Time()),
+				o := observe.Outcome{Status: ctx.Response.StatusCode(), Dur: time.Since(observe.FastStart(ctx)),
 					Bytes: int64(len(ctx.Response.Body()))}
 				o.Remote = wire.Client(ctx).Addr()
 				obs.Refused(string(ctx.Method()), wire.Path(ctx), o)

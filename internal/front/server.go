@@ -101,6 +101,9 @@ func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
 		// a connection that is closing.
 		CloseOnShutdown: true,
 		ConnState:       func(c net.Conn, st fasthttp.ConnState) { track(c, connState(st)) },
+		// No clock read for ctx.Time on every request: a request's start
+		// is its connection's mark (observe.FastStart).
+		LazyRequestTime: true,
 		Logger:          log.New(io.Discard, "", 0),
 	}
 	fastLimits(s, lim, obs)

@@ -118,7 +118,7 @@ func asteriskOptions(r *http.Request) bool {
 func answerFast(ctx *fasthttp.RequestCtx, r *strict.Rejection, obs observe.Refuser) {
 	wire.FastAnswer(ctx, r.Status, r.Body(), true)
 	if obs != nil {
-		o := observe.Outcome{Status: r.Status, Dur: time.Since(ctx.Time()), Bytes: int64(len(r.Body()))}
+		o := observe.Outcome{Status: r.Status, Dur: time.Since(observe.FastStart(ctx)), Bytes: int64(len(r.Body()))}
 		o.Remote = wire.Client(ctx).Addr()
 		method, target := r.Method, r.Target
 		if r.InBody {

@@ -62,6 +62,20 @@ func RequestStart(c net.Conn) time.Time {
 	return time.Time{}
 }
 
+// FastStart returns when the request on ctx began to arrive: the first
+// bytes of its head, where its connection keeps that mark (m0serve's
+// listener does), else when its handler was called (ctx.Time, read then
+// under fasthttp's LazyRequestTime), else when its connection opened.
+func FastStart(ctx *fasthttp.RequestCtx) time.Time {
+	if t := RequestStart(ctx.Conn()); !t.IsZero() {
+		return t
+	}
+	if t := ctx.Time(); !t.IsZero() {
+		return t
+	}
+	return ctx.ConnTime()
+}
+
 // Recorder is a ResponseWriter that notes the status, the body's length
 // and when the head went out. Unwrap lets http.ResponseController reach
 // the writer below.
@@ -198,14 +212,7 @@ func ObserveFast(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandler, done fu
 	ctx.SetUserValue(fastRecordKey{}, rec)
 	next(ctx)
 
-	// From the request's headers: ctx.Time is when its body had arrived.
-	start := ctx.Time()
-	if start.IsZero() {
-		start = ctx.ConnTime()
-	}
-	if t := RequestStart(ctx.Conn()); !t.IsZero() && t.Before(start) {
-		start = t
-	}
+	start := FastStart(ctx)
 	resp := &ctx.Response
 	rec.o.Status = resp.StatusCode()
 	rec.o.Dur = time.Since(start)
