@@ -1111,3 +1111,53 @@ func serveHandler(t *testing.T, fe string, h interface {
 func TestIdleConnectionKeepsNoBody(t *testing.T) {
 	testutil.KeepsNoBody(t, strings.TrimPrefix(urls["fasthttp"], "http://"), "</p>\n", func(n int) string { return "/page?" + strconv.Itoa(n) })
 }
+
+// TestLoopEndAnswersWaitingRequests: a request whose application has not
+// answered when the loop stops under it (here, the application stops it)
+// is answered 500, at once, not left waiting for an answer that cannot
+// come.
+func TestLoopEndAnswersWaitingRequests(t *testing.T) {
+	for _, fe := range []string{"net/http", "fasthttp"} {
+		t.Run(fe, func(t *testing.T) {
+			dir, _ := filepath.Abs("testdata")
+			app, err := m0.LoadApp("bridge:app", &m0.LoadOptions{Dir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := asgi.New(app, &asgi.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err := h.Startup(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			base := serveWith(t, fe, h)
+			const n = 3
+			got := make(chan int, n)
+			for range n {
+				go func() {
+					c := &http.Client{Timeout: 20 * time.Second}
+					resp, err := c.Get(base + "/sleep?3600")
+					if err != nil {
+						got <- -1
+						return
+					}
+					resp.Body.Close()
+					got <- resp.StatusCode
+				}()
+			}
+			time.Sleep(300 * time.Millisecond) // the requests are in the application
+			go http.Get(base + "/stop-loop")
+			for range n {
+				select {
+				case st := <-got:
+					if st != http.StatusInternalServerError {
+						t.Errorf("a request the loop's end cut: %d, want 500", st)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("a request still waits 5 s after the loop stopped")
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			h.Shutdown(ctx)
+		})
+	}
+}

@@ -313,6 +313,10 @@ async def app(scope, receive, send):
     if path == "/sleep":
         await asyncio.sleep(float(scope["query_string"] or b"0.01"))
         return await respond(send, 200, b"slept")
+    if path == "/stop-loop":
+        # Stops the event loop under every request in it: a loop that dies.
+        asyncio.get_running_loop().stop()
+        return await asyncio.sleep(3600)
     if path == "/raise":
         raise ValueError("raised before the response")
     if path == "/raise-late":

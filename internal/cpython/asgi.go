@@ -405,6 +405,19 @@ func (e *Executor) collect() {
 	e.takeAll() // what is left
 	<-e.stopped
 	close(e.ended) // after every message of the loop was delivered
+	// A request waiting for its next message waits on its own wake-up
+	// alone (Next), not on ended with every other request: each hears
+	// of the end by it.
+	e.mu.Lock()
+	for _, r := range e.reqs {
+		if r != nil && r.wake != nil {
+			select {
+			case r.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+	e.mu.Unlock()
 }
 
 // takeAll hands every message the loop has queued to its request.
@@ -567,7 +580,14 @@ func (e *Executor) add(inline bool) (r *Request, alone bool) {
 // Next returns the next message from the application, waiting for it
 // unless ctx ends first. Once the loop has stopped it returns a failed
 // CDone.
+//
+// It waits on the request's own wake-up (and ctx's Done, where there is
+// one), not on the executor's end with every other request waiting: a
+// channel a thousand requests wait on at once makes each wait and wake
+// touch the others' waiters. The collector wakes every request once the
+// loop has ended, and the end is looked for before each wait.
 func (r *Request) Next(ctx context.Context) (Msg, error) {
+	done := ctx.Done()
 	for {
 		r.mu.Lock()
 		if r.head < len(r.q) {
@@ -582,9 +602,6 @@ func (r *Request) Next(ctx context.Context) (Msg, error) {
 		}
 		r.mu.Unlock()
 		select {
-		case <-r.wake:
-		case <-ctx.Done():
-			return Msg{}, ctx.Err()
 		case <-r.e.ended:
 			r.mu.Lock()
 			more := r.head < len(r.q)
@@ -595,6 +612,16 @@ func (r *Request) Next(ctx context.Context) (Msg, error) {
 			// No answer will come: the request failed, as one whose task
 			// raised.
 			return Msg{Kind: CDone, Flags: DoneFailed, Data: []byte("asgi: the event loop has stopped")}, nil
+		default:
+		}
+		if done == nil {
+			<-r.wake
+			continue
+		}
+		select {
+		case <-r.wake:
+		case <-done:
+			return Msg{}, ctx.Err()
 		}
 	}
 }

@@ -3,6 +3,7 @@
 package cpython
 
 import (
+	"context"
 	"sync"
 	"testing"
 )
@@ -35,5 +36,57 @@ func BenchmarkCall(b *testing.B) {
 			}
 		}
 	})
+	wg.Wait()
+}
+
+// BenchmarkWaitMany is a request's wait for its next message with many
+// requests waiting at once: 1,024 goroutines in Next, each given a
+// message in turn, as the collector gives a thousand connections theirs.
+func BenchmarkWaitMany(b *testing.B) {
+	const n = 1024
+	e := &Executor{ended: make(chan struct{})}
+	reqs := make([]*Request, n)
+	took := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for i := range reqs {
+		r := &Request{e: e, wake: make(chan struct{}, 1)}
+		reqs[i] = r
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				m, _ := r.Next(context.Background())
+				if m.Kind == CDone {
+					return
+				}
+				took <- struct{}{}
+			}
+		}()
+	}
+	give := func(r *Request, kind int) {
+		r.mu.Lock()
+		r.q = append(r.q, Msg{Kind: kind})
+		r.mu.Unlock()
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		give(reqs[i%n], CBody)
+		if i%n == n-1 {
+			for range n {
+				<-took
+			}
+		}
+	}
+	for range b.N % n {
+		<-took
+	}
+	b.StopTimer()
+	for _, r := range reqs {
+		give(r, CDone)
+	}
 	wg.Wait()
 }
