@@ -64,8 +64,9 @@ func RequestStart(c net.Conn) time.Time {
 
 // FastStart returns when the request on ctx began to arrive: the first
 // bytes of its head, where its connection keeps that mark (m0serve's
-// listener does), else when its handler was called (ctx.Time, read then
-// under fasthttp's LazyRequestTime), else when its connection opened.
+// listener does), else ctx.Time (when its handler was called; under
+// fasthttp's LazyRequestTime, when it is first read: call FastStart
+// before the handler), else when its connection opened.
 func FastStart(ctx *fasthttp.RequestCtx) time.Time {
 	if t := RequestStart(ctx.Conn()); !t.IsZero() {
 		return t
@@ -210,9 +211,9 @@ func ObserveFast(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandler, done fu
 	rec.ctx = ctx
 	rec.done = append(rec.done, done)
 	ctx.SetUserValue(fastRecordKey{}, rec)
+	start := FastStart(ctx) // before the handler: ctx.Time may be read only now
 	next(ctx)
 
-	start := FastStart(ctx)
 	resp := &ctx.Response
 	rec.o.Status = resp.StatusCode()
 	rec.o.Dur = time.Since(start)

@@ -52,8 +52,8 @@ func (w *SendWindow) Forget() { w.at.Store(0) }
 // that sets the read deadline of the connection must do so through it.
 // It is safe for concurrent use.
 type ReadDeadline struct {
-	want atomic.Int64 // the deadline asked for, Unix nanoseconds; 0 is none
-	set  atomic.Int64 // the deadline on the socket; 0 is none
+	want atomic.Int64 // the deadline asked for, a MonoOf reading; 0 is none
+	set  atomic.Int64 // the deadline on the socket, likewise
 	mu   sync.Mutex   // serializes setting the socket's
 }
 
@@ -61,10 +61,7 @@ type readDeadliner interface{ SetReadDeadline(time.Time) error }
 
 // Set asks for t as c's read deadline (the zero time: none).
 func (d *ReadDeadline) Set(c readDeadliner, t time.Time) error {
-	w := int64(0)
-	if !t.IsZero() {
-		w = t.UnixNano()
-	}
+	w := MonoOf(t)
 	d.want.Store(w)
 	if s := d.set.Load(); s != 0 && (w == 0 || s <= w) {
 		return nil // it passes first: a read then sets w (Retry)
@@ -73,17 +70,23 @@ func (d *ReadDeadline) Set(c readDeadliner, t time.Time) error {
 }
 
 // Reset sets t on c at once, as SetDeadline does.
-func (d *ReadDeadline) Reset(c interface{ SetDeadline(time.Time) error }, t time.Time) error {
+func (d *ReadDeadline) Reset(c interface {
+	readDeadliner
+	SetDeadline(time.Time) error
+}, t time.Time) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	w := int64(0)
-	if !t.IsZero() {
-		w = t.UnixNano()
-	}
+	w := MonoOf(t)
 	d.want.Store(w)
-	err := c.SetDeadline(t)
+	if err := c.SetDeadline(t); err != nil {
+		d.set.Store(0)
+		return err
+	}
 	d.set.Store(w)
-	return err
+	if d.want.Load() != w { // a Set meanwhile left its deadline to this
+		return d.syncLocked(c)
+	}
+	return nil
 }
 
 // Retry reports whether a read that failed with err should be tried
@@ -93,7 +96,7 @@ func (d *ReadDeadline) Retry(c readDeadliner, err error) bool {
 	if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 		return false
 	}
-	if w := d.want.Load(); w != 0 && w <= time.Now().UnixNano() {
+	if w := d.want.Load(); w != 0 && w <= Mono() {
 		return false
 	}
 	return d.sync(c) == nil
@@ -105,11 +108,15 @@ func (d *ReadDeadline) Retry(c readDeadliner, err error) bool {
 func (d *ReadDeadline) sync(c readDeadliner) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.syncLocked(c)
+}
+
+func (d *ReadDeadline) syncLocked(c readDeadliner) error {
 	for {
 		w := d.want.Load()
 		var t time.Time
 		if w != 0 {
-			t = time.Unix(0, w)
+			t = MonoTime(w)
 		}
 		if err := c.SetReadDeadline(t); err != nil {
 			d.set.Store(0)
