@@ -537,3 +537,33 @@ func TestLimitConnReadDeadline(t *testing.T) {
 	}
 	io.ReadFull(lc, buf[:1]) // the byte sent meanwhile, under no deadline yet
 }
+
+// TestRequestStartKeepsItsMarkPastContinue: a request's start is when its
+// first bytes arrived, its body's arrival after a 100 Continue
+// notwithstanding; the next request, after the final answer, has its own.
+func TestRequestStartKeepsItsMarkPastContinue(t *testing.T) {
+	s, c := testutil.TCPPair(t)
+	lc := &limitConn{Conn: s}
+	buf := make([]byte, 64)
+	read := func(msg string) {
+		c.Write([]byte(msg))
+		if _, err := lc.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go io.Copy(io.Discard, c)
+	read("POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
+	first := lc.RequestStart()
+	lc.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n"))
+	time.Sleep(10 * time.Millisecond)
+	read("body")
+	if got := lc.RequestStart(); !got.Equal(first) {
+		t.Fatalf("the body after 100 Continue moved the start by %v", got.Sub(first))
+	}
+	lc.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+	time.Sleep(10 * time.Millisecond)
+	read("GET / HTTP/1.1\r\n\r\n")
+	if !lc.RequestStart().After(first) {
+		t.Fatal("the next request kept the first one's start")
+	}
+}

@@ -214,7 +214,7 @@ func (c *limitConn) RequestStart() time.Time {
 // none taken, however long p takes to send. Under a write deadline a
 // caller set, it writes under that one.
 func (c *limitConn) Write(p []byte) (int, error) {
-	if !c.wrote.Load() {
+	if !c.wrote.Load() && !interim(p) {
 		c.wrote.Store(true)
 	}
 	if c.send.Window <= 0 || c.explicit.Load() {
@@ -232,6 +232,13 @@ func (c *limitConn) Write(p []byte) (int, error) {
 		}
 		return written, err
 	}
+}
+
+// interim reports whether p opens an interim (1xx) response, which the
+// request's body follows (100 Continue): the request has not been
+// answered, and what is read next is still its own.
+func interim(p []byte) bool {
+	return len(p) >= 10 && string(p[:5]) == "HTTP/" && p[8] == ' ' && p[9] == '1'
 }
 
 // ReadFrom sends what r holds with the connection's own ReadFrom (sendfile
