@@ -3,10 +3,12 @@ package front
 import (
 	"errors"
 	"math"
+	"net"
 	"strings"
 	"time"
 
 	"github.com/m0serve/m0/internal/observe"
+	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/wire"
 	"github.com/valyala/fasthttp"
 )
@@ -19,15 +21,10 @@ func fastLimits(s *fasthttp.Server, lim Limits, obs observe.Refuser) {
 	if capBytes >= 0 && capBytes < math.MaxInt {
 		s.MaxRequestBodySize = int(capBytes)
 	}
-	// ReadTimeout bounds the request line and headers: a new connection's
-	// within IdleTimeout of its accept, a kept-alive one's within
-	// IdleTimeout of their first byte. IdleTimeout must stay positive for
-	// fasthttp to replace the body deadline before the next request.
-	s.ReadTimeout = lim.IdleTimeout
-	s.IdleTimeout = lim.IdleTimeout
-	if s.IdleTimeout <= 0 {
-		s.IdleTimeout = forever
-	}
+	// The idle wait and the request line and headers are bounded by the
+	// connection's state changes (fastDeadline), not by fasthttp's
+	// ReadTimeout and IdleTimeout, which read the clock twice a request.
+	s.ReadTimeout, s.IdleTimeout = 0, 0
 	s.MaxRequestsPerConn = lim.MaxKeepaliveRequests
 	body := lim.BodyTimeout
 	if body <= 0 {
@@ -96,4 +93,53 @@ func headerError(ctx *fasthttp.RequestCtx, err error) bool {
 	}
 	var nothing fasthttp.ErrNothingRead
 	return errors.As(err, &nothing) || strings.Contains(err.Error(), "error when reading request headers")
+}
+
+// fastDeadline sets the read deadline of a connection fasthttp serves as
+// its state changes to p, in place of fasthttp's ReadTimeout and
+// IdleTimeout: the request line and headers arrive within idle of the
+// accept on a new connection, and within idle of their first byte on a
+// kept-alive one; a kept-alive connection waits idle for its next
+// request. Zero or less is no bound. On a connection from a Limits
+// listener the times are the marks its reads and its state already took,
+// and the deadline is only asked for (sock.ReadDeadline): no clock is
+// read and, most requests, no timer moves.
+func fastDeadline(c net.Conn, p connPhase, idle time.Duration) {
+	lc, ok := c.(*limitConn)
+	if !ok {
+		// Another listener's connection: the clock read at each change.
+		switch {
+		case p != phaseNew && p != phaseActive && p != phaseIdle:
+		case idle > 0:
+			c.SetReadDeadline(time.Now().Add(idle))
+		case p != phaseNew:
+			c.SetReadDeadline(time.Time{}) // a body's deadline, replaced
+		}
+		return
+	}
+	var from int64 // a sock.Mono reading
+	switch p {
+	case phaseNew:
+		from = sock.MonoOf(lc.accepted)
+	case phaseActive:
+		if !lc.kept.Load() {
+			return // a new connection's bound holds from its accept
+		}
+		// The first byte's mark, unless the request was read ahead
+		// (pipelined) and no read since the answer marked its start.
+		from = lc.started.Load()
+		if lc.wrote.Load() {
+			from = sock.Mono()
+		}
+	case phaseIdle:
+		lc.kept.Store(true)
+		from = lc.idleSince.Load()
+	default:
+		return
+	}
+	var t time.Time
+	if idle > 0 {
+		t = sock.MonoTime(from + int64(idle))
+	}
+	lc.rd.Set(lc.Conn, t)
 }

@@ -35,6 +35,9 @@ func newEcho() *echo { return &echo{done: make(chan struct{}, 1)} }
 
 func (e *echo) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.calls.Add(1)
+	if r.URL.Path == "/wait" {
+		time.Sleep(500 * time.Millisecond)
+	}
 	if r.URL.Path == "/big" {
 		defer func() { e.done <- struct{}{} }()
 		chunk := bytes.Repeat([]byte("x"), 64<<10)
@@ -50,6 +53,9 @@ func (e *echo) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (e *echo) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	e.calls.Add(1)
+	if string(ctx.Path()) == "/wait" {
+		time.Sleep(500 * time.Millisecond)
+	}
 	if string(ctx.Path()) == "/big" {
 		ctx.SetBodyStream(&endless{done: e.done}, -1)
 		return
@@ -348,6 +354,58 @@ func TestIdleTimeout(t *testing.T) {
 				t.Errorf("%s: closed after %v, want about 300ms", tt.name, took)
 			}
 		}
+	})
+}
+
+// TestHeadTimeout: a request's line and headers arrive within IdleTimeout
+// of a new connection's accept, or of their first byte on a kept-alive
+// one, however long the connection idled before it or its answer took.
+func TestHeadTimeout(t *testing.T) {
+	each(t, func(t *testing.T, fe string) {
+		addr, _, _ := limitsServer(t, fe, newEcho(), Limits{IdleTimeout: 300 * time.Millisecond})
+		answer := func(br *bufio.Reader) {
+			t.Helper()
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%v %v, want 200", resp, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+		}
+		shut := func(c net.Conn, br *bufio.Reader, start time.Time, name string) {
+			t.Helper()
+			c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if _, err := br.ReadByte(); err == nil || isTimeout(err) {
+				t.Fatalf("%s: %v, want a close", name, err)
+			}
+			if took := time.Since(start); took < 250*time.Millisecond {
+				t.Errorf("%s: closed after %v, want about 300ms", name, took)
+			}
+		}
+
+		c := dial(t, addr)
+		br := bufio.NewReader(c)
+		start := time.Now()
+		io.WriteString(c, "GET / HTTP/1.1\r\n")
+		shut(c, br, start, "new connection")
+
+		c = dial(t, addr)
+		br = bufio.NewReader(c)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		answer(br)
+		time.Sleep(200 * time.Millisecond) // two thirds of the idle wait
+		start = time.Now()
+		io.WriteString(c, "GET / HTTP/1.1\r\n")
+		shut(c, br, start, "kept-alive connection")
+
+		// A head read ahead while the request before it was answered
+		// (for longer than IdleTimeout): its bound starts with the answer.
+		c = dial(t, addr)
+		br = bufio.NewReader(c)
+		io.WriteString(c, "GET /wait HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\n")
+		answer(br)
+		time.Sleep(100 * time.Millisecond)
+		io.WriteString(c, "Host: x\r\n\r\n")
+		answer(br)
 	})
 }
 

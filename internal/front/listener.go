@@ -177,6 +177,7 @@ type limitConn struct {
 	// (a sock.Mono reading): a Read with data after a Write begins a request.
 	started atomic.Int64
 	wrote   atomic.Bool
+	kept    atomic.Bool // answered a request: a kept-alive connection
 	ln      *limitListener
 	linger  atomic.Int64 // a time.Duration
 	once    sync.Once
@@ -185,7 +186,7 @@ type limitConn struct {
 
 func (c *limitConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	for n == 0 && c.rd.Retry(c.Conn, err) {
+	for n == 0 && (c.rd.Retry(c.Conn, err) || c.headBound(err)) {
 		n, err = c.Conn.Read(p) // an earlier deadline than the one asked for passed
 	}
 	if n > 0 {
@@ -198,6 +199,30 @@ func (c *limitConn) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// headBound reports whether a read that failed with err should be tried
+// again because the deadline that passed was the idle wait's, and the
+// first bytes of a head arrived before it: a kept-alive connection's head
+// is bounded from its first byte, which the server does not see until the
+// strict reading passes the whole head. It sets that bound once a head.
+func (c *limitConn) headBound(err error) bool {
+	if c.ln == nil || c.ln.idle <= 0 || connPhase(c.phase.Load()) != phaseIdle || !isTimeout(err) {
+		return false
+	}
+	s := strict.Of(c.Conn)
+	if s == nil {
+		return false
+	}
+	since := s.HeadSince()
+	if since == 0 || since <= c.idleSince.Load() {
+		return false
+	}
+	at := since + int64(c.ln.idle)
+	if at <= sock.Mono() || c.rd.Want() >= at {
+		return false
+	}
+	return c.rd.Set(c.Conn, sock.MonoTime(at)) == nil
 }
 
 // RequestStart returns when the request being served began to arrive, or

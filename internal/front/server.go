@@ -100,7 +100,11 @@ func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
 		// net/http's does: the client does not send its next request on
 		// a connection that is closing.
 		CloseOnShutdown: true,
-		ConnState:       func(c net.Conn, st fasthttp.ConnState) { track(c, connState(st)) },
+		ConnState: func(c net.Conn, st fasthttp.ConnState) {
+			p := connState(st)
+			track(c, p)
+			fastDeadline(c, p, lim.IdleTimeout)
+		},
 		// No clock read for ctx.Time on every request: a request's start
 		// is its connection's mark (observe.FastStart).
 		LazyRequestTime: true,

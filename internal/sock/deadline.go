@@ -69,6 +69,9 @@ func (d *ReadDeadline) Set(c readDeadliner, t time.Time) error {
 	return d.sync(c)
 }
 
+// Want returns the deadline asked for last (a Mono reading; 0 is none).
+func (d *ReadDeadline) Want() int64 { return d.want.Load() }
+
 // Reset sets t on c at once, as SetDeadline does.
 func (d *ReadDeadline) Reset(c interface {
 	readDeadliner

@@ -59,6 +59,7 @@ type Conn struct {
 	mu      sync.Mutex
 	f       Framer
 	held    []byte // read, not yet passed: an unfinished head, or all after a held upgrade
+	heldAt  int64  // when held's first bytes arrived (a sock.Mono reading); 0 while empty
 	rescan  bool   // held may hold whole heads: scan it before reading more
 	ready   []byte // passed, not yet read
 	said    bool   // the request for RefusedTarget has been handed out
@@ -182,6 +183,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 			if len(c.held) == 0 || c.f.Err != nil {
 				c.held = nil
 			}
+			c.noteHeld(m > 0)
 			continue
 		}
 		if len(c.held) == 0 {
@@ -192,6 +194,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 				k, m := c.scan(p[:n])
 				if k < n && c.f.Err == nil { // an unfinished head, or after a held upgrade
 					c.held = append(make([]byte, 0, max(2*(n-k), 4<<10)), p[k:n]...)
+					c.noteHeld(true)
 				}
 				if m > 0 {
 					return m, nil
@@ -216,11 +219,35 @@ func (c *Conn) Read(p []byte) (int, error) {
 			if c.f.Err != nil {
 				c.held = nil
 			}
+			c.noteHeld(m > 0)
 		}
 		if err != nil && len(c.ready) == 0 {
 			return 0, err
 		}
 	}
+}
+
+// noteHeld, under mu, marks when what is held began to arrive: now, if
+// it was empty or what was held before it passed on.
+func (c *Conn) noteHeld(passed bool) {
+	switch {
+	case len(c.held) == 0:
+		c.heldAt = 0
+	case passed || c.heldAt == 0:
+		c.heldAt = sock.Mono()
+	}
+}
+
+// HeadSince returns when the first bytes of an unfinished head arrived (a
+// sock.Mono reading), or 0 when none is held: the front end reading the
+// connection sees a head only once it is whole.
+func (c *Conn) HeadSince() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.f.Holding() || c.f.Err != nil {
+		return 0
+	}
+	return c.heldAt
 }
 
 // await, under mu, waits for a hold to end or the read deadline to pass;

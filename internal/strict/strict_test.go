@@ -35,6 +35,42 @@ func TestConnHold(t *testing.T) {
 	}
 }
 
+// TestConnHeadSince: an unfinished head is marked from its first bytes,
+// a whole one passed clears the mark, and the rest of a read that begins
+// the next head marks it afresh.
+func TestConnHeadSince(t *testing.T) {
+	client, server := net.Pipe()
+	sc := &Conn{Conn: server}
+	if sc.HeadSince() != 0 {
+		t.Fatal("marked before any byte")
+	}
+	go client.Write([]byte("GET /a HTTP/1.1\r\n"))
+	buf := make([]byte, 4096)
+	sc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := sc.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("unfinished head read: %v, want the deadline", err)
+	}
+	first := sc.HeadSince()
+	if first == 0 {
+		t.Fatal("an unfinished head is not marked")
+	}
+	sc.SetReadDeadline(time.Time{})
+	go client.Write([]byte("Host: x\r\n\r\nGET /b HT"))
+	if n, err := sc.Read(buf); err != nil || string(buf[:n]) != "GET /a HTTP/1.1\r\nHost: x\r\n\r\n" {
+		t.Fatalf("read %q %v", buf[:n], err)
+	}
+	if next := sc.HeadSince(); next <= first {
+		t.Fatalf("the next head's mark %d, want after the first's %d", next, first)
+	}
+	go client.Write([]byte("TP/1.1\r\nHost: x\r\n\r\n"))
+	if n, err := sc.Read(buf); err != nil || string(buf[:n]) != "GET /b HTTP/1.1\r\nHost: x\r\n\r\n" {
+		t.Fatalf("read %q %v", buf[:n], err)
+	}
+	if sc.HeadSince() != 0 {
+		t.Fatal("still marked with nothing held")
+	}
+}
+
 // TestConn reads a refused pipeline through a Conn: the good
 // request, then the one for RefusedTarget, then the end.
 func TestConn(t *testing.T) {
