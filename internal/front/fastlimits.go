@@ -99,20 +99,24 @@ func headerError(ctx *fasthttp.RequestCtx, err error) bool {
 // its state changes to p, in place of fasthttp's ReadTimeout and
 // IdleTimeout: the request line and headers arrive within idle of the
 // accept on a new connection, and within idle of their first byte on a
-// kept-alive one; a kept-alive connection waits idle for its next
+// kept-alive one (of the answer before them, for a head read ahead while
+// that was answered); a kept-alive connection waits idle for its next
 // request. Zero or less is no bound. On a connection from a Limits
 // listener the times are the marks its reads and its state already took,
 // and the deadline is only asked for (sock.ReadDeadline): no clock is
-// read and, most requests, no timer moves.
+// read and, most requests, no timer moves. The bounds hold for
+// connections the server accepts (Serve): fasthttp's ServeConn reports no
+// new connection.
 func fastDeadline(c net.Conn, p connPhase, idle time.Duration) {
 	lc, ok := c.(*limitConn)
 	if !ok {
-		// Another listener's connection: the clock read at each change.
+		// Another listener's connection: the clock read at each change,
+		// and a kept-alive head bounded by its idle wait.
 		switch {
-		case p != phaseNew && p != phaseActive && p != phaseIdle:
+		case p != phaseNew && p != phaseIdle:
 		case idle > 0:
 			c.SetReadDeadline(time.Now().Add(idle))
-		case p != phaseNew:
+		case p == phaseIdle:
 			c.SetReadDeadline(time.Time{}) // a body's deadline, replaced
 		}
 		return
@@ -125,12 +129,9 @@ func fastDeadline(c net.Conn, p connPhase, idle time.Duration) {
 		if !lc.kept.Load() {
 			return // a new connection's bound holds from its accept
 		}
-		// The first byte's mark, unless the request was read ahead
-		// (pipelined) and no read since the answer marked its start.
-		from = lc.started.Load()
-		if lc.wrote.Load() {
-			from = sock.Mono()
-		}
+		// The first bytes' mark; for a head read ahead while the request
+		// before it was answered (no read since), the answer's.
+		from = max(lc.started.Load(), lc.idleSince.Load())
 	case phaseIdle:
 		lc.kept.Store(true)
 		from = lc.idleSince.Load()

@@ -36,7 +36,7 @@ func newEcho() *echo { return &echo{done: make(chan struct{}, 1)} }
 func (e *echo) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.calls.Add(1)
 	if r.URL.Path == "/wait" {
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(1200 * time.Millisecond)
 	}
 	if r.URL.Path == "/big" {
 		defer func() { e.done <- struct{}{} }()
@@ -54,7 +54,7 @@ func (e *echo) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (e *echo) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	e.calls.Add(1)
 	if string(ctx.Path()) == "/wait" {
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(1200 * time.Millisecond)
 	}
 	if string(ctx.Path()) == "/big" {
 		ctx.SetBodyStream(&endless{done: e.done}, -1)
@@ -359,10 +359,12 @@ func TestIdleTimeout(t *testing.T) {
 
 // TestHeadTimeout: a request's line and headers arrive within IdleTimeout
 // of a new connection's accept, or of their first byte on a kept-alive
-// one, however long the connection idled before it or its answer took.
+// one (once a head: bytes trickling in do not extend it), however long the
+// connection idled before it or its answer took.
 func TestHeadTimeout(t *testing.T) {
+	const idle = time.Second
 	each(t, func(t *testing.T, fe string) {
-		addr, _, _ := limitsServer(t, fe, newEcho(), Limits{IdleTimeout: 300 * time.Millisecond})
+		addr, _, _ := limitsServer(t, fe, newEcho(), Limits{IdleTimeout: idle})
 		answer := func(br *bufio.Reader) {
 			t.Helper()
 			resp, err := http.ReadResponse(br, nil)
@@ -371,15 +373,24 @@ func TestHeadTimeout(t *testing.T) {
 			}
 			io.Copy(io.Discard, resp.Body)
 		}
+		// shut wants c closed between 0.85 and 2 idle waits after start.
 		shut := func(c net.Conn, br *bufio.Reader, start time.Time, name string) {
 			t.Helper()
-			c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			c.SetReadDeadline(time.Now().Add(4 * idle))
 			if _, err := br.ReadByte(); err == nil || isTimeout(err) {
 				t.Fatalf("%s: %v, want a close", name, err)
 			}
-			if took := time.Since(start); took < 250*time.Millisecond {
-				t.Errorf("%s: closed after %v, want about 300ms", name, took)
+			if took := time.Since(start); took < idle*85/100 || took > 2*idle {
+				t.Errorf("%s: closed after %v, want about %v", name, took, idle)
 			}
+		}
+		kept := func() (net.Conn, *bufio.Reader) {
+			c := dial(t, addr)
+			br := bufio.NewReader(c)
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			answer(br)
+			time.Sleep(idle * 3 / 10)
+			return c, br
 		}
 
 		c := dial(t, addr)
@@ -388,24 +399,65 @@ func TestHeadTimeout(t *testing.T) {
 		io.WriteString(c, "GET / HTTP/1.1\r\n")
 		shut(c, br, start, "new connection")
 
-		c = dial(t, addr)
-		br = bufio.NewReader(c)
-		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-		answer(br)
-		time.Sleep(200 * time.Millisecond) // two thirds of the idle wait
+		// Bounded from the head's first byte, not from the answer before
+		// it (which would close it 0.7 idle waits after the head began).
+		c, br = kept()
 		start = time.Now()
 		io.WriteString(c, "GET / HTTP/1.1\r\n")
 		shut(c, br, start, "kept-alive connection")
 
-		// A head read ahead while the request before it was answered
-		// (for longer than IdleTimeout): its bound starts with the answer.
+		c, br = kept()
+		start = time.Now()
+		io.WriteString(c, "GET / HTTP/1.1\r\n")
+		stop := make(chan struct{})
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(idle / 10):
+				}
+				if _, err := fmt.Fprintf(c, "X-%d: a\r\n", i); err != nil {
+					return
+				}
+			}
+		}()
+		shut(c, br, start, "a head trickling in")
+		close(stop)
+
+		// A head read ahead while the request before it was answered (for
+		// longer than IdleTimeout): its bound starts with the answer.
 		c = dial(t, addr)
 		br = bufio.NewReader(c)
 		io.WriteString(c, "GET /wait HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\n")
 		answer(br)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(idle / 10)
 		io.WriteString(c, "Host: x\r\n\r\n")
 		answer(br)
+	})
+}
+
+// TestBodyDeadlineReplaced: with no idle bound, a body's deadline does not
+// outlive its request: the connection waits for the next one unbounded.
+func TestBodyDeadlineReplaced(t *testing.T) {
+	each(t, func(t *testing.T, fe string) {
+		addr, _, _ := limitsServer(t, fe, newEcho(), Limits{BodyTimeout: 200 * time.Millisecond})
+		c := dial(t, addr)
+		br := bufio.NewReader(c)
+		for i, req := range []string{
+			"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok",
+			"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+		} {
+			if i > 0 {
+				time.Sleep(400 * time.Millisecond) // twice the body's bound
+			}
+			io.WriteString(c, req)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("request %d: %v %v, want 200", i+1, resp, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+		}
 	})
 }
 

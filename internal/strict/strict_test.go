@@ -36,26 +36,37 @@ func TestConnHold(t *testing.T) {
 }
 
 // TestConnHeadSince: an unfinished head is marked from its first bytes,
-// a whole one passed clears the mark, and the rest of a read that begins
-// the next head marks it afresh.
+// more of it leaves the mark, a whole one passed clears it, and the rest
+// of a read that begins the next head marks that afresh.
 func TestConnHeadSince(t *testing.T) {
 	client, server := net.Pipe()
 	sc := &Conn{Conn: server}
 	if sc.HeadSince() != 0 {
 		t.Fatal("marked before any byte")
 	}
-	go client.Write([]byte("GET /a HTTP/1.1\r\n"))
-	buf := make([]byte, 4096)
-	sc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-	if _, err := sc.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("unfinished head read: %v, want the deadline", err)
+	// part writes b, which a Read held by sc takes, then ends that Read:
+	// a net.Pipe write returns once its bytes are read.
+	part := func(b string) {
+		go func() {
+			client.Write([]byte(b))
+			sc.SetReadDeadline(time.Now())
+		}()
+		if _, err := sc.Read(make([]byte, 4096)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("unfinished head read: %v, want the deadline", err)
+		}
+		sc.SetReadDeadline(time.Time{})
 	}
+	part("GET /a HTTP/1.1\r\n")
 	first := sc.HeadSince()
 	if first == 0 {
 		t.Fatal("an unfinished head is not marked")
 	}
-	sc.SetReadDeadline(time.Time{})
-	go client.Write([]byte("Host: x\r\n\r\nGET /b HT"))
+	part("Host: x\r\n")
+	if again := sc.HeadSince(); again != first {
+		t.Fatalf("more of the head moved its mark from %d to %d", first, again)
+	}
+	buf := make([]byte, 4096)
+	go client.Write([]byte("\r\nGET /b HT"))
 	if n, err := sc.Read(buf); err != nil || string(buf[:n]) != "GET /a HTTP/1.1\r\nHost: x\r\n\r\n" {
 		t.Fatalf("read %q %v", buf[:n], err)
 	}
