@@ -27,7 +27,6 @@ import (
 
 	"github.com/m0serve/m0/internal/front"
 	"github.com/m0serve/m0/internal/pid1"
-	"github.com/m0serve/m0/internal/sysmon"
 	"github.com/m0serve/m0/realtime"
 )
 
@@ -78,15 +77,12 @@ func Serve(app Application, cfg *Config) int {
 }
 
 // Main runs the process for app: as PID 1 it first becomes a child of an
-// init of its own (signals forwarded, orphans reaped); on one CPU the
-// server process starts itself again with the Go runtime's monitor kept
-// out of its deep sleep (internal/sysmon; GODEBUG=schedtrace=0 keeps the
-// runtime's default); then it calls Serve and exits with its code.
+// init of its own (signals forwarded, orphans reaped); then it calls Serve
+// and exits with its code.
 func Main(app Application) {
 	if code, ok := pid1.RunAsInit(); ok {
 		os.Exit(code)
 	}
-	sysmon.Keep()
 	os.Exit(Serve(app, nil))
 }
 

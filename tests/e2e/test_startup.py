@@ -122,34 +122,3 @@ def test_qos_sets_the_python_threads_scheduling(serve, qos, nice, batch):
     server = serve("pep3333:application", args=["--qos", qos], validated=True)
     for _ in range(5):  # whichever thread serves it
         assert server.get_json("/sched") == {"nice": nice, "batch": batch}
-
-
-def environ_of(pid):
-    raw = Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace")
-    return dict(kv.split("=", 1) for kv in raw.split("\0") if "=" in kv)
-
-
-ONE_CPU = ["taskset", "-c", str(min(os.sched_getaffinity(0)))]
-
-
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable CPUs to compare with one")
-def test_one_cpu_keeps_the_runtime_monitor_awake(serve):
-    """On one CPU the server starts itself again, as the same process, with
-    GODEBUG's schedtrace at its largest period (internal/sysmon); on more it
-    does not, and a schedtrace of the user's own is kept."""
-    one = serve("pep3333:application", wrap=ONE_CPU, env={"GODEBUG": None})
-    assert environ_of(one.proc.pid).get("GODEBUG") == "schedtrace=2147483647"
-    assert one.get("/ok").status_code == 200
-    kept = serve("pep3333:application", wrap=ONE_CPU, env={"GODEBUG": "madvdontneed=1"})
-    assert environ_of(kept.proc.pid).get("GODEBUG") == "madvdontneed=1,schedtrace=2147483647"
-    opted_out = serve("pep3333:application", wrap=ONE_CPU, env={"GODEBUG": "schedtrace=0"})
-    assert environ_of(opted_out.proc.pid).get("GODEBUG") == "schedtrace=0"
-    many = serve("pep3333:application", env={"GODEBUG": None})
-    assert "GODEBUG" not in environ_of(many.proc.pid)
-    # The runtime prints its scheduler's line once the monotonic clock
-    # (the machine's uptime) passes the period: not on a machine up less.
-    uptime = float(Path("/proc/uptime").read_text().split()[0])
-    for server in (one, kept, opted_out, many):
-        assert server.get("/ok").status_code == 200
-        if uptime < 24 * 86400:
-            assert "SCHED" not in server.stderr
