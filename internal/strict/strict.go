@@ -43,7 +43,7 @@ func (l strictListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Conn{Conn: c, f: Framer{Cap: l.cap}}, nil
+	return &Conn{Conn: sock.NewRawIO(c), f: Framer{Cap: l.cap}}, nil
 }
 
 // Conn is a connection whose reads reach its front end only as its

@@ -1,0 +1,112 @@
+//go:build linux && !race
+
+package sock
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestRawIO: reads and writes through RawIO carry bytes both ways, wait
+// for readiness, end at the read deadline and at the peer's close, and
+// fail with the errors of a TCPConn's own (a closed connection, a reset
+// peer), without a signal for a write to a closed socket.
+func TestRawIO(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	peer, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	c := NewRawIO(<-accepted)
+	defer c.Close()
+	if _, ok := c.(*RawIO); !ok {
+		t.Fatalf("a TCP connection came back as %T", c)
+	}
+	if tc, ok := Find[*net.TCPConn](c); !ok || tc == nil {
+		t.Fatal("the TCP connection under RawIO is not found")
+	}
+
+	// A read waits for bytes that come later.
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		peer.Write([]byte("hello"))
+	}()
+	buf := make([]byte, 16)
+	if n, err := c.Read(buf); err != nil || string(buf[:n]) != "hello" {
+		t.Fatalf("read %q %v", buf[:n], err)
+	}
+	// A write larger than the socket's buffers waits while the peer reads.
+	big := bytes.Repeat([]byte("x"), 8<<20)
+	got := make(chan int, 1)
+	go func() {
+		n, _ := io.CopyN(io.Discard, peer, int64(len(big)))
+		got <- int(n)
+	}()
+	if n, err := c.Write(big); err != nil || n != len(big) {
+		t.Fatalf("wrote %d %v", n, err)
+	}
+	if n := <-got; n != len(big) {
+		t.Fatalf("the peer read %d of %d", n, len(big))
+	}
+	// The read deadline.
+	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past the deadline: %v", err)
+	}
+	var ne net.Error
+	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := c.Read(buf); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("a deadline's error is no net.Error timeout: %v", err)
+	}
+	c.SetReadDeadline(time.Time{})
+	// The peer's close reads as EOF; a write to it then fails with EPIPE
+	// or a reset, and raises no signal.
+	peer.Close()
+	if n, err := c.Read(buf); n != 0 || err != io.EOF {
+		t.Fatalf("read after the peer closed: %d %v", n, err)
+	}
+	var werr error
+	for i := 0; i < 100 && werr == nil; i++ {
+		_, werr = c.Write([]byte("after"))
+		time.Sleep(time.Millisecond)
+	}
+	if !errors.Is(werr, syscall.EPIPE) && !errors.Is(werr, syscall.ECONNRESET) {
+		t.Fatalf("write to a closed peer: %v", werr)
+	}
+	// A read or write on a closed connection is net.ErrClosed.
+	c.Close()
+	if _, err := c.Read(buf); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read after close: %v", err)
+	}
+	if _, err := c.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("write after close: %v", err)
+	}
+}
+
+// TestRawIOLeavesOthers: a connection that is not TCP is returned as it is.
+func TestRawIOLeavesOthers(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if NewRawIO(a) != a {
+		t.Fatal("a pipe was wrapped")
+	}
+}
