@@ -1,0 +1,151 @@
+//go:build linux && !race && !msan && !asan
+
+package sock
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// RawIO reads and writes a TCP connection with raw system calls, inside
+// its RawConn's wait for readiness: the descriptor is non-blocking (Go's
+// poller owns it), so a call never blocks, and without the runtime's
+// syscall entry (entersyscall) none wakes the runtime's monitor from its
+// sleep or marks the P for it to take. Everything else is the TCPConn's.
+// The descriptor must stay non-blocking: File, which makes it blocking,
+// is not for a RawIO's connection.
+type RawIO struct {
+	*net.TCPConn
+	rc syscall.RawConn
+	r  rawOp // Read's
+	w  rawOp // Write's
+}
+
+// rawOp is one direction's call: its callback is bound once, so a call
+// allocates nothing; mu keeps two calls of a direction apart.
+type rawOp struct {
+	mu    sync.Mutex
+	p     []byte
+	n     int
+	errno syscall.Errno
+	fn    func(fd uintptr) bool
+}
+
+// NewRawIO returns c read and written through RawIO when it is a TCP
+// connection, and c itself otherwise.
+func NewRawIO(c net.Conn) net.Conn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	x := &RawIO{TCPConn: tc, rc: rc}
+	x.r.fn = x.r.read
+	x.w.fn = x.w.write
+	return x
+}
+
+// NetConn returns the TCP connection.
+func (c *RawIO) NetConn() net.Conn { return c.TCPConn }
+
+// read, RawConn.Read's callback: false to wait for readiness.
+func (o *rawOp) read(fd uintptr) bool {
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&o.p[0])), uintptr(len(o.p)))
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		o.n, o.errno = int(r), e
+		return true
+	}
+}
+
+// write, RawConn.Write's callback: it sends all of p it can, and false to
+// wait for readiness with the rest.
+func (o *rawOp) write(fd uintptr) bool {
+	for o.n < len(o.p) {
+		r, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&o.p[o.n])), uintptr(len(o.p)-o.n),
+			syscall.MSG_NOSIGNAL, 0, 0)
+		switch {
+		case e == syscall.EINTR:
+		case e == syscall.EAGAIN:
+			return false
+		case e != 0:
+			o.errno = e
+			return true
+		case r == 0 || int(r) > len(o.p)-o.n:
+			o.errno = syscall.EIO // as net's own sees it: a send that took nothing, or more than it was given
+			return true
+		default:
+			o.n += int(r)
+		}
+	}
+	return true
+}
+
+func (c *RawIO) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	o := &c.r
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.p, o.n, o.errno = p, 0, 0
+	err := c.rc.Read(o.fn)
+	n, errno := o.n, o.errno
+	o.p = nil
+	switch {
+	case err != nil:
+		return 0, named(err, "read")
+	case errno != 0:
+		return 0, c.opError("read", errno)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (c *RawIO) Write(p []byte) (int, error) {
+	o := &c.w
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.p, o.n, o.errno = p, 0, 0
+	err := c.rc.Write(o.fn)
+	n, errno := o.n, o.errno
+	o.p = nil
+	switch {
+	case err != nil:
+		return n, named(err, "write")
+	case errno != 0:
+		return n, c.opError("write", errno)
+	}
+	return n, nil
+}
+
+func (c *RawIO) opError(op string, errno syscall.Errno) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
+}
+
+// named gives an error of the RawConn's (a deadline, a closed connection)
+// the operation net's own Read and Write name ("read", not "raw-read"):
+// net/http tells a read error of a closing connection by it.
+func named(err error, op string) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "raw-"+op {
+		cp := *oe
+		cp.Op = op
+		return &cp
+	}
+	return err
+}
