@@ -98,37 +98,37 @@ func (c *RawIO) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	o := &c.r
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.p, o.n, o.errno = p, 0, 0
-	err := c.rc.Read(o.fn)
-	n, errno := o.n, o.errno
-	o.p = nil
-	switch {
-	case err != nil:
-		return 0, named(err, "read")
-	case errno != 0:
-		return 0, c.opError("read", errno)
-	case n == 0:
+	n, err := c.call(&c.r, p, "read")
+	if err == nil && n == 0 {
 		return 0, io.EOF
 	}
-	return n, nil
+	if err != nil {
+		n = 0
+	}
+	return n, err
 }
 
-func (c *RawIO) Write(p []byte) (int, error) {
-	o := &c.w
+func (c *RawIO) Write(p []byte) (int, error) { return c.call(&c.w, p, "write") }
+
+// call runs o's callback on p through the RawConn's wait (op's direction),
+// and returns what it moved and the error, named as net's own.
+func (c *RawIO) call(o *rawOp, p []byte, op string) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.p, o.n, o.errno = p, 0, 0
-	err := c.rc.Write(o.fn)
+	var err error
+	if op == "read" {
+		err = c.rc.Read(o.fn)
+	} else {
+		err = c.rc.Write(o.fn)
+	}
 	n, errno := o.n, o.errno
 	o.p = nil
 	switch {
 	case err != nil:
-		return n, named(err, "write")
+		return n, named(err, op)
 	case errno != 0:
-		return n, c.opError("write", errno)
+		return n, c.opError(op, errno)
 	}
 	return n, nil
 }

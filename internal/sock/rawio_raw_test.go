@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/m0serve/m0/internal/testutil"
 )
 
 // TestRawIO: reads and writes through RawIO carry bytes both ways, wait
@@ -18,30 +20,8 @@ import (
 // fail with the errors of a TCPConn's own (a closed connection, a reset
 // peer), without a signal for a write to a closed socket.
 func TestRawIO(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			c = nil
-		}
-		accepted <- c
-	}()
-	peer, err := net.Dial("tcp4", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	a := <-accepted
-	if a == nil {
-		t.Fatal("accept failed")
-	}
+	a, peer := testutil.TCPPair(t)
 	c := NewRawIO(a)
-	defer c.Close()
 	if _, ok := c.(*RawIO); !ok {
 		t.Fatalf("a TCP connection came back as %T", c)
 	}
@@ -132,20 +112,7 @@ func TestRawIOLeavesOthers(t *testing.T) {
 // TestRawIOClosedWhileWaiting: a read waiting for bytes ends with
 // net.ErrClosed when its connection closes.
 func TestRawIOClosedWhileWaiting(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peer, err := net.Dial("tcp4", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	a, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, _ := testutil.TCPPair(t)
 	c := NewRawIO(a)
 	ended := make(chan error, 1)
 	go func() {
