@@ -26,18 +26,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
 #ifdef __linux__
 #include <sys/eventfd.h>
-#else
-#include <fcntl.h>
 #endif
 
 /* ---- the queues ------------------------------------------------------------ */
 
 typedef struct {
-	m0_amsg *v;
+	m0_ring ring;  /* the queue's fast path (m0py.h, "The rings") */
+	m0_amsg *v;    /* what the ring had no room for, in order after it */
 	size_t n, cap;
-	int signaled; /* the reader has been woken and has not taken the queue yet */
+	int signaled; /* the reader has been woken and has not taken the queue yet (inline front end) */
 	int fd;       /* the reader's end; -1 once the executor has ended */
 	int wfd;      /* the waker's end: fd itself for an eventfd */
 	pthread_mutex_t mu;
@@ -83,12 +83,93 @@ static void wake(int fd)
 		;
 }
 
+/* ring_init gives a queue's ring its buffer. 0, or -1 out of memory. */
+static int ring_init(m0_ring *r, size_t cap)
+{
+	r->buf = malloc(cap);
+	r->cap = cap;
+	return r->buf ? 0 : -1;
+}
+
+static uint64_t rec_size(size_t len)
+{
+	return (M0_R_HDR + (uint64_t)len + 7) & ~(uint64_t)7;
+}
+
+/* ring_put appends m to ring r, copying its data; 0 when it has not the
+ * room (or m is over a quarter of it). The ring's one writer. */
+static int ring_put(m0_ring *r, const m0_amsg *m)
+{
+	uint64_t need = rec_size(m->len);
+	if (need > r->cap / 4)
+		return 0;
+	uint64_t h = r->head, t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	uint64_t pos = h & (r->cap - 1), end = r->cap - pos, skip = end < need ? end : 0;
+	if (h + skip + need - t > r->cap)
+		return 0;
+	if (skip) {
+		if (end >= M0_R_HDR)
+			((m0_rhdr *)(r->buf + pos))->kind = M0_R_SKIP;
+		h += skip;
+		pos = 0;
+	}
+	m0_rhdr *hd = (m0_rhdr *)(r->buf + pos);
+	*hd = (m0_rhdr){.len = (uint32_t)m->len, .kind = m->kind, .slot = m->slot, .gen = m->gen, .flags = m->flags};
+	if (m->len)
+		memcpy(r->buf + pos + M0_R_HDR, m->data, m->len);
+	__atomic_store_n(&r->head, h + need, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* ring_take appends what ring r holds to *v (n messages of cap), each
+ * message's data copied to memory of its own, and frees the ring's room.
+ * The ring's one reader. -1 when out of memory (what was taken stays in
+ * *v, and the rest in the ring). */
+static int ring_take(m0_ring *r, m0_amsg **v, size_t *n, size_t *cap)
+{
+	uint64_t t = r->tail, h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	int rc = 0;
+	while (t < h) {
+		uint64_t pos = t & (r->cap - 1), end = r->cap - pos;
+		m0_rhdr *hd = (m0_rhdr *)(r->buf + pos);
+		if (end < M0_R_HDR || hd->kind == M0_R_SKIP) {
+			t += end;
+			continue;
+		}
+		if (*n == *cap) {
+			size_t c = *cap ? *cap * 2 : 16;
+			m0_amsg *w = realloc(*v, c * sizeof *w);
+			if (!w) {
+				rc = -1;
+				break;
+			}
+			*v = w;
+			*cap = c;
+		}
+		m0_amsg m = {.kind = hd->kind, .slot = hd->slot, .gen = hd->gen, .flags = hd->flags};
+		if (hd->len) {
+			m.data = malloc(hd->len);
+			if (!m.data) {
+				rc = -1;
+				break;
+			}
+			memcpy(m.data, r->buf + pos + M0_R_HDR, hd->len);
+			m.len = hd->len;
+		}
+		(*v)[(*n)++] = m;
+		t += rec_size(hd->len);
+	}
+	__atomic_store_n(&r->tail, t, __ATOMIC_RELEASE);
+	return rc;
+}
+
 /* enqueue appends a message (taking its data). It returns 1 when the
  * message is the first since the reader last took the queue, and the
  * reader must be woken; 0 when it needs no waking; -1 when out of memory.
  * A quiet message claims no wake-up (0): it waits for the next message
- * that does, or for a take that other messages woke. */
-static int enqueue(msgq *q, m0_amsg m, int quiet)
+ * that does, or for a take that other messages woke. behind: the message
+ * is one the ring had no room for, and sets the ring's overflow. */
+static int enqueue(msgq *q, m0_amsg m, int quiet, int behind)
 {
 	pthread_mutex_lock(&q->mu);
 	if (q->fd < 0) { /* the executor has ended */
@@ -108,6 +189,8 @@ static int enqueue(msgq *q, m0_amsg m, int quiet)
 		q->cap = cap;
 	}
 	q->v[q->n++] = m;
+	if (behind)
+		__atomic_store_n(&q->ring.overflow, 1, __ATOMIC_SEQ_CST);
 	int first = 0;
 	if (!quiet) {
 		first = !q->signaled;
@@ -128,6 +211,7 @@ static size_t take(msgq *q, m0_amsg **out)
 	q->v = NULL;
 	q->n = q->cap = 0;
 	q->signaled = 0;
+	__atomic_store_n(&q->ring.overflow, 0, __ATOMIC_SEQ_CST);
 	pthread_mutex_unlock(&q->mu);
 	return cnt;
 }
@@ -164,14 +248,6 @@ typedef struct {
 	int owe_wake;    /* a message went to Go since it was last woken (atomic: Go's sweeper reads it) */
 	unsigned wakes;  /* owed wake-ups given (atomic, for the sweeper) */
 	int flush_due;   /* flush is scheduled with call_soon */
-	/* in.wfd again, for Go's wake-ups (m0_asgi_wake), under a lock of its
-	 * own that keeps it open while it is written. Not in.mu: the loop's
-	 * thread, woken by the write, takes in.mu first thing, and on one CPU
-	 * it preempts the writer inside the write; it would then wait for the
-	 * lock the writer holds, two thread switches (and a futex each way)
-	 * more a request. -1 once closed. */
-	int kick_fd;
-	pthread_mutex_t kick_mu;
 	/* The inline front end's (M0_INVERTED): Go's network on the loop's
 	 * thread, told of what the loop queues by a call, not an eventfd. */
 	int inline_fe;
@@ -192,7 +268,10 @@ static aexec *exec_of(int id)
 	return id >= 0 && id < M0_MAX_EXEC ? execs[id] : NULL;
 }
 
-int m0_asgi_init(int *id, int *in_fd, int *out_fd, int *out_wfd)
+/* The rings' size: a message over a quarter of it (64 KiB) goes behind. */
+#define M0_RING_CAP (256 * 1024)
+
+int m0_asgi_init(int *id, int *in_fd, int *kick_fd, int *out_fd, int *out_wfd)
 {
 	pthread_mutex_lock(&execs_mu);
 	if (nexecs == M0_MAX_EXEC) {
@@ -200,19 +279,16 @@ int m0_asgi_init(int *id, int *in_fd, int *out_fd, int *out_wfd)
 		return -1;
 	}
 	aexec *ex = calloc(1, sizeof *ex);
-	if (!ex) {
-		pthread_mutex_unlock(&execs_mu);
-		return -1;
-	}
-	int in[2], out[2];
-	if (wake_pair(in) < 0) {
-		free(ex);
-		pthread_mutex_unlock(&execs_mu);
-		return -1;
-	}
-	if (wake_pair(out) < 0) {
+	int in[2] = {-1, -1}, out[2] = {-1, -1}, kick = -1;
+	if (!ex || ring_init(&ex->in.ring, M0_RING_CAP) < 0 || ring_init(&ex->out.ring, M0_RING_CAP) < 0 ||
+	    wake_pair(in) < 0 || wake_pair(out) < 0 || (kick = fcntl(in[1], F_DUPFD_CLOEXEC, 0)) < 0) {
 		close_pair(in[0], in[1]);
-		free(ex);
+		close_pair(out[0], out[1]);
+		if (ex) {
+			free(ex->in.ring.buf);
+			free(ex->out.ring.buf);
+			free(ex);
+		}
 		pthread_mutex_unlock(&execs_mu);
 		return -1;
 	}
@@ -222,16 +298,23 @@ int m0_asgi_init(int *id, int *in_fd, int *out_fd, int *out_wfd)
 	ex->out.wfd = out[1];
 	pthread_mutex_init(&ex->in.mu, NULL);
 	pthread_mutex_init(&ex->out.mu, NULL);
-	ex->kick_fd = in[1];
-	pthread_mutex_init(&ex->kick_mu, NULL);
 	ex->id = nexecs;
 	execs[nexecs++] = ex;
 	pthread_mutex_unlock(&execs_mu);
 	*id = ex->id;
 	*in_fd = ex->in.fd;
+	*kick_fd = kick;
 	*out_fd = ex->out.fd;
 	*out_wfd = ex->out.wfd;
 	return 0;
+}
+
+m0_ring *m0_asgi_ring(int id, int out)
+{
+	aexec *ex = exec_of(id);
+	if (!ex)
+		return NULL;
+	return out ? &ex->out.ring : &ex->in.ring;
 }
 
 int m0_asgi_post(int id, int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len)
@@ -247,7 +330,7 @@ int m0_asgi_post(int id, int kind, uint32_t slot, uint32_t gen, int flags, const
 		memcpy(m.data, data, len);
 		m.len = len;
 	}
-	return enqueue(&ex->in, m, 0);
+	return enqueue(&ex->in, m, 1, 1) < 0 ? -1 : 0;
 }
 
 int m0_asgi_owed(int id, unsigned *wakes)
@@ -257,17 +340,6 @@ int m0_asgi_owed(int id, unsigned *wakes)
 		return 0;
 	*wakes = __atomic_load_n(&ex->wakes, __ATOMIC_RELAXED);
 	return __atomic_load_n(&ex->owe_wake, __ATOMIC_RELAXED);
-}
-
-void m0_asgi_wake(int id)
-{
-	aexec *ex = exec_of(id);
-	if (!ex)
-		return;
-	pthread_mutex_lock(&ex->kick_mu); /* the descriptor stays open while it is written */
-	if (ex->kick_fd >= 0)
-		wake(ex->kick_fd);
-	pthread_mutex_unlock(&ex->kick_mu);
 }
 
 void m0_asgi_close(int id)
@@ -283,10 +355,7 @@ void m0_asgi_close(int id)
 	ex->in.v = NULL;
 	ex->in.n = ex->in.cap = 0;
 	pthread_mutex_unlock(&ex->in.mu);
-	pthread_mutex_lock(&ex->kick_mu);
-	ex->kick_fd = -1;
-	close_pair(fd, wfd);
-	pthread_mutex_unlock(&ex->kick_mu);
+	close_pair(fd, wfd); /* Go's duplicate (kick_fd) keeps the eventfd for its late wake-ups */
 	m0_asgi_free(v, n);
 	/* The outbound eventfd (both ends of a pipe) is Go's to close (its
 	 * collector polls it): from here on no thread of this file writes to
@@ -368,7 +437,20 @@ static int defer_wake(aexec *ex)
  * separate wake-up would cost two thread switches more per request. */
 static int to_go(aexec *ex, m0_amsg m)
 {
-	int first = enqueue(&ex->out, m, m.kind == M0_C_START);
+	int quiet = m.kind == M0_C_START, first;
+	if (ex->inline_fe) { /* Go takes the queue on this thread, by a call (m0_asgi_take_now) */
+		first = enqueue(&ex->out, m, quiet, 0);
+	} else {
+		m0_ring *r = &ex->out.ring;
+		if (!__atomic_load_n(&r->overflow, __ATOMIC_SEQ_CST) && ring_put(r, &m)) {
+			free(m.data);
+			first = 0;
+		} else {
+			first = enqueue(&ex->out, m, 1, 1);
+		}
+		if (first == 0 && !quiet)
+			first = !__atomic_exchange_n(&r->signaled, 1, __ATOMIC_SEQ_CST);
+	}
 	if (first > 0) {
 		if (ex->draining_in)
 			owe(ex);
@@ -1742,22 +1824,10 @@ static void rare_event(aexec *ex, int kind, int flags)
 		py.Py_DecRef(b);
 }
 
-/* asgi_drain is the loop's reader callback on Go's eventfd: it handles every
- * event Go posted to executor self (its id) since the last wake-up. */
-static PyObject *asgi_drain(PyObject *self, PyObject *id)
+/* drain_batch handles messages Go posted, in order, and frees them. The
+ * loop's thread, with the GIL. */
+static void drain_batch(aexec *ex, m0_amsg *v, size_t n)
 {
-	aexec *ex = exec_of((int)py.PyLong_AsLong(id));
-	if (!ex) {
-		py.PyErr_Clear();
-		py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: no such executor");
-		return NULL;
-	}
-	m0_amsg *v;
-	char buf[64]; /* an eventfd's count, or a pipe's wake-ups */
-	while (read(ex->in.fd, buf, sizeof buf) < 0 && errno == EINTR)
-		;
-	size_t n = take(&ex->in, &v);
-	ex->draining_in = 1;
 	for (size_t i = 0; i < n; i++) {
 		m0_amsg *m = &v[i];
 		aslot *s;
@@ -1812,6 +1882,45 @@ static PyObject *asgi_drain(PyObject *self, PyObject *id)
 		}
 	}
 	m0_asgi_free(v, n);
+}
+
+/* asgi_drain is the loop's reader callback on Go's eventfd: it handles every
+ * event Go posted to executor self (its id) since the last wake-up: the
+ * inbound ring's, then, when some went behind it, the ring's again and the
+ * queue's (m0py.h, "The rings"). Out of memory, what is left waits for
+ * another wake-up, which it claims. */
+static PyObject *asgi_drain(PyObject *self, PyObject *id)
+{
+	aexec *ex = exec_of((int)py.PyLong_AsLong(id));
+	if (!ex) {
+		py.PyErr_Clear();
+		py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: no such executor");
+		return NULL;
+	}
+	char buf[64]; /* an eventfd's count, or a pipe's wake-ups */
+	while (read(ex->in.fd, buf, sizeof buf) < 0 && errno == EINTR)
+		;
+	m0_ring *r = &ex->in.ring;
+	__atomic_store_n(&r->signaled, 0, __ATOMIC_SEQ_CST);
+	ex->draining_in = 1;
+	m0_amsg *v = NULL;
+	size_t n = 0, cap = 0;
+	int rc = ring_take(r, &v, &n, &cap);
+	drain_batch(ex, v, n);
+	if (rc == 0 && __atomic_load_n(&r->overflow, __ATOMIC_SEQ_CST)) {
+		v = NULL;
+		n = cap = 0;
+		rc = ring_take(r, &v, &n, &cap);
+		drain_batch(ex, v, n);
+		if (rc == 0) {
+			n = take(&ex->in, &v);
+			drain_batch(ex, v, n);
+		}
+	}
+	if (rc < 0) {
+		__atomic_store_n(&r->signaled, 1, __ATOMIC_SEQ_CST);
+		wake(ex->in.wfd);
+	}
 	ex->draining_in = 0;
 	pay(ex);
 	py.PyErr_Clear();

@@ -119,6 +119,11 @@ type Executor struct {
 	Eager bool
 
 	id       C.int
+	in       *C.m0_ring // the inbound ring, written under inMu
+	inMu     sync.Mutex
+	outRing  *C.m0_ring // the outbound ring, read by the collector
+	kickFD   int        // Go's own descriptor of the loop's eventfd, under kickMu; -1 once closed
+	kickMu   sync.RWMutex
 	kick     chan struct{} // a wake-up of the loop is owed (see post)
 	out      *os.File      // the loop's wake-ups of the collector, read
 	outW     *os.File      // and written by the sweeper: out itself but on macOS
@@ -149,12 +154,15 @@ type Outcome struct {
 // the loop runs. The lifespan startup, if asked for, runs from there:
 // Startup waits for it.
 func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
-	var id, in, out, outW C.int
-	if C.m0_asgi_init(&id, &in, &out, &outW) != 0 {
-		return nil, errors.New("cpython: cannot create an executor (its eventfds, or more than 256)")
+	var id, in, kick, out, outW C.int
+	if C.m0_asgi_init(&id, &in, &kick, &out, &outW) != 0 {
+		return nil, errors.New("cpython: cannot create an executor (its eventfds, its memory, or more than 256)")
 	}
 	e := &Executor{
 		id:       id,
+		in:       C.m0_asgi_ring(id, 0),
+		outRing:  C.m0_asgi_ring(id, 1),
+		kickFD:   int(kick),
 		kick:     make(chan struct{}, 1),
 		busy:     make(chan struct{}, 1),
 		out:      os.NewFile(uintptr(out), "m0-asgi"),
@@ -194,6 +202,10 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 		}
 		close(e.stopped)
 		C.m0_asgi_close(e.id)
+		e.kickMu.Lock() // no wake-up after the loop's end needs giving
+		syscall.Close(e.kickFD)
+		e.kickFD = -1
+		e.kickMu.Unlock()
 		e.out.Close() // the collector's Read returns: it takes what is left, then closes ended
 		if e.outW != e.out {
 			e.outW.Close()
@@ -286,11 +298,7 @@ func (e *Executor) Ended() <-chan struct{} { return e.ended }
 // are ready to run have had their turn: under load they post too, and one
 // wake-up (two thread switches on a busy core) carries all of it.
 func (e *Executor) post(kind int, slot, gen uint32, flags int, data []byte) {
-	var p *C.char
-	if len(data) > 0 {
-		p = (*C.char)(unsafe.Pointer(&data[0]))
-	}
-	if C.m0_asgi_post(e.id, C.int(kind), C.uint32_t(slot), C.uint32_t(gen), C.int(flags), p, C.size_t(len(data))) > 0 {
+	if e.put(kind, slot, gen, flags, data) {
 		select {
 		case e.kick <- struct{}{}:
 		default: // one is owed already
@@ -303,13 +311,39 @@ func (e *Executor) post(kind int, slot, gen uint32, flags int, data []byte) {
 // without the kicker's hand-off (a goroutine switch and a yield, on the
 // path of every request at one connection).
 func (e *Executor) postNow(kind int, slot, gen uint32, flags int, data []byte) {
-	var p *C.char
-	if len(data) > 0 {
-		p = (*C.char)(unsafe.Pointer(&data[0]))
+	if e.put(kind, slot, gen, flags, data) {
+		e.wake()
 	}
-	if C.m0_asgi_post(e.id, C.int(kind), C.uint32_t(slot), C.uint32_t(gen), C.int(flags), p, C.size_t(len(data))) > 0 {
-		C.m0_asgi_wake(e.id)
+}
+
+// put writes a message to the inbound ring, or, when the ring has no room
+// for it, to the queue behind it (a cgo call, m0_asgi_post). It reports
+// whether the message owes the loop a wake-up. Neither path is a system
+// call or, on the ring's, a cgo call: each of those wakes the runtime's
+// monitor when the process was idle, which at one connection is every
+// request (docs/profiles.md, "The runtime's monitor on one CPU").
+func (e *Executor) put(kind int, slot, gen uint32, flags int, data []byte) bool {
+	e.inMu.Lock()
+	if atomic.LoadUint32((*uint32)(unsafe.Pointer(&e.in.overflow))) != 0 || !ringPut(e.in, kind, slot, gen, flags, data) {
+		var p *C.char
+		if len(data) > 0 {
+			p = (*C.char)(unsafe.Pointer(&data[0]))
+		}
+		C.m0_asgi_post(e.id, C.int(kind), C.uint32_t(slot), C.uint32_t(gen), C.int(flags), p, C.size_t(len(data))) // -1: the loop has ended, or no memory
 	}
+	e.inMu.Unlock()
+	return atomic.SwapUint32((*uint32)(unsafe.Pointer(&e.in.signaled)), 1) == 0
+}
+
+// wake wakes the loop: a write to its eventfd, made as a raw system call
+// (rawWrite) so that it wakes no monitor either.
+func (e *Executor) wake() {
+	one := [8]byte{1}
+	e.kickMu.RLock()
+	if e.kickFD >= 0 {
+		rawWrite(e.kickFD, one[:]) // a full eventfd or pipe has its wake-up pending already
+	}
+	e.kickMu.RUnlock()
 }
 
 // kicker wakes the loop for the messages posted since it last woke it,
@@ -319,7 +353,7 @@ func (e *Executor) kicker() {
 		select {
 		case <-e.kick:
 			runtime.Gosched() // the goroutines ready to run post first
-			C.m0_asgi_wake(e.id)
+			e.wake()
 		case <-e.ended:
 			return
 		}
@@ -388,7 +422,7 @@ func (e *Executor) collect() {
 	if err == nil {
 		rc.Read(func(fd uintptr) bool { // returns once the loop has stopped and out is closed
 			for {
-				n, err := syscall.Read(int(fd), buf[:])
+				n, err := rawRead(int(fd), buf[:])
 				switch {
 				case err == syscall.EINTR:
 					continue
@@ -420,8 +454,16 @@ func (e *Executor) collect() {
 	e.mu.Unlock()
 }
 
-// takeAll hands every message the loop has queued to its request.
+// takeAll hands every message the loop has queued to its request: the
+// outbound ring's, then, when some went behind it, the ring's again and
+// the queue's (m0py.h, "The rings").
 func (e *Executor) takeAll() {
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&e.outRing.signaled)), 0)
+	ringTake(e.outRing, e.dispatch)
+	if atomic.LoadUint32((*uint32)(unsafe.Pointer(&e.outRing.overflow))) == 0 {
+		return
+	}
+	ringTake(e.outRing, e.dispatch)
 	var v *C.m0_amsg
 	n := int(C.m0_asgi_take(e.id, &v))
 	if n == 0 {
@@ -435,12 +477,18 @@ func (e *Executor) takeAll() {
 		if m.len > 0 {
 			data = C.GoBytes(unsafe.Pointer(m.data), C.int(m.len))
 		}
-		if uint32(m.slot) == math.MaxUint32 {
-			e.control(int(m.kind), int(m.flags), data)
-			continue
-		}
-		e.deliver(uint32(m.slot), uint32(m.gen), Msg{Kind: int(m.kind), Flags: int(m.flags), Data: data})
+		e.dispatch(int(m.kind), uint32(m.slot), uint32(m.gen), int(m.flags), data)
 	}
+}
+
+// dispatch hands one message of the loop's to its request, or handles it
+// when no request owns it.
+func (e *Executor) dispatch(kind int, slot, gen uint32, flags int, data []byte) {
+	if slot == math.MaxUint32 {
+		e.control(kind, flags, data)
+		return
+	}
+	e.deliver(slot, gen, Msg{Kind: kind, Flags: flags, Data: data})
 }
 
 // control handles a message of the loop's that no request owns.

@@ -266,6 +266,52 @@ typedef struct {
 	size_t len;
 } m0_amsg;
 
+/* The rings. Each queue between Go and the loop has a ring of bytes in C
+ * memory that one side writes and the other reads with atomic loads and
+ * stores alone, so a message passes without either side calling the
+ * other: Go writes the inbound ring (under a lock of its own, for its many
+ * goroutines) and reads the outbound one (its collector); the loop's
+ * thread, with the GIL, reads the inbound ring and writes the outbound
+ * one. A cgo call from Go wakes the runtime's monitor when the process was
+ * idle, which at one connection is every request; the rings take those
+ * calls off the request's path.
+ *
+ * A record is an m0_rhdr and len bytes of data, padded to 8 bytes; head
+ * and tail count the bytes ever written and taken, so head - tail is what
+ * is queued. A record does not wrap: where fewer bytes than it needs are
+ * left before the ring's end, the writer skips them, with a record of kind
+ * M0_R_SKIP where a header fits, and the reader skips them likewise. A
+ * message that does not fit (over a quarter of the ring, or the ring full)
+ * goes to the queue behind the ring, which has a lock (m0_asgi_post, and
+ * the loop's own), and sets overflow; while overflow is set every message
+ * goes there, so the order holds. The reader takes the ring, then, when
+ * overflow is set, the ring again and the queue, which clears overflow
+ * under the queue's lock.
+ *
+ * signaled is the wake-up: a writer that changes it from 0 to 1 has the
+ * reader woken (an eventfd); the reader sets it to 0 before it takes. */
+typedef struct {
+	uint32_t len;
+	int32_t kind;
+	uint32_t slot;
+	uint32_t gen;
+	int32_t flags;
+	uint32_t pad;
+} m0_rhdr;
+
+enum { M0_R_SKIP = -1, M0_R_HDR = 24 };
+
+typedef struct {
+	uint64_t head;     /* bytes written: the writer's, read by the reader */
+	char pad0[56];
+	uint64_t tail;     /* bytes taken: the reader's, read by the writer */
+	char pad1[56];
+	uint32_t signaled; /* the reader is owed or given a wake-up */
+	uint32_t overflow; /* messages wait in the queue behind the ring */
+	uint64_t cap;      /* a power of two */
+	char *buf;
+} m0_ring;
+
 /* Go -> loop. */
 enum {
 	M0_A_HTTP = 1,       /* data: the packed scope and first body chunk; flags: M0_A_MORE */
@@ -309,24 +355,28 @@ enum {
 };
 
 /* m0_asgi_init makes an executor: its id and the eventfds of its two
- * queues (Go -> loop, loop -> Go): in_fd, which the loop reads, and
- * out_fd, which Go's collector reads and Go's sweeper writes to as
- * out_wfd (the same eventfd on Linux; a pipe's two ends on macOS, where
- * there is no eventfd). Go closes out_fd and out_wfd once the loop has
- * ended (m0_asgi_close); this file closes the inbound ones. Any thread;
- * no GIL needed. 0, or -1 (no eventfd, or 256 executors made already). */
-int m0_asgi_init(int *id, int *in_fd, int *out_fd, int *out_wfd);
+ * queues (Go -> loop, loop -> Go): in_fd, which the loop reads; kick_fd,
+ * Go's own descriptor for the inbound waker's end (a duplicate, which Go
+ * writes to wake the loop and closes once done with the executor); out_fd,
+ * which Go's collector reads and Go's sweeper writes to as out_wfd (the
+ * same eventfd on Linux; a pipe's two ends on macOS, where there is no
+ * eventfd). Go closes out_fd and out_wfd once the loop has ended
+ * (m0_asgi_close); this file closes the inbound ones. Any thread; no GIL
+ * needed. 0, or -1 (no eventfd, no memory, or 256 executors made
+ * already). */
+int m0_asgi_init(int *id, int *in_fd, int *kick_fd, int *out_fd, int *out_wfd);
 
-/* m0_asgi_post appends a message to executor id's inbound queue, copying
- * data. Any thread, any number at once; no GIL needed (the queue has its own
- * lock). It returns 1 when the message is the first since the loop last
- * took the queue: the caller must then have the loop woken, with
- * m0_asgi_wake, which it may put off so that one wake-up carries more; 0
- * when a wake-up is owed already; -1 when out of memory. */
+/* m0_asgi_ring is executor id's inbound ring (out 0), which Go writes, or
+ * its outbound ring (out 1), which Go reads; the executor's for life. Any
+ * thread; no GIL needed. */
+m0_ring *m0_asgi_ring(int id, int out);
+
+/* m0_asgi_post appends a message that the inbound ring has no room for to
+ * the queue behind it, copying data, and sets the ring's overflow. Go
+ * calls it under the lock it writes the ring with; no GIL needed. The
+ * wake-up is the caller's, as for the ring. 0, or -1 when out of memory or
+ * the executor has ended. */
 int m0_asgi_post(int id, int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len);
-
-/* m0_asgi_wake wakes executor id's loop (its eventfd). Any thread. */
-void m0_asgi_wake(int id);
 
 /* m0_asgi_owed reports whether the loop of executor id owes Go a wake-up
  * for messages it has queued (it gives it at the end of its batch or turn),
@@ -343,10 +393,9 @@ int m0_asgi_owed(int id, unsigned *wakes);
 void m0_asgi_close(int id);
 
 /* m0_asgi_take hands over every message executor id's loop has queued for
- * Go; the caller frees them with m0_asgi_free. One Go goroutine per
- * executor (its collector), after it read the outbound eventfd (which
- * resets its count; this function does not touch the descriptor); no GIL
- * needed. */
+ * Go behind its outbound ring, and clears the ring's overflow; the caller
+ * frees them with m0_asgi_free. One Go goroutine per executor (its
+ * collector), after it took the ring; no GIL needed. */
 size_t m0_asgi_take(int id, m0_amsg **out);
 void m0_asgi_free(m0_amsg *v, size_t n);
 

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package cpython
+
+import "syscall"
+
+// rawWrite and rawRead are plain write and read where raw system calls are
+// not Go's to make (macOS makes them through libc).
+func rawWrite(fd int, b []byte) (int, error) { return syscall.Write(fd, b) }
+
+func rawRead(fd int, b []byte) (int, error) { return syscall.Read(fd, b) }
