@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -807,6 +808,96 @@ func TestDuplex(t *testing.T) {
 	if len(rest) != 0 {
 		t.Fatalf("rest %q", rest)
 	}
+}
+
+// TestRingsKeepOrder sends bodies and answers in parts of many sizes, from
+// one byte to more than a quarter of the executor's rings (which go behind
+// them), from several clients at once, so that the rings wrap, fill and
+// overflow in both directions: every byte must arrive, in order.
+func TestRingsKeepOrder(t *testing.T) {
+	both(t, func(t *testing.T, base string) {
+		const clients, parts = 6, 60
+		var wg sync.WaitGroup
+		errs := make(chan error, 3*clients)
+		for k := range clients {
+			wg.Add(3)
+			go func() { // Go to the loop: frames sent without waiting, up to the connection's credits
+				defer wg.Done()
+				c, _, err := websocket.DefaultDialer.Dial(wsURL(base, "/ws"), nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer c.Close()
+				frame := func(i int) []byte {
+					return bytes.Repeat([]byte{byte(i + k), byte(i)}, ((i*104729+k*7919)%90000+2)/2)
+				}
+				go func() {
+					for i := range parts {
+						if c.WriteMessage(websocket.BinaryMessage, frame(i)) != nil {
+							return
+						}
+					}
+				}()
+				for i := range parts {
+					_, got, err := c.ReadMessage()
+					want := slices.Clone(frame(i))
+					slices.Reverse(want)
+					if err != nil || !bytes.Equal(got, want) {
+						errs <- fmt.Errorf("client %d: frame %d came back as %d bytes, want %d (%v)", k, i, len(got), len(want), err)
+						return
+					}
+				}
+			}()
+			go func() { // the loop to Go: an answer in parts
+				defer wg.Done()
+				var want bytes.Buffer
+				for i := range parts {
+					want.Write(bytes.Repeat([]byte{byte((i + k) % 251)}, (i*7919+k*104729)%100000+1))
+				}
+				resp, err := http.Get(fmt.Sprintf("%s/pattern?n=%d&k=%d", base, parts, k))
+				if err != nil {
+					errs <- err
+					return
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || !bytes.Equal(got, want.Bytes()) {
+					errs <- fmt.Errorf("client %d: %d bytes of the pattern's %d came back (%v)", k, len(got), want.Len(), err)
+				}
+			}()
+			go func() { // Go to the loop: a body in parts, echoed as they come
+				defer wg.Done()
+				pr, pw := io.Pipe()
+				var sent bytes.Buffer
+				go func() {
+					for i := range parts {
+						part := bytes.Repeat([]byte{byte((i*3 + k) % 251)}, (i*104729+k*7919)%90000+1)
+						sent.Write(part)
+						if _, err := pw.Write(part); err != nil {
+							return
+						}
+					}
+					pw.Close()
+				}()
+				resp, err := http.Post(base+"/duplex", "application/octet-stream", pr)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || !bytes.Equal(got, sent.Bytes()) {
+					errs <- fmt.Errorf("client %d: the echo of %d bytes came back as %d (%v)", k, sent.Len(), len(got), err)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
 }
 
 // TestTruncatedUpload: on net/http a body cut short is not handed over as

@@ -234,6 +234,18 @@ async def app(scope, receive, send):
             await send({"type": "http.response.body", "body": body[1:]})
             return
         return await respond(send, 200, body, headers)
+    if path == "/pattern":
+        # ?n parts, part i of (i * 7919 + k * 104729) % 100000 + 1 bytes of
+        # (i + k) % 251, k from ?k: sizes that wrap the executor's rings, fill
+        # them and go past a quarter of them.
+        q = dict(p.split("=") for p in scope["query_string"].decode().split("&") if p)
+        n, k = int(q["n"]), int(q.get("k", 0))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for i in range(n):
+            size = (i * 7919 + k * 104729) % 100000 + 1
+            await send({"type": "http.response.body", "body": bytes([(i + k) % 251]) * size, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+        return
     if path == "/head-length":
         body = b"" if scope["method"] == "HEAD" else b"x" * 1234
         return await respond(send, 200, body, [(b"content-length", b"1234")])
