@@ -21,9 +21,23 @@ import (
 // is not for a RawIO's connection.
 type RawIO struct {
 	*net.TCPConn
-	rc syscall.RawConn
-	r  rawOp // Read's
-	w  rawOp // Write's
+	raw rawConn
+}
+
+// RawUnixIO is RawIO for a Unix stream socket's connection.
+type RawUnixIO struct {
+	*net.UnixConn
+	raw rawConn
+}
+
+// rawConn is what RawIO and RawUnixIO share: the descriptor's RawConn,
+// each direction's call, and what an error names.
+type rawConn struct {
+	rc   syscall.RawConn
+	r    rawOp // Read's
+	w    rawOp // Write's
+	c    net.Conn
+	netw string // "tcp" or "unix"
 }
 
 // rawOp is one direction's call: its callback is bound once, so a call
@@ -37,24 +51,50 @@ type rawOp struct {
 }
 
 // NewRawIO returns c read and written through RawIO when it is a TCP
-// connection, and c itself otherwise.
+// connection, through RawUnixIO when it is a Unix socket's, and c itself
+// otherwise.
 func NewRawIO(c net.Conn) net.Conn {
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return c
+	switch t := c.(type) {
+	case *net.TCPConn:
+		x := &RawIO{TCPConn: t}
+		if x.raw.init(t, "tcp") {
+			return x
+		}
+	case *net.UnixConn:
+		x := &RawUnixIO{UnixConn: t}
+		if x.raw.init(t, "unix") {
+			return x
+		}
 	}
-	rc, err := tc.SyscallConn()
+	return c
+}
+
+// init binds r to c's descriptor; false when c has none.
+func (r *rawConn) init(c interface {
+	net.Conn
+	SyscallConn() (syscall.RawConn, error)
+}, netw string) bool {
+	rc, err := c.SyscallConn()
 	if err != nil {
-		return c
+		return false
 	}
-	x := &RawIO{TCPConn: tc, rc: rc}
-	x.r.fn = x.r.read
-	x.w.fn = x.w.write
-	return x
+	r.rc, r.c, r.netw = rc, c, netw
+	r.r.fn = r.r.read
+	r.w.fn = r.w.write
+	return true
 }
 
 // NetConn returns the TCP connection.
 func (c *RawIO) NetConn() net.Conn { return c.TCPConn }
+
+func (c *RawIO) Read(p []byte) (int, error)  { return c.raw.read(p) }
+func (c *RawIO) Write(p []byte) (int, error) { return c.raw.call(&c.raw.w, p, "write") }
+
+// NetConn returns the Unix socket's connection.
+func (c *RawUnixIO) NetConn() net.Conn { return c.UnixConn }
+
+func (c *RawUnixIO) Read(p []byte) (int, error)  { return c.raw.read(p) }
+func (c *RawUnixIO) Write(p []byte) (int, error) { return c.raw.call(&c.raw.w, p, "write") }
 
 // read, RawConn.Read's callback: false to wait for readiness.
 func (o *rawOp) read(fd uintptr) bool {
@@ -94,7 +134,8 @@ func (o *rawOp) write(fd uintptr) bool {
 	return true
 }
 
-func (c *RawIO) Read(p []byte) (int, error) {
+// read is Read: EOF at a read of nothing.
+func (c *rawConn) read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -108,11 +149,9 @@ func (c *RawIO) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (c *RawIO) Write(p []byte) (int, error) { return c.call(&c.w, p, "write") }
-
 // call runs o's callback on p through the RawConn's wait (op's direction),
 // and returns what it moved and the error, named as net's own.
-func (c *RawIO) call(o *rawOp, p []byte, op string) (int, error) {
+func (c *rawConn) call(o *rawOp, p []byte, op string) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.p, o.n, o.errno = p, 0, 0
@@ -133,8 +172,8 @@ func (c *RawIO) call(o *rawOp, p []byte, op string) (int, error) {
 	return n, nil
 }
 
-func (c *RawIO) opError(op string, errno syscall.Errno) error {
-	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
+func (c *rawConn) opError(op string, errno syscall.Errno) error {
+	return &net.OpError{Op: op, Net: c.netw, Source: c.c.LocalAddr(), Addr: c.c.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
 }
 
 // named gives an error of the RawConn's (a deadline, a closed connection)

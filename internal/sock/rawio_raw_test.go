@@ -28,6 +28,36 @@ func TestRawIO(t *testing.T) {
 	if tc, ok := Find[*net.TCPConn](c); !ok || tc == nil {
 		t.Fatal("the TCP connection under RawIO is not found")
 	}
+	testRawIO(t, c, peer, "tcp")
+}
+
+// TestRawUnixIO is TestRawIO on a Unix socket's connection.
+func TestRawUnixIO(t *testing.T) {
+	ln, err := net.Listen("unix", t.TempDir()+"/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("unix", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	a, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewRawIO(a)
+	if _, ok := c.(*RawUnixIO); !ok {
+		t.Fatalf("a Unix socket's connection came back as %T", c)
+	}
+	if uc, ok := Find[*net.UnixConn](c); !ok || uc == nil {
+		t.Fatal("the Unix connection under RawUnixIO is not found")
+	}
+	testRawIO(t, c, peer, "unix")
+}
+
+func testRawIO(t *testing.T, c, peer net.Conn, netw string) {
 
 	// A read waits for bytes that come later.
 	go func() {
@@ -88,6 +118,8 @@ func TestRawIO(t *testing.T) {
 	}
 	if !errors.Is(werr, syscall.EPIPE) && !errors.Is(werr, syscall.ECONNRESET) {
 		t.Fatalf("write to a closed peer: %v", werr)
+	} else if oe, ok := werr.(*net.OpError); !ok || oe.Op != "write" || oe.Net != netw {
+		t.Fatalf("the write's error is not a %s write's: %#v", netw, werr)
 	}
 	// A read or write on a closed connection is net.ErrClosed.
 	c.Close()
@@ -99,7 +131,8 @@ func TestRawIO(t *testing.T) {
 	}
 }
 
-// TestRawIOLeavesOthers: a connection that is not TCP is returned as it is.
+// TestRawIOLeavesOthers: a connection that is neither TCP nor a Unix
+// socket's is returned as it is.
 func TestRawIOLeavesOthers(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
