@@ -817,6 +817,7 @@ func TestDuplex(t *testing.T) {
 func TestRingsKeepOrder(t *testing.T) {
 	both(t, func(t *testing.T, base string) {
 		const clients, parts = 6, 60
+		client := &http.Client{Timeout: 20 * time.Second} // a lost wake-up fails, not hangs
 		var wg sync.WaitGroup
 		errs := make(chan error, 3*clients)
 		for k := range clients {
@@ -829,6 +830,7 @@ func TestRingsKeepOrder(t *testing.T) {
 					return
 				}
 				defer c.Close()
+				c.SetReadDeadline(time.Now().Add(20 * time.Second))
 				frame := func(i int) []byte {
 					return bytes.Repeat([]byte{byte(i + k), byte(i)}, ((i*104729+k*7919)%90000+2)/2)
 				}
@@ -841,7 +843,7 @@ func TestRingsKeepOrder(t *testing.T) {
 				}()
 				for i := range parts {
 					_, got, err := c.ReadMessage()
-					want := slices.Clone(frame(i))
+					want := frame(i)
 					slices.Reverse(want)
 					if err != nil || !bytes.Equal(got, want) {
 						errs <- fmt.Errorf("client %d: frame %d came back as %d bytes, want %d (%v)", k, i, len(got), len(want), err)
@@ -855,7 +857,7 @@ func TestRingsKeepOrder(t *testing.T) {
 				for i := range parts {
 					want.Write(bytes.Repeat([]byte{byte((i + k) % 251)}, (i*7919+k*104729)%100000+1))
 				}
-				resp, err := http.Get(fmt.Sprintf("%s/pattern?n=%d&k=%d", base, parts, k))
+				resp, err := client.Get(fmt.Sprintf("%s/pattern?n=%d&k=%d", base, parts, k))
 				if err != nil {
 					errs <- err
 					return
@@ -870,17 +872,21 @@ func TestRingsKeepOrder(t *testing.T) {
 				defer wg.Done()
 				pr, pw := io.Pipe()
 				var sent bytes.Buffer
+				for i := range parts {
+					sent.Write(bytes.Repeat([]byte{byte((i*3 + k) % 251)}, (i*104729+k*7919)%90000+1))
+				}
 				go func() {
-					for i := range parts {
-						part := bytes.Repeat([]byte{byte((i*3 + k) % 251)}, (i*104729+k*7919)%90000+1)
-						sent.Write(part)
-						if _, err := pw.Write(part); err != nil {
+					b := sent.Bytes()
+					for i := range parts { // in the parts' sizes, one write each
+						n := (i*104729+k*7919)%90000 + 1
+						if _, err := pw.Write(b[:n]); err != nil {
 							return
 						}
+						b = b[n:]
 					}
 					pw.Close()
 				}()
-				resp, err := http.Post(base+"/duplex", "application/octet-stream", pr)
+				resp, err := client.Post(base+"/duplex", "application/octet-stream", pr)
 				if err != nil {
 					errs <- err
 					return

@@ -37,7 +37,7 @@ typedef struct {
 	m0_ring ring;  /* the queue's fast path (m0py.h, "The rings") */
 	m0_amsg *v;    /* what the ring had no room for, in order after it */
 	size_t n, cap;
-	int signaled; /* the reader has been woken and has not taken the queue yet (inline front end) */
+	int signaled; /* the inline front end's outbound queue: the reader has been woken and has not taken it yet */
 	int fd;       /* the reader's end; -1 once the executor has ended */
 	int wfd;      /* the waker's end: fd itself for an eventfd */
 	pthread_mutex_t mu;
@@ -52,12 +52,15 @@ static int wake_pair(int fds[2])
 	fds[0] = fds[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	return fds[0] < 0 ? -1 : 0;
 #else
-	if (pipe(fds) < 0)
+	if (pipe(fds) < 0) {
+		fds[0] = fds[1] = -1;
 		return -1;
+	}
 	for (int i = 0; i < 2; i++) {
 		if (fcntl(fds[i], F_SETFL, O_NONBLOCK) < 0 || fcntl(fds[i], F_SETFD, FD_CLOEXEC) < 0) {
 			close(fds[0]);
 			close(fds[1]);
+			fds[0] = fds[1] = -1;
 			return -1;
 		}
 	}
@@ -97,12 +100,12 @@ static uint64_t rec_size(size_t len)
 }
 
 /* ring_put appends m to ring r, copying its data; 0 when it has not the
- * room (or m is over a quarter of it). The ring's one writer. */
+ * room (or m's data is over a quarter of it). The ring's one writer. */
 static int ring_put(m0_ring *r, const m0_amsg *m)
 {
-	uint64_t need = rec_size(m->len);
-	if (need > r->cap / 4)
+	if (m->len > r->cap / 4)
 		return 0;
+	uint64_t need = rec_size(m->len);
 	uint64_t h = r->head, t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 	uint64_t pos = h & (r->cap - 1), end = r->cap - pos, skip = end < need ? end : 0;
 	if (h + skip + need - t > r->cap)
@@ -117,7 +120,7 @@ static int ring_put(m0_ring *r, const m0_amsg *m)
 	*hd = (m0_rhdr){.len = (uint32_t)m->len, .kind = m->kind, .slot = m->slot, .gen = m->gen, .flags = m->flags};
 	if (m->len)
 		memcpy(r->buf + pos + M0_R_HDR, m->data, m->len);
-	__atomic_store_n(&r->head, h + need, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->head, h + need, __ATOMIC_SEQ_CST); /* before the writer's exchange of signaled */
 	return 1;
 }
 
@@ -127,7 +130,7 @@ static int ring_put(m0_ring *r, const m0_amsg *m)
  * *v, and the rest in the ring). */
 static int ring_take(m0_ring *r, m0_amsg **v, size_t *n, size_t *cap)
 {
-	uint64_t t = r->tail, h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	uint64_t t = r->tail, h = __atomic_load_n(&r->head, __ATOMIC_SEQ_CST); /* after the reader's reset of signaled */
 	int rc = 0;
 	while (t < h) {
 		uint64_t pos = t & (r->cap - 1), end = r->cap - pos;
@@ -268,7 +271,7 @@ static aexec *exec_of(int id)
 	return id >= 0 && id < M0_MAX_EXEC ? execs[id] : NULL;
 }
 
-/* The rings' size: a message over a quarter of it (64 KiB) goes behind. */
+/* The rings' size: a message whose data is over a quarter of it (64 KiB) goes behind. */
 #define M0_RING_CAP (256 * 1024)
 
 int m0_asgi_init(int *id, int *in_fd, int *kick_fd, int *out_fd, int *out_wfd)
@@ -2308,4 +2311,43 @@ int m0_asgi_run(m0_thread *t, int id, uintptr_t app, const char *opts)
 		py.Py_DecRef(o);
 	t->ts = py.PyEval_SaveThread();
 	return rc;
+}
+
+/* ---- the rings, for tests ------------------------------------------------------ */
+
+m0_ring *m0_ring_new(size_t cap)
+{
+	m0_ring *r = calloc(1, sizeof *r);
+	if (r && ring_init(r, cap) < 0) {
+		free(r);
+		r = NULL;
+	}
+	return r;
+}
+
+void m0_ring_free(m0_ring *r)
+{
+	if (r) {
+		free(r->buf);
+		free(r);
+	}
+}
+
+int m0_ring_put(m0_ring *r, int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len)
+{
+	m0_amsg m = {.kind = kind, .slot = slot, .gen = gen, .flags = flags, .data = (char *)data, .len = len};
+	return ring_put(r, &m);
+}
+
+size_t m0_ring_take(m0_ring *r, m0_amsg **out)
+{
+	m0_amsg *v = NULL;
+	size_t n = 0, cap = 0;
+	if (ring_take(r, &v, &n, &cap) < 0) {
+		m0_asgi_free(v, n);
+		*out = NULL;
+		return 0;
+	}
+	*out = v;
+	return n;
 }

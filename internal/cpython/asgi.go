@@ -329,7 +329,10 @@ func (e *Executor) put(kind int, slot, gen uint32, flags int, data []byte) bool 
 		if len(data) > 0 {
 			p = (*C.char)(unsafe.Pointer(&data[0]))
 		}
-		C.m0_asgi_post(e.id, C.int(kind), C.uint32_t(slot), C.uint32_t(gen), C.int(flags), p, C.size_t(len(data))) // -1: the loop has ended, or no memory
+		// -1: the loop has ended, or no memory for the copy. The message is
+		// lost then, as it was before the rings; overflow stays clear, so
+		// what follows keeps its order.
+		C.m0_asgi_post(e.id, C.int(kind), C.uint32_t(slot), C.uint32_t(gen), C.int(flags), p, C.size_t(len(data)))
 	}
 	e.inMu.Unlock()
 	return atomic.SwapUint32((*uint32)(unsafe.Pointer(&e.in.signaled)), 1) == 0
@@ -431,12 +434,12 @@ func (e *Executor) collect() {
 				case err != nil || n == 0: // the descriptor failed, or a pipe's writer closed
 					return true
 				}
-				e.takeAll()
+				e.takeAll(false)
 				return false
 			}
 		})
 	}
-	e.takeAll() // what is left
+	e.takeAll(true) // what is left
 	<-e.stopped
 	close(e.ended) // after every message of the loop was delivered
 	// A request waiting for its next message waits on its own wake-up
@@ -455,12 +458,13 @@ func (e *Executor) collect() {
 }
 
 // takeAll hands every message the loop has queued to its request: the
-// outbound ring's, then, when some went behind it, the ring's again and
-// the queue's (m0py.h, "The rings").
-func (e *Executor) takeAll() {
+// outbound ring's, then, when some went behind it (or last, once the loop
+// has ended, whatever the queue holds), the ring's again and the queue's
+// (m0py.h, "The rings").
+func (e *Executor) takeAll(last bool) {
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&e.outRing.signaled)), 0)
 	ringTake(e.outRing, e.dispatch)
-	if atomic.LoadUint32((*uint32)(unsafe.Pointer(&e.outRing.overflow))) == 0 {
+	if !last && atomic.LoadUint32((*uint32)(unsafe.Pointer(&e.outRing.overflow))) == 0 {
 		return
 	}
 	ringTake(e.outRing, e.dispatch)

@@ -267,29 +267,35 @@ typedef struct {
 } m0_amsg;
 
 /* The rings. Each queue between Go and the loop has a ring of bytes in C
- * memory that one side writes and the other reads with atomic loads and
- * stores alone, so a message passes without either side calling the
- * other: Go writes the inbound ring (under a lock of its own, for its many
- * goroutines) and reads the outbound one (its collector); the loop's
- * thread, with the GIL, reads the inbound ring and writes the outbound
- * one. A cgo call from Go wakes the runtime's monitor when the process was
- * idle, which at one connection is every request; the rings take those
- * calls off the request's path.
+ * memory that one side writes and the other reads with atomic operations
+ * alone (loads, stores, an exchange), so a message passes without either
+ * side calling the other: Go writes the inbound ring (under a lock of its
+ * own, for its many goroutines) and reads the outbound one (its
+ * collector); the loop's thread, with the GIL (which keeps it the one
+ * writer), reads the inbound ring and writes the outbound one. A cgo call
+ * from Go wakes the runtime's monitor when the process was idle, which at
+ * one connection is every request; the rings take those calls off the
+ * request's path. The inline front end (M0_INVERTED) does not use the
+ * outbound ring: Go takes that queue by a call on the loop's thread.
  *
  * A record is an m0_rhdr and len bytes of data, padded to 8 bytes; head
  * and tail count the bytes ever written and taken, so head - tail is what
  * is queued. A record does not wrap: where fewer bytes than it needs are
  * left before the ring's end, the writer skips them, with a record of kind
  * M0_R_SKIP where a header fits, and the reader skips them likewise. A
- * message that does not fit (over a quarter of the ring, or the ring full)
- * goes to the queue behind the ring, which has a lock (m0_asgi_post, and
- * the loop's own), and sets overflow; while overflow is set every message
- * goes there, so the order holds. The reader takes the ring, then, when
- * overflow is set, the ring again and the queue, which clears overflow
- * under the queue's lock.
+ * message that does not fit (its data over a quarter of the ring, or the
+ * ring full) goes to the queue behind the ring, which has a lock
+ * (m0_asgi_post on Go's side, to_go on the loop's), and sets overflow;
+ * while overflow is set every message goes there, so the order holds. The
+ * reader takes the ring, then, when overflow is set, the ring again and
+ * the queue, which clears overflow under the queue's lock.
  *
  * signaled is the wake-up: a writer that changes it from 0 to 1 has the
- * reader woken (an eventfd); the reader sets it to 0 before it takes. */
+ * reader woken (an eventfd); a quiet message (a response's start) claims
+ * none. The reader sets it to 0 before it takes. Both pairs (the writer's
+ * store of head then its exchange of signaled, the reader's store of
+ * signaled then its load of head) are sequentially consistent, so one of
+ * the two always sees the other's: a message is taken, or woken for. */
 typedef struct {
 	uint32_t len;
 	int32_t kind;
@@ -354,6 +360,16 @@ enum {
 	M0_L_STOP_FAILED = 4,
 };
 
+/* For tests of the rings' two sides against each other: a ring of cap
+ * bytes (a power of two), freed with m0_ring_free; the loop's writer
+ * (m0_ring_put, 1 put, 0 no room) and reader (m0_ring_take, every message,
+ * freed with m0_asgi_free; 0 and nothing taken out of memory). One writer
+ * and one reader at a time; no GIL needed. */
+m0_ring *m0_ring_new(size_t cap);
+void m0_ring_free(m0_ring *r);
+int m0_ring_put(m0_ring *r, int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len);
+size_t m0_ring_take(m0_ring *r, m0_amsg **out);
+
 /* m0_asgi_init makes an executor: its id and the eventfds of its two
  * queues (Go -> loop, loop -> Go): in_fd, which the loop reads; kick_fd,
  * Go's own descriptor for the inbound waker's end (a duplicate, which Go
@@ -387,7 +403,8 @@ int m0_asgi_owed(int id, unsigned *wakes);
 
 /* m0_asgi_close lets go of executor id once its loop has ended (after
  * m0_asgi_run returned): its inbound eventfd is closed and what is queued
- * there freed; a later post fails. No thread writes to the outbound
+ * there freed; a later m0_asgi_post fails (a later write to the inbound
+ * ring is never read). No thread writes to the outbound
  * eventfd after it: Go closes that one, and takes what is left in its
  * queue. The id is not reused. Any thread; no GIL needed. */
 void m0_asgi_close(int id);

@@ -25,14 +25,14 @@ func ringBytes(r *C.m0_ring) []byte {
 }
 
 // ringPut appends a message to r, copying data; false when r has not the
-// room (or the message is over a quarter of it). The ring's one writer:
+// room (or data is over a quarter of it). The ring's one writer:
 // callers hold the executor's inMu.
 func ringPut(r *C.m0_ring, kind int, slot, gen uint32, flags int, data []byte) bool {
 	size := uint64(r.cap)
-	need := recSize(len(data))
-	if need > size/4 {
+	if uint64(len(data)) > size/4 {
 		return false
 	}
+	need := recSize(len(data))
 	h := atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.head)))
 	t := atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.tail)))
 	pos := h & (size - 1)
@@ -97,4 +97,42 @@ func ringTake(r *C.m0_ring, f func(kind int, slot, gen uint32, flags int, data [
 		f(kind, slot, gen, flags, data)
 	}
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&r.tail)), t)
+}
+
+// testRing is a ring of its own with the loop's writer and reader, for the
+// rings' tests (ring_test.go; a test file cannot call C).
+type testRing struct{ r *C.m0_ring }
+
+func newTestRing(size int) testRing { return testRing{C.m0_ring_new(C.size_t(size))} }
+
+func (t testRing) free() { C.m0_ring_free(t.r) }
+
+// cPut is the loop's writer.
+func (t testRing) cPut(kind int, slot, gen uint32, flags int, data []byte) bool {
+	var p *C.char
+	if len(data) > 0 {
+		p = (*C.char)(unsafe.Pointer(&data[0]))
+	}
+	return C.m0_ring_put(t.r, C.int(kind), C.uint32_t(slot), C.uint32_t(gen), C.int(flags), p, C.size_t(len(data))) == 1
+}
+
+// cTake is the loop's reader.
+func (t testRing) cTake(f func(kind int, slot, gen uint32, flags int, data []byte)) {
+	var v *C.m0_amsg
+	n := int(C.m0_ring_take(t.r, &v))
+	if n == 0 {
+		return
+	}
+	defer C.m0_asgi_free(v, C.size_t(n))
+	for _, m := range unsafe.Slice(v, n) {
+		f(int(m.kind), uint32(m.slot), uint32(m.gen), int(m.flags), C.GoBytes(unsafe.Pointer(m.data), C.int(m.len)))
+	}
+}
+
+func (t testRing) goPut(kind int, slot, gen uint32, flags int, data []byte) bool {
+	return ringPut(t.r, kind, slot, gen, flags, data)
+}
+
+func (t testRing) goTake(f func(kind int, slot, gen uint32, flags int, data []byte)) {
+	ringTake(t.r, f)
 }
