@@ -413,18 +413,21 @@ func (e *Executor) sweep() {
 }
 
 // collect reads what the loop sends, in batches, and hands each message to
-// its request. A wake-up (an eventfd's count, a pipe's bytes) is read, and
-// the batch taken, once; then the collector waits for the descriptor to be
-// readable again, rather than reading it once more to find it empty (a
-// system call a request at one connection, as os.File's Read makes): the
-// loop writes after the take, which makes it readable anew. Wake-ups a pipe
-// still holds are spare, the batch having been taken.
+// its request. A wake-up is taken once, then the collector waits for the
+// descriptor to be readable again, rather than reading it once more to
+// find it empty (a system call a request at one connection, as os.File's
+// Read makes): the loop writes after the take, which makes it readable
+// anew. On Linux the wake-up is not read at all (readWakeups): Go's poller
+// is edge-triggered and reports each write to the eventfd, read or not.
+// Elsewhere a pipe's bytes are read first, or its writer would find it
+// full; wake-ups a pipe still holds are spare, the batch having been
+// taken.
 func (e *Executor) collect() {
 	var buf [64]byte
 	rc, err := e.out.SyscallConn()
 	if err == nil {
 		rc.Read(func(fd uintptr) bool { // returns once the loop has stopped and out is closed
-			for {
+			for readWakeups {
 				n, err := rawRead(int(fd), buf[:])
 				switch {
 				case err == syscall.EINTR:
@@ -434,9 +437,10 @@ func (e *Executor) collect() {
 				case err != nil || n == 0: // the descriptor failed, or a pipe's writer closed
 					return true
 				}
-				e.takeAll(false)
-				return false
+				break
 			}
+			e.takeAll(false)
+			return false
 		})
 	}
 	e.takeAll(true) // what is left
