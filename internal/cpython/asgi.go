@@ -7,6 +7,7 @@ package cpython
 import "C"
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -119,7 +120,7 @@ type Executor struct {
 	Eager bool
 
 	id       C.int
-	in       *C.m0_ring // the inbound ring, written under inMu
+	inRing   *C.m0_ring // the inbound ring, written under inMu
 	inMu     sync.Mutex
 	outRing  *C.m0_ring // the outbound ring, read by the collector
 	kickFD   int        // Go's own descriptor of the loop's eventfd, under kickMu; -1 once closed
@@ -160,7 +161,7 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 	}
 	e := &Executor{
 		id:       id,
-		in:       C.m0_asgi_ring(id, 0),
+		inRing:   C.m0_asgi_ring(id, 0),
 		outRing:  C.m0_asgi_ring(id, 1),
 		kickFD:   int(kick),
 		kick:     make(chan struct{}, 1),
@@ -324,7 +325,7 @@ func (e *Executor) postNow(kind int, slot, gen uint32, flags int, data []byte) {
 // request (docs/profiles.md, "The runtime's monitor on one CPU").
 func (e *Executor) put(kind int, slot, gen uint32, flags int, data []byte) bool {
 	e.inMu.Lock()
-	if atomic.LoadUint32((*uint32)(unsafe.Pointer(&e.in.overflow))) != 0 || !ringPut(e.in, kind, slot, gen, flags, data) {
+	if atomic.LoadUint32(u32(&e.inRing.overflow)) != 0 || !ringPut(e.inRing, kind, slot, gen, flags, data) {
 		var p *C.char
 		if len(data) > 0 {
 			p = (*C.char)(unsafe.Pointer(&data[0]))
@@ -335,7 +336,7 @@ func (e *Executor) put(kind int, slot, gen uint32, flags int, data []byte) bool 
 		C.m0_asgi_post(e.id, C.int(kind), C.uint32_t(slot), C.uint32_t(gen), C.int(flags), p, C.size_t(len(data)))
 	}
 	e.inMu.Unlock()
-	return atomic.SwapUint32((*uint32)(unsafe.Pointer(&e.in.signaled)), 1) == 0
+	return atomic.SwapUint32(u32(&e.inRing.signaled), 1) == 0
 }
 
 // wake wakes the loop: a write to its eventfd, made as a raw system call
@@ -466,27 +467,17 @@ func (e *Executor) collect() {
 // has ended, whatever the queue holds), the ring's again and the queue's
 // (m0py.h, "The rings").
 func (e *Executor) takeAll(last bool) {
-	atomic.StoreUint32((*uint32)(unsafe.Pointer(&e.outRing.signaled)), 0)
+	atomic.StoreUint32(u32(&e.outRing.signaled), 0)
 	ringTake(e.outRing, e.dispatch)
-	if !last && atomic.LoadUint32((*uint32)(unsafe.Pointer(&e.outRing.overflow))) == 0 {
+	if !last && atomic.LoadUint32(u32(&e.outRing.overflow)) == 0 {
 		return
 	}
 	ringTake(e.outRing, e.dispatch)
 	var v *C.m0_amsg
 	n := int(C.m0_asgi_take(e.id, &v))
-	if n == 0 {
-		return
-	}
-	defer C.m0_asgi_free(v, C.size_t(n))
-	msgs := unsafe.Slice(v, n)
-	for i := range msgs {
-		m := &msgs[i]
-		var data []byte
-		if m.len > 0 {
-			data = C.GoBytes(unsafe.Pointer(m.data), C.int(m.len))
-		}
-		e.dispatch(int(m.kind), uint32(m.slot), uint32(m.gen), int(m.flags), data)
-	}
+	eachMsg(v, n, func(kind int, slot, gen uint32, flags int, data []byte) {
+		e.dispatch(kind, slot, gen, flags, bytes.Clone(data))
+	})
 }
 
 // dispatch hands one message of the loop's to its request, or handles it

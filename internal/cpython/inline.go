@@ -72,34 +72,23 @@ func (e *Executor) StartNow(scope []byte) *Request {
 func (e *Executor) TakeNow(fn func(r *Request, m Msg)) {
 	var v *C.m0_amsg
 	n := int(C.m0_asgi_take_now(e.id, &v))
-	if n == 0 {
-		return
-	}
-	defer C.m0_asgi_free(v, C.size_t(n))
-	for _, m := range unsafe.Slice(v, n) {
-		var data []byte
-		if m.len > 0 {
-			data = unsafe.Slice((*byte)(unsafe.Pointer(m.data)), int(m.len))
+	eachMsg(v, n, func(kind int, slot, gen uint32, flags int, data []byte) {
+		if slot != math.MaxUint32 {
+			r := e.request(slot, gen)
+			if r == nil {
+				return
+			}
+			if r.inline {
+				fn(r, Msg{Kind: kind, Flags: flags, Data: data})
+				if kind == CDone {
+					e.ended1()
+					r.release()
+				}
+				return
+			}
 		}
-		slot, gen := uint32(m.slot), uint32(m.gen)
-		if slot == math.MaxUint32 {
-			e.control(int(m.kind), int(m.flags), bytes.Clone(data))
-			continue
-		}
-		r := e.request(slot, gen)
-		if r == nil {
-			continue
-		}
-		if !r.inline {
-			e.deliver(slot, gen, Msg{Kind: int(m.kind), Flags: int(m.flags), Data: bytes.Clone(data)})
-			continue
-		}
-		fn(r, Msg{Kind: int(m.kind), Flags: int(m.flags), Data: data})
-		if int(m.kind) == CDone {
-			e.ended1()
-			r.release()
-		}
-	}
+		e.dispatch(kind, slot, gen, flags, bytes.Clone(data))
+	})
 }
 
 // Watch has the loop watch fd for reading, writing, both or neither; the

@@ -19,6 +19,10 @@ const ringHdr = C.M0_R_HDR
 // recSize is the bytes a record of n bytes of data takes in a ring.
 func recSize(n int) uint64 { return (ringHdr + uint64(n) + 7) &^ 7 }
 
+// u32 and u64 are a ring's counts and flags as sync/atomic takes them.
+func u32(p *C.uint32_t) *uint32 { return (*uint32)(unsafe.Pointer(p)) }
+func u64(p *C.uint64_t) *uint64 { return (*uint64)(unsafe.Pointer(p)) }
+
 // ringBytes is r's buffer.
 func ringBytes(r *C.m0_ring) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(r.buf)), int(r.cap))
@@ -33,8 +37,8 @@ func ringPut(r *C.m0_ring, kind int, slot, gen uint32, flags int, data []byte) b
 		return false
 	}
 	need := recSize(len(data))
-	h := atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.head)))
-	t := atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.tail)))
+	h := atomic.LoadUint64(u64(&r.head))
+	t := atomic.LoadUint64(u64(&r.tail))
 	pos := h & (size - 1)
 	end := size - pos
 	var skip uint64
@@ -60,7 +64,7 @@ func ringPut(r *C.m0_ring, kind int, slot, gen uint32, flags int, data []byte) b
 		flags: C.int32_t(flags),
 	}
 	copy(buf[pos+ringHdr:], data)
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&r.head)), h+need)
+	atomic.StoreUint64(u64(&r.head), h+need)
 	return true
 }
 
@@ -68,8 +72,8 @@ func ringPut(r *C.m0_ring, kind int, slot, gen uint32, flags int, data []byte) b
 // and frees the ring's room once all are handed. The ring's one reader.
 func ringTake(r *C.m0_ring, f func(kind int, slot, gen uint32, flags int, data []byte)) {
 	size := uint64(r.cap)
-	t := atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.tail)))
-	h := atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.head)))
+	t := atomic.LoadUint64(u64(&r.tail))
+	h := atomic.LoadUint64(u64(&r.head))
 	if t == h {
 		return
 	}
@@ -96,7 +100,24 @@ func ringTake(r *C.m0_ring, f func(kind int, slot, gen uint32, flags int, data [
 		t += recSize(n)
 		f(kind, slot, gen, flags, data)
 	}
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&r.tail)), t)
+	atomic.StoreUint64(u64(&r.tail), t)
+}
+
+// eachMsg hands each of the n messages at v (a queue's, taken from C) to
+// f, its data a view of C memory valid only during the call, then frees
+// them.
+func eachMsg(v *C.m0_amsg, n int, f func(kind int, slot, gen uint32, flags int, data []byte)) {
+	if n == 0 {
+		return
+	}
+	defer C.m0_asgi_free(v, C.size_t(n))
+	for _, m := range unsafe.Slice(v, n) {
+		var data []byte
+		if m.len > 0 {
+			data = unsafe.Slice((*byte)(unsafe.Pointer(m.data)), int(m.len))
+		}
+		f(int(m.kind), uint32(m.slot), uint32(m.gen), int(m.flags), data)
+	}
 }
 
 // testRing is a ring of its own with the loop's writer and reader, for the
@@ -120,13 +141,7 @@ func (t testRing) cPut(kind int, slot, gen uint32, flags int, data []byte) bool 
 func (t testRing) cTake(f func(kind int, slot, gen uint32, flags int, data []byte)) {
 	var v *C.m0_amsg
 	n := int(C.m0_ring_take(t.r, &v))
-	if n == 0 {
-		return
-	}
-	defer C.m0_asgi_free(v, C.size_t(n))
-	for _, m := range unsafe.Slice(v, n) {
-		f(int(m.kind), uint32(m.slot), uint32(m.gen), int(m.flags), C.GoBytes(unsafe.Pointer(m.data), C.int(m.len)))
-	}
+	eachMsg(v, n, f)
 }
 
 func (t testRing) goPut(kind int, slot, gen uint32, flags int, data []byte) bool {
