@@ -31,13 +31,12 @@ type RawUnixIO struct {
 }
 
 // rawConn is what RawIO and RawUnixIO share: the descriptor's RawConn,
-// each direction's call, and what an error names.
+// each direction's call, and the connection an error names.
 type rawConn struct {
-	rc   syscall.RawConn
-	r    rawOp // Read's
-	w    rawOp // Write's
-	c    net.Conn
-	netw string // "tcp" or "unix"
+	rc syscall.RawConn
+	r  rawOp // Read's
+	w  rawOp // Write's
+	c  net.Conn
 }
 
 // rawOp is one direction's call: its callback is bound once, so a call
@@ -57,12 +56,12 @@ func NewRawIO(c net.Conn) net.Conn {
 	switch t := c.(type) {
 	case *net.TCPConn:
 		x := &RawIO{TCPConn: t}
-		if x.raw.init(t, "tcp") {
+		if x.raw.init(t) {
 			return x
 		}
 	case *net.UnixConn:
 		x := &RawUnixIO{UnixConn: t}
-		if x.raw.init(t, "unix") {
+		if x.raw.init(t) {
 			return x
 		}
 	}
@@ -73,12 +72,12 @@ func NewRawIO(c net.Conn) net.Conn {
 func (r *rawConn) init(c interface {
 	net.Conn
 	SyscallConn() (syscall.RawConn, error)
-}, netw string) bool {
+}) bool {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return false
 	}
-	r.rc, r.c, r.netw = rc, c, netw
+	r.rc, r.c = rc, c
 	r.r.fn = r.r.read
 	r.w.fn = r.w.write
 	return true
@@ -173,7 +172,7 @@ func (c *rawConn) call(o *rawOp, p []byte, op string) (int, error) {
 }
 
 func (c *rawConn) opError(op string, errno syscall.Errno) error {
-	return &net.OpError{Op: op, Net: c.netw, Source: c.c.LocalAddr(), Addr: c.c.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
+	return &net.OpError{Op: op, Net: c.c.LocalAddr().Network(), Source: c.c.LocalAddr(), Addr: c.c.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
 }
 
 // named gives an error of the RawConn's (a deadline, a closed connection)
