@@ -449,6 +449,7 @@ static int to_go(aexec *ex, m0_amsg m)
 			free(m.data);
 			first = 0;
 		} else {
+			__atomic_fetch_add(&r->spills, 1, __ATOMIC_RELAXED);
 			first = enqueue(&ex->out, m, 1, 1);
 		}
 		if (first == 0 && !quiet)

@@ -330,6 +330,7 @@ func (e *Executor) put(kind int, slot, gen uint32, flags int, data []byte) bool 
 		if len(data) > 0 {
 			p = (*C.char)(unsafe.Pointer(&data[0]))
 		}
+		atomic.AddUint64(u64(&e.inRing.spills), 1)
 		// -1: the loop has ended, or no memory for the copy. The message is
 		// lost then, as it was before the rings; overflow stays clear, so
 		// what follows keeps its order.
@@ -337,6 +338,14 @@ func (e *Executor) put(kind int, slot, gen uint32, flags int, data []byte) bool 
 	}
 	e.inMu.Unlock()
 	return atomic.SwapUint32(u32(&e.inRing.signaled), 1) == 0
+}
+
+// Spills counts the messages each way that went to the queue behind a
+// ring rather than through it: data over a quarter of the ring, a full
+// ring, or what followed either until the reader caught up. Small
+// messages at a modest rate should never spill; the tests hold it to that.
+func (e *Executor) Spills() (in, out uint64) {
+	return atomic.LoadUint64(u64(&e.inRing.spills)), atomic.LoadUint64(u64(&e.outRing.spills))
 }
 
 // wake wakes the loop: a write to its eventfd, made as a raw system call

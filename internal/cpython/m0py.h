@@ -316,6 +316,7 @@ typedef struct {
 	uint32_t overflow; /* messages wait in the queue behind the ring */
 	uint64_t cap;      /* a power of two */
 	char *buf;
+	uint64_t spills;   /* messages the writer sent to the queue behind the ring (atomic; read by tests) */
 } m0_ring;
 
 /* Go -> loop. */
