@@ -226,6 +226,43 @@ void m0_asgi_free(m0_amsg *v, size_t n)
 	free(v);
 }
 
+/* ---- each interpreter's objects ------------------------------------------- */
+
+#define K(X)                                                                        \
+	X(type) X(asgi) X(http_version) X(method) X(scheme) X(path) X(raw_path)     \
+	X(query_string) X(root_path) X(headers) X(client) X(server) X(state)        \
+	X(extensions) X(subprotocols) X(body) X(more_body) X(status) X(text)        \
+	X(bytes) X(code) X(reason) X(subprotocol) X(trailers) X(set_result)          \
+	X(set_exception) X(cancelled) X(done) X(add_done_callback) X(exception)     \
+	X(result) X(cancel) X(version) X(spec_version) X(eager_start)
+
+/* The objects every scope and message is made of, and the _m0 functions
+ * the loop calls: one set for each interpreter an executor runs in, made
+ * in it by the first executor's setup there (intern) and kept for the
+ * process's life. An interpreter with its own GIL touches its own set only:
+ * an object of another's would have its reference count raced. Read on the
+ * loop's thread, under its interpreter's GIL. */
+typedef struct {
+	int made;                     /* every object below is made */
+	PyObject *module, *format_exc; /* that interpreter's _m0 and _m0._format_exc (borrowed: they live with it) */
+	PyObject *a_receive_later;    /* _m0._receive_later(waiter, receive) */
+	PyObject *a_asgi;             /* the scope's "asgi" dict */
+	PyObject *a_asgi_ws;          /* a WebSocket scope's */
+	PyObject *a_extensions;       /* an HTTP scope's "extensions" dict */
+	PyObject *a_extensions_ws;    /* a WebSocket scope's */
+	struct {
+#define X(n) PyObject *n;
+		K(X)
+#undef X
+	} k; /* interned keys */
+	/* Interned values. */
+	PyObject *v_http, *v_websocket, *v_ws, *v_11, *v_10, *v_request, *v_disconnect, *v_connect,
+		*v_wsreceive, *v_wsdisconnect;
+	PyObject *methods[8]; /* GET HEAD POST PUT DELETE OPTIONS PATCH */
+} astate;
+
+static astate astates[M0_MAX_INTERPS];
+
 /* ---- executors ---------------------------------------------------------------- */
 
 typedef struct aslot aslot;
@@ -235,6 +272,7 @@ typedef struct aslot aslot;
  * Go's threads and that one. */
 typedef struct {
 	int id;
+	astate *st;               /* its interpreter's objects, set before its loop runs */
 	msgq in, out;              /* Go -> loop, loop -> Go */
 	PyObject *loop, *app, *state;
 	PyObject *create_future;   /* loop.create_future */
@@ -480,32 +518,6 @@ static int notify(aexec *ex, int kind, int flags, const char *p, size_t len)
 	return to_go(ex, m);
 }
 
-/* ---- the loop's references ------------------------------------------------ */
-
-static PyObject *a_receive_later; /* _m0._receive_later(waiter, receive) */
-static PyObject *a_asgi;          /* the scope's "asgi" dict */
-static PyObject *a_asgi_ws;       /* a WebSocket scope's */
-static PyObject *a_extensions;    /* an HTTP scope's "extensions" dict */
-static PyObject *a_extensions_ws; /* a WebSocket scope's */
-
-#define K(X)                                                                        \
-	X(type) X(asgi) X(http_version) X(method) X(scheme) X(path) X(raw_path)     \
-	X(query_string) X(root_path) X(headers) X(client) X(server) X(state)        \
-	X(extensions) X(subprotocols) X(body) X(more_body) X(status) X(text)        \
-	X(bytes) X(code) X(reason) X(subprotocol) X(trailers) X(set_result)          \
-	X(set_exception) X(cancelled) X(done) X(add_done_callback) X(exception)     \
-	X(result) X(cancel) X(version) X(spec_version) X(eager_start)
-static struct {
-#define X(n) PyObject *n;
-	K(X)
-#undef X
-} k;
-
-/* Interned values. */
-static PyObject *v_http, *v_websocket, *v_ws, *v_11, *v_10, *v_request, *v_disconnect,
-	*v_connect, *v_wsreceive, *v_wsdisconnect;
-
-static PyObject *methods[8]; /* GET HEAD POST PUT DELETE OPTIONS PATCH */
 static const char *method_names[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"};
 
 /* ---- requests ---------------------------------------------------------------- */
@@ -702,10 +714,11 @@ static PyObject *new_future(aexec *ex)
 /* ready returns a finished future of s's loop holding msg (stolen). */
 static PyObject *ready_in(aexec *ex, PyObject *msg)
 {
+	astate *S = ex->st;
 	if (!msg)
 		return NULL;
 	PyObject *f = new_future(ex);
-	PyObject *r = f ? py.PyObject_CallMethodObjArgs(f, k.set_result, msg, NULL) : NULL;
+	PyObject *r = f ? py.PyObject_CallMethodObjArgs(f, S->k.set_result, msg, NULL) : NULL;
 	py.Py_DecRef(msg);
 	if (!r) {
 		if (f)
@@ -731,7 +744,7 @@ static PyObject *oserror(void)
 /* settle resolves *fut (if any and not cancelled) with msg, or with an
  * OSError when msg is NULL; it steals msg and lets go of the future. It
  * returns 1 if a waiter took msg. */
-static int settle(PyObject **fut, PyObject *msg)
+static int settle(astate *S, PyObject **fut, PyObject *msg)
 {
 	PyObject *f = *fut;
 	if (!f) {
@@ -741,17 +754,17 @@ static int settle(PyObject **fut, PyObject *msg)
 	}
 	*fut = NULL;
 	int took = 0;
-	PyObject *d = py.PyObject_CallMethodObjArgs(f, k.done, NULL);
+	PyObject *d = py.PyObject_CallMethodObjArgs(f, S->k.done, NULL);
 	int finished = d ? py.PyObject_IsTrue(d) : 1;
 	if (d)
 		py.Py_DecRef(d);
 	if (!finished) {
 		PyObject *r;
 		if (msg) {
-			r = py.PyObject_CallMethodObjArgs(f, k.set_result, msg, NULL);
+			r = py.PyObject_CallMethodObjArgs(f, S->k.set_result, msg, NULL);
 		} else {
 			PyObject *exc = oserror();
-			r = exc ? py.PyObject_CallMethodObjArgs(f, k.set_exception, exc, NULL) : NULL;
+			r = exc ? py.PyObject_CallMethodObjArgs(f, S->k.set_exception, exc, NULL) : NULL;
 			if (exc)
 				py.Py_DecRef(exc);
 		}
@@ -769,10 +782,10 @@ static int settle(PyObject **fut, PyObject *msg)
 
 /* ---- messages to the application ---------------------------------------------------- */
 
-static PyObject *dict_of(PyObject *type)
+static PyObject *dict_of(astate *S, PyObject *type)
 {
 	PyObject *d = py.PyDict_New();
-	if (d && py.PyDict_SetItem(d, k.type, type) < 0) {
+	if (d && py.PyDict_SetItem(d, S->k.type, type) < 0) {
 		py.Py_DecRef(d);
 		return NULL;
 	}
@@ -787,11 +800,11 @@ static int set_steal(PyObject *d, PyObject *key, PyObject *v)
 	return rc;
 }
 
-static PyObject *body_msg(const char *p, size_t n, int more)
+static PyObject *body_msg(astate *S, const char *p, size_t n, int more)
 {
-	PyObject *d = dict_of(v_request);
-	if (!d || set_steal(d, k.body, py.PyBytes_FromStringAndSize(p, (Py_ssize_t)n)) < 0 ||
-	    set_steal(d, k.more_body, py.PyBool_FromLong(more)) < 0) {
+	PyObject *d = dict_of(S, S->v_request);
+	if (!d || set_steal(d, S->k.body, py.PyBytes_FromStringAndSize(p, (Py_ssize_t)n)) < 0 ||
+	    set_steal(d, S->k.more_body, py.PyBool_FromLong(more)) < 0) {
 		if (d)
 			py.Py_DecRef(d);
 		return NULL;
@@ -799,14 +812,14 @@ static PyObject *body_msg(const char *p, size_t n, int more)
 	return d;
 }
 
-static PyObject *ws_msg(m0_amsg *m)
+static PyObject *ws_msg(astate *S, m0_amsg *m)
 {
-	PyObject *d = dict_of(v_wsreceive);
+	PyObject *d = dict_of(S, S->v_wsreceive);
 	if (!d)
 		return NULL;
 	int rc = (m->flags & M0_A_TEXT)
-			 ? set_steal(d, k.text, py.PyUnicode_DecodeUTF8(m->data, (Py_ssize_t)m->len, "replace"))
-			 : set_steal(d, k.bytes, py.PyBytes_FromStringAndSize(m->data, (Py_ssize_t)m->len));
+			 ? set_steal(d, S->k.text, py.PyUnicode_DecodeUTF8(m->data, (Py_ssize_t)m->len, "replace"))
+			 : set_steal(d, S->k.bytes, py.PyBytes_FromStringAndSize(m->data, (Py_ssize_t)m->len));
 	if (rc < 0) {
 		py.Py_DecRef(d);
 		return NULL;
@@ -816,20 +829,20 @@ static PyObject *ws_msg(m0_amsg *m)
 
 /* disconnect_of returns a new http.disconnect, or a websocket.disconnect
  * with code (1006 when 0) and reason (borrowed; "" when NULL). */
-static PyObject *disconnect_of(int ws, int code, PyObject *reason)
+static PyObject *disconnect_of(astate *S, int ws, int code, PyObject *reason)
 {
 	if (!ws)
-		return dict_of(v_disconnect);
-	PyObject *d = dict_of(v_wsdisconnect);
+		return dict_of(S, S->v_disconnect);
+	PyObject *d = dict_of(S, S->v_wsdisconnect);
 	if (!d)
 		return NULL;
 	if (reason)
 		py.Py_IncRef(reason);
 	else
 		reason = py.PyUnicode_FromString("");
-	int rc = set_steal(d, k.reason, reason);
+	int rc = set_steal(d, S->k.reason, reason);
 	if (rc == 0)
-		rc = set_steal(d, k.code, py.PyLong_FromLong(code ? code : 1006));
+		rc = set_steal(d, S->k.code, py.PyLong_FromLong(code ? code : 1006));
 	if (rc < 0) {
 		py.Py_DecRef(d);
 		return NULL;
@@ -837,24 +850,25 @@ static PyObject *disconnect_of(int ws, int code, PyObject *reason)
 	return d;
 }
 
-static PyObject *disconnect_msg(aslot *s) { return disconnect_of(s->ws, s->dcode, s->dreason); }
+static PyObject *disconnect_msg(aslot *s) { return disconnect_of(s->ex->st, s->ws, s->dcode, s->dreason); }
 
 /* next_msg returns the message receive() yields now, or NULL (no error set)
  * when it has to wait. */
 static PyObject *next_msg(aslot *s, int *err)
 {
+	astate *S = s->ex->st;
 	*err = 0;
 	PyObject *m = NULL;
 	if (s->ws && !s->connected) {
 		s->connected = 1;
-		m = dict_of(v_connect);
+		m = dict_of(S, S->v_connect);
 	} else if (s->in.n) {
 		m0_amsg a = inbox_pop(&s->in);
 		if (s->ws) {
-			m = ws_msg(&a);
+			m = ws_msg(S, &a);
 			emit(s, M0_C_WANT, 0, NULL, 0); /* one more frame may come */
 		} else {
-			m = body_msg(a.data, a.len, (a.flags & M0_A_MORE) != 0);
+			m = body_msg(S, a.data, a.len, (a.flags & M0_A_MORE) != 0);
 		}
 		free(a.data);
 	} else if (s->disconnected || (s->draining && !s->body_more) || (!s->ws && s->complete)) {
@@ -882,11 +896,12 @@ static PyObject *next_msg(aslot *s, int *err)
  * woken with the others when a message comes (the slot holds one more). */
 static PyObject *add_waiter(aslot *s)
 {
+	astate *S = s->ex->st;
 	/* Drop the waiters whose receive() was cancelled (wait_for's timeouts);
 	 * several receive() calls may wait at once, as under uvicorn. */
 	size_t kept = 0;
 	for (size_t i = 0; i < s->recv.n; i++) {
-		PyObject *d = py.PyObject_CallMethodObjArgs(s->recv.v[i], k.done, NULL);
+		PyObject *d = py.PyObject_CallMethodObjArgs(s->recv.v[i], S->k.done, NULL);
 		int finished = d ? py.PyObject_IsTrue(d) : 1;
 		if (d)
 			py.Py_DecRef(d);
@@ -926,11 +941,16 @@ static PyObject *take_next(PyObject *self, int ws)
 {
 	int err = 0;
 	PyObject *m, *f = NULL;
-	aslot *s = by_handle(self);
+	aexec *ex;
+	aslot *s = by_handle_in(self, &ex);
 	if (s)
 		m = next_msg(s, &err);
-	else
-		m = disconnect_of(ws, 0, NULL), err = !m;
+	else if (ex)
+		m = disconnect_of(ex->st, ws, 0, NULL), err = !m;
+	else {
+		py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: receive() of an executor that has stopped");
+		return NULL;
+	}
 	if (!m && (err || !(f = add_waiter(s))))
 		return NULL;
 	PyObject *t = py.PyTuple_New(2);
@@ -960,7 +980,7 @@ static PyObject *receive_next(PyObject *self, int ws)
 			py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: receive() of an executor that has stopped");
 			return NULL;
 		}
-		return ready_in(ex, disconnect_of(ws, 0, NULL));
+		return ready_in(ex, disconnect_of(ex->st, ws, 0, NULL));
 	}
 	int err;
 	PyObject *m = next_msg(s, &err);
@@ -975,8 +995,9 @@ static PyObject *receive_next(PyObject *self, int ws)
 	PyObject *f = add_waiter(s);
 	if (!f)
 		return NULL;
-	PyObject *tk = py.PyCFunction_NewEx(&take_defs[ws], self, m0_module);
-	PyObject *coro = tk ? py.PyObject_CallFunctionObjArgs(a_receive_later, f, tk, NULL) : NULL;
+	astate *S = s->ex->st;
+	PyObject *tk = py.PyCFunction_NewEx(&take_defs[ws], self, S->module);
+	PyObject *coro = tk ? py.PyObject_CallFunctionObjArgs(S->a_receive_later, f, tk, NULL) : NULL;
 	if (tk)
 		py.Py_DecRef(tk);
 	py.Py_DecRef(f);
@@ -990,11 +1011,12 @@ static PyObject *receive_ws(PyObject *self, PyObject *unused) { return receive_n
  * message, or waits again. */
 static void wake_waiters(aslot *s)
 {
+	astate *S = s->ex->st;
 	size_t n = s->recv.n;
 	s->recv.n = 0;
 	for (size_t i = 0; i < n; i++) {
 		py.Py_IncRef(Py_None);
-		settle(&s->recv.v[i], Py_None);
+		settle(S, &s->recv.v[i], Py_None);
 	}
 }
 
@@ -1032,9 +1054,9 @@ static PyObject *get(PyObject *msg, PyObject *key)
 	return v;
 }
 
-static const char *type_of(PyObject *msg, PyObject **owned)
+static const char *type_of(astate *S, PyObject *msg, PyObject **owned)
 {
-	*owned = get(msg, k.type);
+	*owned = get(msg, S->k.type);
 	const char *t = *owned ? py.PyUnicode_AsUTF8AndSize(*owned, NULL) : NULL;
 	if (!t) {
 		py.PyErr_Clear();
@@ -1130,10 +1152,11 @@ static PyObject *done_future(aslot *s)
  * until Go catches up (M0_A_RESUME) or the client leaves. */
 static PyObject *send_waits(aslot *s)
 {
+	astate *S = s->ex->st;
 	PyObject *f = new_future(s->ex);
 	if (f) {
 		py.Py_IncRef(Py_None);
-		settle(&s->send_fut, Py_None); /* one whose waiter was cancelled */
+		settle(S, &s->send_fut, Py_None); /* one whose waiter was cancelled */
 		py.Py_IncRef(f);
 		s->send_fut = f;
 	}
@@ -1144,7 +1167,8 @@ static PyObject *send_waits(aslot *s)
  * WebSocket's websocket.http.response.start (type names it for errors). */
 static int send_start(aslot *s, PyObject *msg, const char *type)
 {
-	PyObject *st = get(msg, k.status);
+	astate *S = s->ex->st;
+	PyObject *st = get(msg, S->k.status);
 	long status = st ? py.PyLong_AsLong(st) : -1;
 	if (st)
 		py.Py_DecRef(st);
@@ -1154,7 +1178,7 @@ static int send_start(aslot *s, PyObject *msg, const char *type)
 		return -1;
 	}
 	m0_buf b = {0};
-	PyObject *h = get(msg, k.headers);
+	PyObject *h = get(msg, S->k.headers);
 	int rc = pack_headers(h, &b);
 	if (h)
 		py.Py_DecRef(h);
@@ -1173,15 +1197,16 @@ static int send_start(aslot *s, PyObject *msg, const char *type)
  * the send wait (*wait). 0, or -1 with an exception set. */
 static int send_body(aslot *s, PyObject *msg, int flow, int *more, int *wait)
 {
+	astate *S = s->ex->st;
 	char *p;
 	Py_ssize_t n;
 	PyObject *keep;
-	if (body_of(msg, k.body, &p, &n, &keep) < 0) {
+	if (body_of(msg, S->k.body, &p, &n, &keep) < 0) {
 		if (keep)
 			py.Py_DecRef(keep);
 		return -1;
 	}
-	*more = truthy(msg, k.more_body);
+	*more = truthy(msg, S->k.more_body);
 	*wait = 0;
 	if (flow && *more) {
 		s->inflight += (size_t)n;
@@ -1195,6 +1220,7 @@ static int send_body(aslot *s, PyObject *msg, int flow, int *more, int *wait)
 
 static PyObject *http_send(aslot *s, PyObject *msg, const char *type)
 {
+	astate *S = s->ex->st;
 	if (s->disconnected)
 		return done_future(s); /* as uvicorn: a send after the client left is dropped */
 	if (!s->started) {
@@ -1224,7 +1250,7 @@ static PyObject *http_send(aslot *s, PyObject *msg, const char *type)
 		return wait ? send_waits(s) : done_future(s);
 	}
 	if (strcmp(type, "http.response.pathsend") == 0) {
-		PyObject *path = get(msg, k.path);
+		PyObject *path = get(msg, S->k.path);
 		Py_ssize_t n = 0;
 		const char *u = path ? py.PyUnicode_AsUTF8AndSize(path, &n) : NULL;
 		if (!u) {
@@ -1246,7 +1272,8 @@ static PyObject *http_send(aslot *s, PyObject *msg, const char *type)
 
 static PyObject *ws_close(aslot *s, PyObject *msg)
 {
-	PyObject *c = get(msg, k.code);
+	astate *S = s->ex->st;
+	PyObject *c = get(msg, S->k.code);
 	long code = c ? py.PyLong_AsLong(c) : 1000;
 	if (c)
 		py.Py_DecRef(c);
@@ -1254,7 +1281,7 @@ static PyObject *ws_close(aslot *s, PyObject *msg)
 		py.PyErr_Clear();
 		code = 1000;
 	}
-	PyObject *r = get(msg, k.reason);
+	PyObject *r = get(msg, S->k.reason);
 	Py_ssize_t n = 0;
 	const char *u = r && r != Py_None ? py.PyUnicode_AsUTF8AndSize(r, &n) : "";
 	if (!u) {
@@ -1291,6 +1318,7 @@ static PyObject *ws_deny(aslot *s, PyObject *msg, const char *type)
 
 static PyObject *ws_send(aslot *s, PyObject *msg, const char *type)
 {
+	astate *S = s->ex->st;
 	if (s->denying)
 		return ws_deny(s, msg, type);
 	if (!s->started && !s->complete) {
@@ -1302,7 +1330,7 @@ static PyObject *ws_send(aslot *s, PyObject *msg, const char *type)
 		}
 		if (strcmp(type, "websocket.accept") == 0) {
 			m0_buf b = {0};
-			PyObject *sp = get(msg, k.subprotocol);
+			PyObject *sp = get(msg, S->k.subprotocol);
 			Py_ssize_t n = 0;
 			const char *u = sp && sp != Py_None ? py.PyUnicode_AsUTF8AndSize(sp, &n) : "";
 			for (Py_ssize_t i = 0; u && i < n; i++)
@@ -1310,7 +1338,7 @@ static PyObject *ws_send(aslot *s, PyObject *msg, const char *type)
 					py.PyErr_Format(EXC(PyExc_RuntimeError), "asgi: invalid subprotocol %R", sp);
 					u = NULL;
 				}
-			PyObject *h = u ? get(msg, k.headers) : NULL;
+			PyObject *h = u ? get(msg, S->k.headers) : NULL;
 			int rc = u ? 0 : -1;
 			if (u && (buf_put_u32(&b, (uint32_t)n) < 0 || buf_put(&b, u, (size_t)n) < 0))
 				rc = -1;
@@ -1351,7 +1379,7 @@ static PyObject *ws_send(aslot *s, PyObject *msg, const char *type)
 		return NULL;
 	}
 	if (strcmp(type, "websocket.send") == 0) {
-		PyObject *t = get(msg, k.text);
+		PyObject *t = get(msg, S->k.text);
 		int flags = 0;
 		const char *p;
 		Py_ssize_t n;
@@ -1367,7 +1395,7 @@ static PyObject *ws_send(aslot *s, PyObject *msg, const char *type)
 		} else {
 			if (t)
 				py.Py_DecRef(t);
-			if (body_of(msg, k.bytes, (char **)&p, &n, &keep) < 0) {
+			if (body_of(msg, S->k.bytes, (char **)&p, &n, &keep) < 0) {
 				if (keep)
 					py.Py_DecRef(keep);
 				return NULL;
@@ -1396,7 +1424,7 @@ static PyObject *asgi_send(PyObject *self, PyObject *msg)
 	if (!s)
 		return NULL;
 	PyObject *owned;
-	const char *type = type_of(msg, &owned);
+	const char *type = type_of(s->ex->st, msg, &owned);
 	PyObject *r = NULL;
 	if (type)
 		r = s->ws ? ws_send(s, msg, type) : http_send(s, msg, type);
@@ -1444,12 +1472,12 @@ static const char *rd_str(reader *r, size_t *n)
 	return s;
 }
 
-static PyObject *method_str(const char *p, size_t n)
+static PyObject *method_str(astate *S, const char *p, size_t n)
 {
 	for (int i = 0; i < 7; i++)
 		if (strlen(method_names[i]) == n && memcmp(method_names[i], p, n) == 0) {
-			py.Py_IncRef(methods[i]);
-			return methods[i];
+			py.Py_IncRef(S->methods[i]);
+			return S->methods[i];
 		}
 	return py.PyUnicode_DecodeLatin1(p, (Py_ssize_t)n, NULL);
 }
@@ -1508,6 +1536,7 @@ static int add_subprotocols(PyObject *list, const char *v, size_t n)
 static PyObject *build_scope(aexec *ex, int ws, const char *p, size_t len, const char **body, size_t *bodylen,
 			     int *head)
 {
+	astate *S = ex->st;
 	reader r = {.p = p, .len = len};
 	uint32_t flags = rd_u32(&r), cport = rd_u32(&r), sport = rd_u32(&r), nh = rd_u32(&r);
 	size_t ml, pl, rl, ql, chl, shl, rpl;
@@ -1563,35 +1592,35 @@ static PyObject *build_scope(aexec *ex, int ws, const char *p, size_t len, const
 		}
 	}
 	if (rc == 0)
-		rc = py.PyDict_SetItem(d, k.type, ws ? v_websocket : v_http);
+		rc = py.PyDict_SetItem(d, S->k.type, ws ? S->v_websocket : S->v_http);
 	if (rc == 0)
-		rc = py.PyDict_SetItem(d, k.asgi, ws ? a_asgi_ws : a_asgi);
+		rc = py.PyDict_SetItem(d, S->k.asgi, ws ? S->a_asgi_ws : S->a_asgi);
 	if (rc == 0)
-		rc = py.PyDict_SetItem(d, k.http_version, (flags & M0_S_HTTP11) ? v_11 : v_10);
+		rc = py.PyDict_SetItem(d, S->k.http_version, (flags & M0_S_HTTP11) ? S->v_11 : S->v_10);
 	if (rc == 0 && !ws)
-		rc = set_steal(d, k.method, method_str(m, ml));
+		rc = set_steal(d, S->k.method, method_str(S, m, ml));
 	if (rc == 0)
-		rc = py.PyDict_SetItem(d, k.scheme, ws ? v_ws : v_http);
+		rc = py.PyDict_SetItem(d, S->k.scheme, ws ? S->v_ws : S->v_http);
 	if (rc == 0)
-		rc = set_steal(d, k.path, py.PyUnicode_DecodeUTF8(path, (Py_ssize_t)pl, "replace"));
+		rc = set_steal(d, S->k.path, py.PyUnicode_DecodeUTF8(path, (Py_ssize_t)pl, "replace"));
 	if (rc == 0)
-		rc = set_steal(d, k.raw_path, py.PyBytes_FromStringAndSize(raw, (Py_ssize_t)rl));
+		rc = set_steal(d, S->k.raw_path, py.PyBytes_FromStringAndSize(raw, (Py_ssize_t)rl));
 	if (rc == 0)
-		rc = set_steal(d, k.query_string, py.PyBytes_FromStringAndSize(q, (Py_ssize_t)ql));
+		rc = set_steal(d, S->k.query_string, py.PyBytes_FromStringAndSize(q, (Py_ssize_t)ql));
 	if (rc == 0)
-		rc = set_steal(d, k.root_path, py.PyUnicode_DecodeUTF8(rp, (Py_ssize_t)rpl, "replace"));
+		rc = set_steal(d, S->k.root_path, py.PyUnicode_DecodeUTF8(rp, (Py_ssize_t)rpl, "replace"));
 	if (rc == 0)
-		rc = py.PyDict_SetItem(d, k.headers, hl);
+		rc = py.PyDict_SetItem(d, S->k.headers, hl);
 	if (rc == 0)
-		rc = chl ? set_steal(d, k.client, addr(ch, chl, cport)) : py.PyDict_SetItem(d, k.client, Py_None);
+		rc = chl ? set_steal(d, S->k.client, addr(ch, chl, cport)) : py.PyDict_SetItem(d, S->k.client, Py_None);
 	if (rc == 0)
-		rc = set_steal(d, k.server, addr(sh, shl, sport));
+		rc = set_steal(d, S->k.server, addr(sh, shl, sport));
 	if (rc == 0 && ws)
-		rc = py.PyDict_SetItem(d, k.subprotocols, subs);
+		rc = py.PyDict_SetItem(d, S->k.subprotocols, subs);
 	if (rc == 0)
-		rc = set_steal(d, k.state, py.PyDict_Copy(ex->state));
+		rc = set_steal(d, S->k.state, py.PyDict_Copy(ex->state));
 	if (rc == 0)
-		rc = py.PyDict_SetItem(d, k.extensions, ws ? a_extensions_ws : a_extensions);
+		rc = py.PyDict_SetItem(d, S->k.extensions, ws ? S->a_extensions_ws : S->a_extensions);
 	if (hl)
 		py.Py_DecRef(hl);
 	if (subs)
@@ -1646,8 +1675,9 @@ static void finish(aslot *s, m0_buf *err)
 /* task_over reads how the task ended and finishes the request. */
 static void task_over(aslot *s, PyObject *task)
 {
+	astate *S = s->ex->st;
 	m0_buf err = {0};
-	PyObject *c = py.PyObject_CallMethodObjArgs(task, k.cancelled, NULL);
+	PyObject *c = py.PyObject_CallMethodObjArgs(task, S->k.cancelled, NULL);
 	int cancelled = c ? py.PyObject_IsTrue(c) : 0;
 	if (c)
 		py.Py_DecRef(c);
@@ -1656,11 +1686,11 @@ static void task_over(aslot *s, PyObject *task)
 		if (!s->complete && !s->disconnected)
 			buf_puts(&err, "asyncio.CancelledError: the application's task was cancelled");
 	} else {
-		PyObject *exc = py.PyObject_CallMethodObjArgs(task, k.exception, NULL);
+		PyObject *exc = py.PyObject_CallMethodObjArgs(task, S->k.exception, NULL);
 		if (exc && exc != Py_None) {
 			PyObject *tp = py.PyObject_Type(exc);
 			PyObject *tb = py.PyObject_GetAttrString(exc, "__traceback__");
-			PyObject *txt = tp && tb ? py.PyObject_CallFunctionObjArgs(m0_format_exc, tp, exc, tb, NULL)
+			PyObject *txt = tp && tb ? py.PyObject_CallFunctionObjArgs(S->format_exc, tp, exc, tb, NULL)
 						 : NULL;
 			Py_ssize_t n = 0;
 			const char *u = txt ? py.PyUnicode_AsUTF8AndSize(txt, &n) : NULL;
@@ -1699,6 +1729,7 @@ static PyMethodDef task_done_def = {"_task_done", asgi_task_done, METH_O, NULL};
  * application's coroutine as a task. */
 static void start(aexec *ex, m0_amsg *m)
 {
+	astate *S = ex->st;
 	aslot *s = slot_at(ex, m->slot);
 	if (!s) {
 		m0_amsg d = {.kind = M0_C_DONE, .slot = m->slot, .gen = m->gen, .flags = M0_DONE_FAILED};
@@ -1733,8 +1764,8 @@ static void start(aexec *ex, m0_amsg *m)
 		}
 	}
 	h = handle(s);
-	recv = h ? py.PyCFunction_NewEx(&receive_defs[s->ws], h, m0_module) : NULL;
-	send = recv ? py.PyCFunction_NewEx(&send_def, h, m0_module) : NULL;
+	recv = h ? py.PyCFunction_NewEx(&receive_defs[s->ws], h, S->module) : NULL;
+	send = recv ? py.PyCFunction_NewEx(&send_def, h, S->module) : NULL;
 	coro = send ? py.PyObject_CallFunctionObjArgs(ex->app, scope, recv, send, NULL) : NULL;
 	if (!coro)
 		goto fail;
@@ -1753,7 +1784,7 @@ static void start(aexec *ex, m0_amsg *m)
 		goto fail;
 	/* An eager task that never waited is over already: finish it in this
 	 * iteration rather than the next. */
-	PyObject *d = py.PyObject_CallMethodObjArgs(task, k.done, NULL);
+	PyObject *d = py.PyObject_CallMethodObjArgs(task, S->k.done, NULL);
 	int over = d ? py.PyObject_IsTrue(d) : -1;
 	if (d)
 		py.Py_DecRef(d);
@@ -1764,8 +1795,8 @@ static void start(aexec *ex, m0_amsg *m)
 	} else {
 		py.Py_IncRef(task);
 		s->task = task;
-		PyObject *cb = py.PyCFunction_NewEx(&task_done_def, h, m0_module);
-		PyObject *r = cb ? py.PyObject_CallMethodObjArgs(task, k.add_done_callback, cb, NULL) : NULL;
+		PyObject *cb = py.PyCFunction_NewEx(&task_done_def, h, S->module);
+		PyObject *r = cb ? py.PyObject_CallMethodObjArgs(task, S->k.add_done_callback, cb, NULL) : NULL;
 		if (cb)
 			py.Py_DecRef(cb);
 		if (!r)
@@ -1802,6 +1833,7 @@ static aslot *live_slot(aexec *ex, m0_amsg *m)
 
 static void disconnect(aslot *s, int code, const char *reason, size_t n)
 {
+	astate *S = s->ex->st;
 	if (s->disconnected)
 		return;
 	s->disconnected = 1;
@@ -1812,7 +1844,7 @@ static void disconnect(aslot *s, int code, const char *reason, size_t n)
 	}
 	feed(s);
 	py.Py_IncRef(Py_None);
-	settle(&s->send_fut, Py_None); /* a waiting send returns; later ones are dropped */
+	settle(S, &s->send_fut, Py_None); /* a waiting send returns; later ones are dropped */
 }
 
 static void rare_event(aexec *ex, int kind, int flags)
@@ -1832,6 +1864,7 @@ static void rare_event(aexec *ex, int kind, int flags)
  * loop's thread, with the GIL. */
 static void drain_batch(aexec *ex, m0_amsg *v, size_t n)
 {
+	astate *S = ex->st;
 	for (size_t i = 0; i < n; i++) {
 		m0_amsg *m = &v[i];
 		aslot *s;
@@ -1858,7 +1891,7 @@ static void drain_batch(aexec *ex, m0_amsg *v, size_t n)
 			if ((s = live_slot(ex, m))) {
 				s->inflight = 0;
 				py.Py_IncRef(Py_None);
-				settle(&s->send_fut, Py_None);
+				settle(S, &s->send_fut, Py_None);
 			}
 			break;
 		case M0_A_CONN:
@@ -2024,10 +2057,11 @@ static PyMethodDef io_def = {"_asgi_io", asgi_io, METH_VARARGS, NULL};
 /* inline_fns makes ex's two callbacks, once. */
 static int inline_fns(aexec *ex)
 {
+	astate *S = ex->st;
 	if (ex->inline_io)
 		return 0;
 	PyObject *id = py.PyLong_FromLong(ex->id);
-	PyObject *io = id ? py.PyCFunction_NewEx(&io_def, id, m0_module) : NULL;
+	PyObject *io = id ? py.PyCFunction_NewEx(&io_def, id, S->module) : NULL;
 	if (id)
 		py.Py_DecRef(id);
 	if (!io)
@@ -2126,60 +2160,60 @@ int m0_asgi_later(int id)
 
 /* ---- set-up --------------------------------------------------------------------- */
 
-/* intern makes the interned keys and values and the shared scope dicts,
- * once: they are the same for every executor. The GIL is held. */
-static int interned; /* set once every key and value below is made */
-
-static int intern(void)
+/* intern makes the interned keys and values and the shared scope dicts of
+ * the interpreter is, in S, once: they are the same for every executor
+ * there. That interpreter's GIL is held. */
+static int intern(astate *S, m0_interp *is)
 {
-	if (interned)
+	if (S->made)
 		return 0;
-#define X(n) k.n = py.PyUnicode_InternFromString(#n);
+	S->module = is->module, S->format_exc = is->format_exc;
+#define X(n) S->k.n = py.PyUnicode_InternFromString(#n);
 	K(X)
 #undef X
-	v_http = py.PyUnicode_InternFromString("http");
-	v_websocket = py.PyUnicode_InternFromString("websocket");
-	v_ws = py.PyUnicode_InternFromString("ws");
-	v_11 = py.PyUnicode_InternFromString("1.1");
-	v_10 = py.PyUnicode_InternFromString("1.0");
-	v_request = py.PyUnicode_InternFromString("http.request");
-	v_disconnect = py.PyUnicode_InternFromString("http.disconnect");
-	v_connect = py.PyUnicode_InternFromString("websocket.connect");
-	v_wsreceive = py.PyUnicode_InternFromString("websocket.receive");
-	v_wsdisconnect = py.PyUnicode_InternFromString("websocket.disconnect");
+	S->v_http = py.PyUnicode_InternFromString("http");
+	S->v_websocket = py.PyUnicode_InternFromString("websocket");
+	S->v_ws = py.PyUnicode_InternFromString("ws");
+	S->v_11 = py.PyUnicode_InternFromString("1.1");
+	S->v_10 = py.PyUnicode_InternFromString("1.0");
+	S->v_request = py.PyUnicode_InternFromString("http.request");
+	S->v_disconnect = py.PyUnicode_InternFromString("http.disconnect");
+	S->v_connect = py.PyUnicode_InternFromString("websocket.connect");
+	S->v_wsreceive = py.PyUnicode_InternFromString("websocket.receive");
+	S->v_wsdisconnect = py.PyUnicode_InternFromString("websocket.disconnect");
 	for (int i = 0; i < 7; i++)
-		methods[i] = py.PyUnicode_InternFromString(method_names[i]);
+		S->methods[i] = py.PyUnicode_InternFromString(method_names[i]);
 	if (py.PyErr_Occurred())
 		return -1;
-	a_receive_later = py.PyDict_GetItemString(m0_dict, "_receive_later");
-	if (!a_receive_later) {
+	S->a_receive_later = py.PyDict_GetItemString(is->dict, "_receive_later");
+	if (!S->a_receive_later) {
 		py.PyErr_SetString(EXC(PyExc_RuntimeError), "bootstrap did not define _receive_later");
 		return -1;
 	}
-	py.Py_IncRef(a_receive_later);
+	py.Py_IncRef(S->a_receive_later);
 	/* The spec versions each scope implements: HTTP 2.3 (a send after the
 	 * client left is dropped, as uvicorn drops it, where 2.4 raises);
 	 * WebSocket 2.5 (headers on accept, the reason on close and on
 	 * disconnect, and a send after a disconnect raises). */
-	a_asgi = py.PyDict_New();
-	a_asgi_ws = py.PyDict_New();
-	a_extensions = py.PyDict_New();
-	a_extensions_ws = py.PyDict_New();
+	S->a_asgi = py.PyDict_New();
+	S->a_asgi_ws = py.PyDict_New();
+	S->a_extensions = py.PyDict_New();
+	S->a_extensions_ws = py.PyDict_New();
 	PyObject *ps = py.PyDict_New(), *deny = py.PyDict_New();
-	int rc = a_asgi && a_asgi_ws && a_extensions && a_extensions_ws && ps && deny &&
-			 set_steal(a_asgi, k.version, py.PyUnicode_FromString("3.0")) == 0 &&
-			 set_steal(a_asgi, k.spec_version, py.PyUnicode_FromString("2.3")) == 0 &&
-			 set_steal(a_asgi_ws, k.version, py.PyUnicode_FromString("3.0")) == 0 &&
-			 set_steal(a_asgi_ws, k.spec_version, py.PyUnicode_FromString("2.5")) == 0 &&
-			 py.PyDict_SetItemString(a_extensions, "http.response.pathsend", ps) == 0 &&
-			 py.PyDict_SetItemString(a_extensions_ws, "websocket.http.response", deny) == 0
+	int rc = S->a_asgi && S->a_asgi_ws && S->a_extensions && S->a_extensions_ws && ps && deny &&
+			 set_steal(S->a_asgi, S->k.version, py.PyUnicode_FromString("3.0")) == 0 &&
+			 set_steal(S->a_asgi, S->k.spec_version, py.PyUnicode_FromString("2.3")) == 0 &&
+			 set_steal(S->a_asgi_ws, S->k.version, py.PyUnicode_FromString("3.0")) == 0 &&
+			 set_steal(S->a_asgi_ws, S->k.spec_version, py.PyUnicode_FromString("2.5")) == 0 &&
+			 py.PyDict_SetItemString(S->a_extensions, "http.response.pathsend", ps) == 0 &&
+			 py.PyDict_SetItemString(S->a_extensions_ws, "websocket.http.response", deny) == 0
 		     ? 0
 		     : -1;
 	if (ps)
 		py.Py_DecRef(ps);
 	if (deny)
 		py.Py_DecRef(deny);
-	interned = rc == 0;
+	S->made = rc == 0;
 	return rc;
 }
 
@@ -2196,7 +2230,8 @@ static PyObject *asgi_setup(PyObject *self, PyObject *args)
 		py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: no such executor");
 		return NULL;
 	}
-	if (intern() < 0)
+	astate *S = ex->st;
+	if (intern(S, &m0_interps[S - astates]) < 0)
 		return NULL;
 	ex->loop = loop, ex->app = app, ex->state = state, ex->event = event;
 	py.Py_IncRef(loop), py.Py_IncRef(app), py.Py_IncRef(state), py.Py_IncRef(event);
@@ -2205,7 +2240,7 @@ static PyObject *asgi_setup(PyObject *self, PyObject *args)
 		return NULL;
 	ex->call_soon = py.PyObject_GetAttrString(loop, "call_soon");
 	PyObject *idobj = ex->call_soon ? py.PyLong_FromLong(id) : NULL;
-	ex->flush = idobj ? py.PyCFunction_NewEx(&flush_def, idobj, m0_module) : NULL;
+	ex->flush = idobj ? py.PyCFunction_NewEx(&flush_def, idobj, S->module) : NULL;
 	if (idobj)
 		py.Py_DecRef(idobj);
 	if (!ex->flush)
@@ -2217,7 +2252,7 @@ static PyObject *asgi_setup(PyObject *self, PyObject *args)
 			py.Py_DecRef(asyncio);
 		ex->task_kw = py.PyDict_New();
 		if (!ex->create_task || !ex->task_kw || py.PyDict_SetItemString(ex->task_kw, "loop", loop) < 0 ||
-		    set_steal(ex->task_kw, k.eager_start, py.PyBool_FromLong(1)) < 0)
+		    set_steal(ex->task_kw, S->k.eager_start, py.PyBool_FromLong(1)) < 0)
 			return NULL;
 	} else {
 		ex->create_task = py.PyObject_GetAttrString(loop, "create_task");
@@ -2225,7 +2260,7 @@ static PyObject *asgi_setup(PyObject *self, PyObject *args)
 			return NULL;
 	}
 	ex->done = new_future(ex);
-	PyObject *r = ex->done ? py.PyObject_CallMethodObjArgs(ex->done, k.set_result, Py_None, NULL) : NULL;
+	PyObject *r = ex->done ? py.PyObject_CallMethodObjArgs(ex->done, S->k.set_result, Py_None, NULL) : NULL;
 	if (!r)
 		return NULL;
 	py.Py_DecRef(r);
@@ -2291,9 +2326,10 @@ int m0_asgi_run(m0_thread *t, int id, uintptr_t app, const char *opts)
 	aexec *ex = exec_of(id);
 	if (!ex)
 		return -1;
+	ex->st = &astates[t->interp];
 	m0_attach(t->ts);
 	int rc = 0;
-	PyObject *fn = py.PyDict_GetItemString(m0_dict, "_asgi_run");
+	PyObject *fn = py.PyDict_GetItemString(m0_interps[t->interp].dict, "_asgi_run");
 	PyObject *i = py.PyLong_FromLong(id);
 	PyObject *fd = py.PyLong_FromLong(ex->in.fd);
 	PyObject *o = py.PyUnicode_FromString(opts);
