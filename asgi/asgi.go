@@ -2,7 +2,9 @@
 // lifespan, ASGI 3.0) as an http.Handler.
 //
 // The application runs on one asyncio loop (uvloop when installed) on a
-// Python thread of its own. Go accepts, parses and writes; it hands the loop
+// Python thread of its own; once the process has subinterpreters
+// (cpython's StartInterpreters, m0serve's --interpreters), on one loop in
+// each, and never in the main interpreter. Go accepts, parses and writes; it hands the loop
 // requests and events in batches, one wake-up for every event pending, and
 // the scope, receive and send are built and handled in C, without Python
 // wrappers. WebSocket connections live in Go (gorilla/websocket), with one
@@ -91,8 +93,10 @@ var ErrClosed = wire.Closed("asgi")
 // Handler serves an ASGI application. It is an http.Handler, and serves
 // fasthttp's requests too (ServeFastHTTP), which m0serve uses.
 type Handler struct {
-	ex       *cpython.Executor
-	startErr error // the loop did not start
+	ex       *cpython.Executor   // the one executor, or the first of exs
+	exs      []*cpython.Executor // one in each subinterpreter, or just ex
+	next     atomic.Uint32       // where pick starts looking, turned by each request
+	startErr error               // the loop did not start
 	inline   *Inline
 	maxBody  int64 // -1: no cap
 	rootPath string
@@ -143,7 +147,17 @@ func New(handle *m0.App, opts *Options) *Handler {
 			h.inline = newInline(h)
 			lo.Inline = h.inline
 		}
-		h.ex, err = rt.StartASGI(app, lo)
+		if rt.Interpreters() > 0 && !opts.Inline {
+			h.exs, err = rt.StartASGIInterpreters(app, lo)
+		} else {
+			var ex *cpython.Executor
+			if ex, err = rt.StartASGI(app, lo); err == nil {
+				h.exs = []*cpython.Executor{ex}
+			}
+		}
+		if err == nil {
+			h.ex = h.exs[0]
+		}
 	}
 	if err != nil {
 		h.startErr = fmt.Errorf("asgi: %w", err)
@@ -215,11 +229,15 @@ func (h *Handler) Startup(ctx context.Context) error {
 	if h.startErr != nil {
 		return h.startErr
 	}
-	o, err := h.ex.Startup(ctx)
-	if err != nil {
-		return err
+	outs := make([]cpython.Outcome, len(h.exs))
+	for i, ex := range h.exs { // each interpreter's startup runs at once
+		o, err := ex.Startup(ctx)
+		if err != nil {
+			return err
+		}
+		outs[i] = o
 	}
-	switch o.Code {
+	switch o := cpython.Combine(outs); o.Code {
 	case cpython.LifespanFailed:
 		return &LifespanError{Msg: o.Msg}
 	case cpython.LifespanUnsupported:
@@ -254,8 +272,8 @@ func (h *Handler) Drain() {
 		}()
 	}
 	wg.Wait()
-	if h.ex != nil {
-		h.ex.Drain()
+	for _, ex := range h.exs {
+		ex.Drain()
 	}
 }
 
@@ -283,15 +301,48 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		waitCtx, cancel = context.WithDeadline(ctx, dl.Add(-reserve))
 		defer cancel()
 	}
-	werr := h.ex.Wait(waitCtx)
-	o, err := h.ex.Stop(ctx)
-	if err == nil && o.Code == cpython.LifespanStopFailed {
+	// Each interpreter's loop waits, shuts down and stops at once, within
+	// the same time.
+	outs := make([]cpython.Outcome, len(h.exs))
+	errs := make([]error, 2*len(h.exs))
+	var wg sync.WaitGroup
+	for i, ex := range h.exs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[2*i] = ex.Wait(waitCtx)
+			outs[i], errs[2*i+1] = ex.Stop(ctx)
+		}()
+	}
+	wg.Wait()
+	err := errors.Join(errs...)
+	if o := cpython.Combine(outs); err == nil && o.Code == cpython.LifespanStopFailed {
 		h.log.Error("asgi: lifespan shutdown failed", "error", o.Msg)
 	}
-	if err = errors.Join(werr, err); err != nil {
+	if err != nil {
 		return fmt.Errorf("asgi: %w", err)
 	}
 	return nil
+}
+
+// pick is the executor a new request starts on: the one, or the least
+// loaded of one an interpreter (the search starting one further each
+// time, so that an idle server takes turns).
+func (h *Handler) pick() *cpython.Executor {
+	if len(h.exs) == 1 {
+		return h.ex
+	}
+	n := uint32(len(h.exs))
+	i := h.next.Add(1) % n
+	best := h.exs[i]
+	load := best.Load()
+	for k := uint32(1); k < n && load > 0; k++ {
+		ex := h.exs[(i+k)%n]
+		if l := ex.Load(); l < load {
+			best, load = ex, l
+		}
+	}
+	return best
 }
 
 // logError logs an application's failure: text is its traceback, or what

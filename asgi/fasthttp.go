@@ -45,7 +45,7 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	}
 	fx.rest = body[len(first):]
 	fx.x = exchange{h: h, fe: fx, head: ctx.IsHead(),
-		r: h.ex.Start(cpython.AHTTP, fx.sc.end(first), len(fx.rest) > 0)}
+		r: h.pick().Start(cpython.AHTTP, fx.sc.end(first), len(fx.rest) > 0)}
 	if fx.respond() {
 		fx.release()
 	}

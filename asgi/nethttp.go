@@ -41,7 +41,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fe.sc.net(r, h.rootPath)
 	x := &fe.x
 	*x = exchange{h: h, fe: fe, head: r.Method == http.MethodHead,
-		r: h.ex.Start(cpython.AHTTP, fe.sc.end(nil), r.ContentLength != 0)}
+		r: h.pick().Start(cpython.AHTTP, fe.sc.end(nil), r.ContentLength != 0)}
 	defer x.done()
 
 	ctx := r.Context()

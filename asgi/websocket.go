@@ -123,7 +123,7 @@ func (h *Handler) netWebSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	var sc scope
 	sc.net(r, h.rootPath)
-	req := h.ex.Start(cpython.AWebSocket, sc.end(nil), false)
+	req := h.pick().Start(cpython.AWebSocket, sc.end(nil), false)
 	a := h.handshake(req, r.Method, r.URL.Path)
 	if a.status != 0 {
 		netRefuse(w, a)
@@ -146,7 +146,7 @@ func (h *Handler) fastWebSocket(ctx *fasthttp.RequestCtx) {
 	}
 	var sc scope
 	sc.fast(ctx, h.rootPath)
-	req := h.ex.Start(cpython.AWebSocket, sc.end(nil), false)
+	req := h.pick().Start(cpython.AWebSocket, sc.end(nil), false)
 	a := h.handshake(req, hr.Method, hr.URL.Path)
 	if a.status != 0 {
 		fastRefuse(ctx, a)

@@ -385,7 +385,7 @@ func suites() []Suite {
 		},
 		{
 			Name: "interpreters", Title: "Subinterpreters", Tool: "wrk", Unpinned: true, Threads: 2,
-			About: "What `--interpreters N` (N subinterpreters, each with its own GIL, in one process) gives m0serve on two cores with an ordinary GIL build, CPython 3.13 (bench/.venv-3.13, from bench/requirements-ft.txt): two interpreters against one, against `--workers 2` (two processes) and against today's main interpreter alone; one pool thread in each. The difference between `--interpreters 1` and the main interpreter is what running a request in a subinterpreter costs. Starlette, an ASGI application, runs on the buffered path in every row with `--blocking-threads 1` (one request at a time an interpreter or process, each thread that runs one with its own asyncio loop), and on the executor (one asyncio loop a process, the default) in `--workers 2, executor`; no row has uvloop. Nothing is pinned; wrk -t2 shares the cores, and the servers are still up together and loaded in turn. RSS is the peak over the load, of every process of the server's session.",
+			About: "What `--interpreters N` (N subinterpreters, each with its own GIL, in one process) gives m0serve on two cores with an ordinary GIL build, CPython 3.13 (bench/.venv-3.13, from bench/requirements-ft.txt): two interpreters against one, against `--workers 2` (two processes) and against today's main interpreter alone; one pool thread in each. The difference between `--interpreters 1` and the main interpreter is what running a request in a subinterpreter costs. Starlette, an ASGI application, runs on the buffered path in every row with `--blocking-threads 1` (one request at a time an interpreter or process, each thread that runs one with its own asyncio loop), and on the executor (one asyncio loop a process or an interpreter, the default) in `--workers 2, executor` and `--interpreters 2, executor`; no row has uvloop (it does not load in a subinterpreter). Nothing is pinned; wrk -t2 shares the cores, and the servers are still up together and loaded in turn. RSS is the peak over the load, of every process of the server's session.",
 			Apps:  []App{cpuApp, flaskJSON, starletteJSON},
 			Servers: []Server{
 				{Key: "main-1", Group: "1 interpreter", Label: "m0serve, main interpreter", Base: true, Args: threads(m0serveWSGI, "1"), Env: onPython("{gilvenv}")},
@@ -393,6 +393,7 @@ func suites() []Suite {
 				{Key: "interp-2", Group: "2 interpreters", Label: "m0serve --interpreters 2", Args: workers(threads(m0serveWSGI, "1"), "--interpreters", "2"), Env: onPython("{gilvenv}")},
 				{Key: "workers-2", Group: "2 interpreters", Label: "m0serve --workers 2", Base: true, Args: workers(threads(m0serveWSGI, "1"), "--workers", "2"), Env: onPython("{gilvenv}")},
 				{Key: "workers-2-loop", Group: "2 interpreters", Label: "m0serve --workers 2, executor", Only: []string{"starlette"}, Args: workers(m0serveWSGI, "--workers", "2"), Env: onPython("{gilvenv}")},
+				{Key: "interp-2-loop", Group: "2 interpreters", Label: "m0serve --interpreters 2, executor", Only: []string{"starlette"}, Args: workers(m0serveWSGI, "--interpreters", "2"), Env: onPython("{gilvenv}")},
 			},
 			Concurrency: []int{1, 16},
 			Targets: []Target{
@@ -404,6 +405,8 @@ func suites() []Suite {
 				{App: "flask", Concurrency: 1, Server: "interp-1", Versus: "main-1", Metric: "cpu_us"},
 				{App: "starlette", Concurrency: 16, Server: "interp-2", Versus: "workers-2", Min: 0.9},
 				{App: "starlette", Concurrency: 16, Server: "interp-2", Versus: "workers-2-loop", Min: 0.9},
+				{App: "starlette", Concurrency: 16, Server: "interp-2-loop", Versus: "workers-2-loop", Min: 0.9},
+				{App: "starlette", Concurrency: 1, Server: "interp-2-loop", Versus: "workers-2-loop", Min: 0.9},
 			},
 		},
 	}

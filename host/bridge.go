@@ -65,6 +65,13 @@ func (c Context) Bridge(app *m0.App, prefix string) http.Handler {
 		}
 		return b
 	case "executor":
+		if cfg.Interpreters > 0 {
+			// A loop in each subinterpreter (CheckInterpreters made them
+			// and imported the application there).
+			if err := startInterpreters(cfg); err != nil {
+				panic("host: " + err.Error())
+			}
+		}
 		x := asgi.New(app, ASGIOptions(cfg, prefix))
 		if cfg.Inverted && prefix == "" {
 			c.loop.inline = x

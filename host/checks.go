@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -296,11 +297,12 @@ func startInterpreters(c *Config) error {
 	return rt.StartInterpreters(c.Interpreters, per)
 }
 
-// CheckInterpreters refuses --interpreters (78) where it cannot run: an
-// ASGI application on the executor (it runs in subinterpreters on the
-// buffered path only, --blocking-threads N), a CPython without
-// OwnGILInterpreters (older than 3.13, or free-threaded), no pool
-// (--blocking-threads 0). Otherwise it makes the subinterpreters and
+// CheckInterpreters refuses --interpreters (78) where it cannot run: a
+// CPython without OwnGILInterpreters (older than 3.13, or free-threaded),
+// a WSGI application with no pool (--blocking-threads 0). An ASGI
+// application on the executor runs a loop in each interpreter, on the
+// buffered path (--blocking-threads N) a loop on each of their pool's
+// threads. Otherwise it makes the subinterpreters and
 // imports every application (apps, WSGI and ASGI) into each, as serving
 // will: an extension module that does not support subinterpreters is
 // refused by name (the doctor reports the same check).
@@ -325,17 +327,11 @@ func (p *Plan) CheckInterpreters(apps []*m0.App) bool {
 			"leave --interpreters out and set --blocking-threads N, or run a GIL build (python3.13, not python3.13t)")
 	case !in.OwnGILInterpreters():
 		return refuse(in.WhyNoInterpreters(), "run CPython 3.13 or newer, or use --workers N for N processes")
-	case c.BlockingThreads == 0:
-		return refuse("--blocking-threads 0 runs every request on one thread of the main interpreter",
+	case c.BlockingThreads == 0 && slices.ContainsFunc(apps, func(a *m0.App) bool { return BridgeMode(c, a) == "loop" }):
+		return refuse("--blocking-threads 0 runs every WSGI request on one thread of the main interpreter",
 			"set --blocking-threads N (threads in each interpreter), or leave it at auto")
 	case c.Interpreters > cpython.MaxInterpreters:
 		return refuse(fmt.Sprintf("at most %d subinterpreters", cpython.MaxInterpreters), "use at most one a core, and --workers N for more processes")
-	}
-	for _, a := range apps {
-		if a.Protocol == "asgi" && !c.ASGIBuffered() {
-			return refuse(fmt.Sprintf("%s is an ASGI application, which runs in subinterpreters on the buffered path only: the ASGI executor runs one asyncio loop, in the main interpreter", a.Spec),
-				"set --blocking-threads N (N threads in each interpreter, each with its own event loop; request and response bodies buffered), or use --workers N for N processes")
-		}
 	}
 	if err := startInterpreters(c); err != nil {
 		p.Fail("interpreters", &startupError{Msg: "cannot make the subinterpreters: " + err.Error()})
@@ -353,9 +349,15 @@ func (p *Plan) CheckInterpreters(apps []*m0.App) bool {
 			return false
 		}
 	}
-	per, _ := c.PoolSize()
-	p.Checks = append(p.Checks, Check{Name: "interpreters", OK: true,
-		Detail: fmt.Sprintf("%d subinterpreters, own GIL each, at most %d requests at once in each", c.Interpreters, per)})
+	detail := fmt.Sprintf("%d subinterpreters, own GIL each", c.Interpreters)
+	if slices.ContainsFunc(apps, func(a *m0.App) bool { return BridgeMode(c, a) != "executor" }) {
+		per, _ := c.PoolSize()
+		detail += fmt.Sprintf(", at most %d requests at once in each on the pool", per)
+	}
+	if slices.ContainsFunc(apps, func(a *m0.App) bool { return BridgeMode(c, a) == "executor" }) {
+		detail += ", an asyncio loop in each for the ASGI executor"
+	}
+	p.Checks = append(p.Checks, Check{Name: "interpreters", OK: true, Detail: detail})
 	return true
 }
 
@@ -407,7 +409,10 @@ func gilWarning(st cpython.GILState) string {
 }
 
 // CheckLoop resolves the event loop the ASGI executors will run (--loop),
-// and reports whether it can. It runs after CheckPython.
+// and reports whether it can. Under --interpreters the executors' loops
+// are asyncio's: uvloop's extension modules do not load in a
+// subinterpreter, and --loop uvloop is refused (78). It runs after
+// CheckPython.
 func (p *Plan) CheckLoop() bool {
 	rt := p.runtime("loop")
 	if rt == nil {
@@ -423,6 +428,13 @@ func (p *Plan) CheckLoop() bool {
 	case err != nil:
 		p.Fail("loop", &startupError{Msg: "cannot look for uvloop: " + err.Error()})
 		return false
+	case want == "uvloop" && p.Config.Interpreters > 0:
+		p.Checks = append(p.Checks, Check{
+			Name: "loop", Exit: ExitConfig,
+			Detail: fmt.Sprintf("--loop uvloop with --interpreters %d: uvloop's extension modules do not support subinterpreters, and each interpreter runs its own loop", p.Config.Interpreters),
+			Fix:    "pass --loop auto or asyncio (asyncio's loop in each interpreter), or leave --interpreters out and use --workers N for N processes with uvloop",
+		})
+		return false
 	case want == "uvloop" && !have:
 		p.Checks = append(p.Checks, Check{
 			Name: "loop", Exit: ExitConfig,
@@ -430,7 +442,7 @@ func (p *Plan) CheckLoop() bool {
 			Fix:    "pip install uvloop into the application's environment, or pass --loop auto or asyncio",
 		})
 		return false
-	case want == "asyncio" || !have:
+	case want == "asyncio" || !have || p.Config.Interpreters > 0:
 		p.EventLoop = "asyncio"
 	default:
 		p.EventLoop = "uvloop"

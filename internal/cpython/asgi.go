@@ -139,6 +139,7 @@ type Executor struct {
 	stopped  chan struct{} // closed when the loop's thread has returned, endErr set
 	endErr   error
 	live     int           // requests whose task has not ended; under mu
+	load     atomic.Int32  // live, for Load to read without mu
 	busy     chan struct{} // the sweeper's word that live rose from 0
 	idle     chan struct{} // closed when live falls to 0, for Wait
 	inline   Inline        // the front end on the loop's thread, or nil
@@ -151,10 +152,42 @@ type Outcome struct {
 	Msg  string
 }
 
-// StartASGI starts a loop on a thread of its own with app, and returns once
-// the loop runs. The lifespan startup, if asked for, runs from there:
-// Startup waits for it.
+// StartASGI starts a loop on a thread of its own with app, in the main
+// interpreter, and returns once the loop runs. The lifespan startup, if
+// asked for, runs from there: Startup waits for it.
 func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
+	return startASGI(app.obj, 0, opts)
+}
+
+// StartASGIInterpreters starts an executor in each subinterpreter
+// StartInterpreters made, each running app imported there (held for the
+// life of the process, as the main interpreter's is) on a loop of its own
+// thread, and returns them once every loop runs: an interpreter's loop
+// serves its requests under its own GIL, and the main interpreter runs
+// none. The inline front end runs on the main interpreter's loop only.
+func (rt *Runtime) StartASGIInterpreters(app *App, opts LoopOptions) ([]*Executor, error) {
+	if opts.Inline != nil {
+		return nil, errors.New("cpython: the inline front end runs on the main interpreter's loop, not in subinterpreters")
+	}
+	if len(rt.subs) == 0 {
+		return nil, errors.New("cpython: no subinterpreters (StartInterpreters)")
+	}
+	apps, err := rt.loadSubs(app)
+	if err != nil {
+		return nil, err
+	}
+	exs := make([]*Executor, len(rt.subs))
+	for i, s := range rt.subs {
+		if exs[i], err = startASGI(apps[i].app, s.k, opts); err != nil {
+			return nil, fmt.Errorf("in subinterpreter %d: %w", s.k, err)
+		}
+	}
+	return exs, nil
+}
+
+// startASGI starts a loop for app, an object of interpreter k (0 the
+// main one), on a thread of its own in that interpreter.
+func startASGI(app Object, k int, opts LoopOptions) (*Executor, error) {
 	var id, in, kick, out, outW C.int
 	if C.m0_asgi_init(&id, &in, &kick, &out, &outW) != 0 {
 		return nil, errors.New("cpython: cannot create an executor (its eventfds, its memory, or more than 256)")
@@ -194,12 +227,16 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 		go e.sweep()
 	}
 	go func() {
-		t := Here() // the loop's thread: its thread state, for life
-		defer t.Release()
-		o := C.CString(string(b))
-		defer C.free(unsafe.Pointer(o))
-		if C.m0_asgi_run(t.c, e.id, C.uintptr_t(app.obj), o) != 0 {
-			e.endErr = t.err()
+		t, err := loopThread(k) // the loop's thread: its thread state, for life
+		if err != nil {
+			e.endErr = err
+		} else {
+			defer t.Release()
+			o := C.CString(string(b))
+			defer C.free(unsafe.Pointer(o))
+			if C.m0_asgi_run(t.c, e.id, C.uintptr_t(app), o) != 0 {
+				e.endErr = t.err()
+			}
 		}
 		close(e.stopped)
 		C.m0_asgi_close(e.id)
@@ -218,6 +255,23 @@ func (rt *Runtime) StartASGI(app *App, opts LoopOptions) (*Executor, error) {
 	case <-e.ended:
 		return nil, fmt.Errorf("cpython: the ASGI loop did not start: %w", e.endErr)
 	}
+}
+
+// loopThread locks the calling goroutine to its OS thread and returns that
+// thread's thread state in interpreter k; Release unlocks it. A
+// subinterpreter's loop thread takes none of the places its requests on
+// the WSGI path are counted by.
+func loopThread(k int) (Thread, error) {
+	if k == 0 {
+		return Here(), nil
+	}
+	runtime.LockOSThread()
+	c := C.m0_thread_in(C.int(k))
+	if c == nil {
+		runtime.UnlockOSThread()
+		return Thread{}, fmt.Errorf("cpython: cannot create a thread state in subinterpreter %d", k)
+	}
+	return Thread{c: c}, nil
 }
 
 // Startup waits for the lifespan startup's outcome.
@@ -290,6 +344,11 @@ func (e *Executor) Stop(ctx context.Context) (Outcome, error) {
 	}
 	return o, err
 }
+
+// Load is the number of requests whose task has not ended, read without a
+// lock: a handler with an executor in each interpreter starts a request on
+// the least loaded.
+func (e *Executor) Load() int { return int(e.load.Load()) }
 
 // Ended is closed when the loop has stopped.
 func (e *Executor) Ended() <-chan struct{} { return e.ended }
@@ -563,6 +622,7 @@ func (e *Executor) deliver(slot, gen uint32, m Msg) {
 func (e *Executor) ended1() {
 	e.mu.Lock()
 	e.live--
+	e.load.Add(-1)
 	if e.live == 0 && e.idle != nil {
 		close(e.idle)
 		e.idle = nil
@@ -622,6 +682,7 @@ func (e *Executor) add(inline bool) (r *Request, alone bool) {
 	r.refs.Store(2)
 	e.reqs[slot] = r
 	e.live++
+	e.load.Add(1)
 	if e.live == 1 && e.inline == nil {
 		select {
 		case e.busy <- struct{}{}:
@@ -773,6 +834,14 @@ func (b *Buffered) Lifespan(phase string) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
+	return Combine(outs), nil
+}
+
+// Combine is the outcome of one lifespan phase run in several
+// interpreters, each with the application: the first failure, else the
+// last outcome that says the application supports the lifespan, else
+// unsupported (every interpreter said so).
+func Combine(outs []Outcome) Outcome {
 	o := outs[0]
 	for _, x := range outs[1:] {
 		if o.Code == LifespanFailed || o.Code == LifespanStopFailed {
@@ -782,5 +851,5 @@ func (b *Buffered) Lifespan(phase string) (Outcome, error) {
 			o = x
 		}
 	}
-	return o, nil
+	return o
 }

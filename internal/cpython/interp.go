@@ -171,7 +171,8 @@ func (rt *Runtime) put(s *subinterp) {
 	rt.imu.Unlock()
 }
 
-// subApp is a WSGI application imported into one subinterpreter.
+// subApp is an application imported into one subinterpreter, and a WSGI
+// application's environ template there.
 type subApp struct {
 	app, tmpl Object
 }
@@ -208,7 +209,8 @@ func (rt *Runtime) CheckInSubinterpreters(app *App) error {
 }
 
 // loadSubs imports app into every subinterpreter, at once, with the main
-// interpreter's sys.path, and makes each its environ template.
+// interpreter's sys.path, and makes each a WSGI application's environ
+// template.
 func (rt *Runtime) loadSubs(app *App) ([]subApp, error) {
 	multithread := rt.subThreads > 1
 	var path string
@@ -246,6 +248,9 @@ func (rt *Runtime) loadSubs(app *App) ([]subApp, error) {
 			}
 		} else if a.app, err = t.Attr(loaded, "app"); err != nil {
 			return err
+		}
+		if app.Protocol == "asgi" {
+			return nil // served by an executor there: no environ
 		}
 		// Every interpreter is a process of its own to the application.
 		a.tmpl = Object(C.m0_wsgi_template(t.c, cbool(multithread), 1))

@@ -221,17 +221,17 @@ static PyMethodDef m0_methods[] = {
 static int bind_wsgi(m0_thread *t);
 
 /* setup_interp makes _m0 in the interpreter whose GIL the caller holds,
- * runs the bootstrap in it and keeps what the WSGI path uses, in is. The
- * main interpreter's _m0 also gets the ASGI executor's functions. 0, or -1
- * with a Python exception set. */
-static int setup_interp(m0_interp *is, const char *bootstrap, int main)
+ * with the ASGI executor's functions (an executor may run in any
+ * interpreter), runs the bootstrap in it and keeps what the WSGI path
+ * uses, in is. 0, or -1 with a Python exception set. */
+static int setup_interp(m0_interp *is, const char *bootstrap)
 {
 	PyObject *name = py.PyUnicode_FromString("_m0");
 	is->module = name ? py.PyModule_NewObject(name) : NULL;
 	if (name)
 		py.Py_DecRef(name);
 	if (!is->module || py.PyModule_AddFunctions(is->module, m0_methods) < 0 ||
-	    (main && py.PyModule_AddFunctions(is->module, m0_asgi_methods) < 0))
+	    py.PyModule_AddFunctions(is->module, m0_asgi_methods) < 0)
 		return -1;
 	name = py.PyUnicode_InternFromString("_m0");
 	int set = name ? py.PyDict_SetItem(py.PyImport_GetModuleDict(), name, is->module) : -1;
@@ -291,7 +291,7 @@ int m0_initialize(const char *program, const char *bootstrap, char *errbuf, size
 		return -1;
 	}
 
-	if (setup_interp(&m0_interps[0], bootstrap, 1) < 0)
+	if (setup_interp(&m0_interps[0], bootstrap) < 0)
 		goto fail;
 	m0_main.ident = py.PyThread_get_thread_ident();
 	if (bind_wsgi(&m0_main) < 0)
@@ -493,7 +493,7 @@ int m0_interp_new(const char *bootstrap, char *errbuf, size_t errlen)
 	t->ts = ts;
 	t->ident = py.PyThread_get_thread_ident();
 	m0_interp *is = &m0_interps[k];
-	if (setup_interp(is, bootstrap, 0) < 0 || bind_wsgi(t) < 0) {
+	if (setup_interp(is, bootstrap) < 0 || bind_wsgi(t) < 0) {
 		capture_error(t);
 		snprintf(errbuf, errlen, "%.*s", (int)t->err.len, t->err.p ? t->err.p : "");
 		py.PyEval_SaveThread();

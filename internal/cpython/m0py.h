@@ -417,9 +417,10 @@ void m0_asgi_close(int id);
 size_t m0_asgi_take(int id, m0_amsg **out);
 void m0_asgi_free(m0_amsg *v, size_t n);
 
-/* m0_asgi_run runs executor id's loop with app (borrowed; Go holds it) on
- * the calling thread, t's, until Go stops it (M0_A_STOP), then lets go of
- * every reference the loop held. The thread is the loop's for that long:
+/* m0_asgi_run runs executor id's loop with app (borrowed; Go holds it, an
+ * object of t's interpreter) on the calling thread, t's, in t's
+ * interpreter, until Go stops it (M0_A_STOP), then lets go of every
+ * reference the loop held. The thread is the loop's for that long:
  * it holds the GIL while Python runs and releases it whenever the loop
  * waits. GIL not held on entry or return. 0, or -1 with the traceback in
  * t->err (the loop did not start, uvloop missing). */

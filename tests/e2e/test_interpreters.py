@@ -6,10 +6,11 @@ subinterpreters, never the main one, and both take requests; Flask, Django
 with SQLite and the realtime quickstart work as they do without; streamed
 bodies, mounts, --workers and --realtime compose; the drain runs every
 interpreter's atexit handlers; --timeout interrupts a request in a
-subinterpreter. An ASGI application runs in each on the buffered path
-(--blocking-threads N), its lifespan in each. Where it cannot run (3.12
-and older, a free-threaded build, ASGI on the executor, an extension module
-without support) it is refused with 78 saying why."""
+subinterpreter. An ASGI application runs in each, on a loop of its own
+(the executor) or on the buffered path (--blocking-threads N), its
+lifespan in each. Where it cannot run (3.12 and older, a free-threaded
+build, --loop uvloop, an extension module without support) it is refused
+with 78 saying why."""
 
 import json
 import os
@@ -204,17 +205,27 @@ def test_an_extension_module_without_support_is_refused_by_name(tmp_path):
     assert report["topology"]["interpreters"] == 2
 
 
+# The two paths of an ASGI application: on the executor (--blocking-threads
+# unset) a loop of asyncio's on a thread of its own in each interpreter; on
+# the buffered path (--blocking-threads N) a loop on each of the threads
+# that run its requests there.
+ASGI_PATHS = {"executor": (), "buffered": ("--blocking-threads", "2")}
+
+
 @needs
-def test_asgi_on_the_buffered_path_runs_in_every_subinterpreter(serve, tmp_path):
-    """With --blocking-threads N an ASGI application runs in each
-    subinterpreter, on each thread's own event loop; its lifespan starts in
-    each (the state a request sees is its own interpreter's) and shuts down
-    in each at the drain."""
+@pytest.mark.parametrize("path", ASGI_PATHS)
+def test_asgi_runs_in_every_subinterpreter(serve, tmp_path, path):
+    """An ASGI application runs in each subinterpreter on either path; its
+    lifespan starts in each (the state a request sees is its own
+    interpreter's) and shuts down in each at the drain; requests that
+    overlap go to both."""
     shut = tmp_path / "shutdown"
     shut.mkdir()
-    server = serve("interp_asgi:app", args=("--interpreters", "2", "--blocking-threads", "2"),
+    server = serve("interp_asgi:app", args=("--interpreters", "2", *ASGI_PATHS[path]),
                    env={"M0_TEST_SHUTDOWN_DIR": str(shut)})
     assert "interpreters=2" in server.ready_line, server.ready_line
+    if path == "executor":
+        assert "event-loop=asyncio" in server.ready_line, server.ready_line
     seen = who(server, "/?0.05", n=32, parallel=8)
     interps = {s["interp"] for s in seen}
     assert len(interps) == 2, seen
@@ -225,11 +236,13 @@ def test_asgi_on_the_buffered_path_runs_in_every_subinterpreter(serve, tmp_path)
 
 
 @needs
-def test_asgi_and_wsgi_mounts_share_the_interpreters(serve):
-    """An ASGI mount (buffered) and a WSGI mount share one pool of the
-    interpreters' places, so that no request waits for a place past the
-    pool's bounds; both serve from both interpreters, and the drain is clean."""
-    server = serve(None, args=("--interpreters", "2", "--blocking-threads", "1",
+@pytest.mark.parametrize("path", ASGI_PATHS)
+def test_asgi_and_wsgi_mounts_share_the_interpreters(serve, path):
+    """An ASGI mount and a WSGI mount both serve from both interpreters,
+    and the drain is clean. On the buffered path the two share one pool of
+    the interpreters' places, so that no request waits for a place past the
+    pool's bounds; on the executor the ASGI mount has a loop in each."""
+    server = serve(None, args=("--interpreters", "2", *ASGI_PATHS[path],
                                "--mount", "/a=interp_asgi:app", "--mount", "/w=interp_app:application"))
     asgi = who(server, "/a/?0.05", n=16, parallel=8)
     wsgi = who(server, "/w/slow?0.05", n=16, parallel=8)
@@ -248,10 +261,37 @@ def test_starlette_on_the_buffered_path(serve):
 
 
 @needs
-def test_asgi_on_the_executor_is_refused():
-    p = run("--interpreters", "2", app="interp_asgi:app")
+def test_starlette_on_the_executor(serve):
+    """Starlette as it is written, on the executor in two subinterpreters:
+    a page, a streamed body, a POST with a background task, and a
+    WebSocket echo."""
+    from websockets.sync.client import connect
+
+    server = serve("app:app", app_dir=EXAMPLES / "starlette_app", args=("--interpreters", "2"))
+    for _ in range(4):  # each interpreter's loop answers in turn
+        r = server.get("/")
+        assert r.status_code == 200, r.text
+    r = server.get("/stream-polling?n=3")
+    assert r.status_code == 200 and r.text == "line 0\nline 1\nline 2\n", r.text
+    r = server.post("/signup", json={"email": "ada@example.com"})
+    assert r.status_code == 202 and r.json() == {"signed_up": "ada@example.com"}, r.text
+    for _ in range(2):
+        with connect(f"ws://127.0.0.1:{server.port}/ws", open_timeout=10) as conn:
+            conn.send("hello")
+            assert conn.recv(timeout=10) == "HELLO"
+            conn.send("bye")
+            with pytest.raises(Exception):
+                conn.recv(timeout=10)
+            assert conn.close_code == 1000 and conn.close_reason == "bye"
+    assert server.stop() == 0
+    assert "exiting anyway" not in server.stderr, server.stderr
+
+
+@needs
+def test_uvloop_is_refused_beside_the_subinterpreters():
+    p = run("--interpreters", "2", "--loop", "uvloop", app="interp_asgi:app")
     assert p.returncode == 78, p.stderr
-    assert "runs in subinterpreters on the buffered path only" in p.stderr and "--blocking-threads N" in p.stderr, p.stderr
+    assert "uvloop's extension modules do not support subinterpreters" in p.stderr and "--loop auto or asyncio" in p.stderr, p.stderr
 
 
 @needs

@@ -336,7 +336,11 @@ func loopMode(c *host.Config, m *mounted) string {
 		if c.Inverted {
 			loop = "inverted"
 		}
-		return "loop=" + loop + " event-loop=" + m.eventLoop
+		s := "loop=" + loop + " event-loop=" + m.eventLoop
+		if c.Interpreters > 0 {
+			s += fmt.Sprintf(" interpreters=%d", c.Interpreters)
+		}
+		return s
 	}
 	threads, auto := c.PoolSize()
 	s := fmt.Sprintf("blocking-threads=%d", threads)
