@@ -3,8 +3,9 @@
 //
 // The application runs on one asyncio loop (uvloop when installed) on a
 // Python thread of its own; once the process has subinterpreters
-// (cpython's StartInterpreters, m0serve's --interpreters), on one loop in
-// each, and never in the main interpreter. Go accepts, parses and writes; it hands the loop
+// (m0serve's --interpreters), on one loop of asyncio's in each (uvloop does
+// not load in a subinterpreter) and not in the main interpreter, except
+// under Options.Inline, which runs on the main interpreter's loop. Go accepts, parses and writes; it hands the loop
 // requests and events in batches, one wake-up for every event pending, and
 // the scope, receive and send are built and handled in C, without Python
 // wrappers. WebSocket connections live in Go (gorilla/websocket), with one

@@ -287,14 +287,15 @@ func (p *Plan) runtime(name string) *cpython.Runtime {
 }
 
 // startInterpreters makes the process's subinterpreters, once: each with
-// the pool's threads.
+// the pool's threads, at least one (--blocking-threads 0 with an ASGI
+// application on the executor, whose loops take no place of the pool's).
 func startInterpreters(c *Config) error {
 	rt, err := boot.Python()
 	if err != nil {
 		return err
 	}
 	per, _ := c.PoolSize()
-	return rt.StartInterpreters(c.Interpreters, per)
+	return rt.StartInterpreters(c.Interpreters, max(per, 1))
 }
 
 // CheckInterpreters refuses --interpreters (78) where it cannot run: a

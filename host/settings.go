@@ -194,7 +194,7 @@ var settings = []setting{
 		}
 		return setCount(func(c *Config) *int { return &c.BlockingThreads }, 0)(c, v)
 	}},
-	{name: "interpreters", env: "M0_INTERPRETERS", def: "0", arg: "N", usage: "subinterpreters with their own GIL running the application in each process (CPython 3.13+; an ASGI application runs a loop in each; 0: the main interpreter)", set: setCount(func(c *Config) *int { return &c.Interpreters }, 0)},
+	{name: "interpreters", env: "M0_INTERPRETERS", def: "0", arg: "N", usage: "subinterpreters with their own GIL running the application in each process (CPython 3.13+; an ASGI application on the executor runs a loop in each; 0: the main interpreter)", set: setCount(func(c *Config) *int { return &c.Interpreters }, 0)},
 	{name: "spawn-workers", env: "M0_SPAWN_WORKERS", def: "false", usage: "exec each worker afresh", set: setBool(func(c *Config) *bool { return &c.SpawnWorkers })},
 	{name: "qos", env: "M0_QOS", def: "default", arg: "CLASS", usage: "scheduling class of the Python threads: " + strings.Join(qosClasses, ", "), set: func(c *Config, v string) error {
 		for _, q := range qosClasses {

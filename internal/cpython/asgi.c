@@ -309,6 +309,16 @@ static aexec *exec_of(int id)
 	return id >= 0 && id < M0_MAX_EXEC ? execs[id] : NULL;
 }
 
+/* exec_here is executor id if its loop runs in the calling thread's
+ * interpreter, else NULL: every interpreter's _m0 has the executor's
+ * functions, which take an id, and an executor's objects are its own
+ * interpreter's. The GIL is held. */
+static aexec *exec_here(int id)
+{
+	aexec *ex = exec_of(id);
+	return ex && ex->st && m0_interps[ex->st - astates].interp == py.PyInterpreterState_Get() ? ex : NULL;
+}
+
 /* The rings' size: a message whose data is over a quarter of it (64 KiB) goes behind. */
 #define M0_RING_CAP (256 * 1024)
 
@@ -1928,7 +1938,7 @@ static void drain_batch(aexec *ex, m0_amsg *v, size_t n)
  * another wake-up, which it claims. */
 static PyObject *asgi_drain(PyObject *self, PyObject *id)
 {
-	aexec *ex = exec_of((int)py.PyLong_AsLong(id));
+	aexec *ex = exec_here((int)py.PyLong_AsLong(id));
 	if (!ex) {
 		py.PyErr_Clear();
 		py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: no such executor");
@@ -2225,7 +2235,7 @@ static PyObject *asgi_setup(PyObject *self, PyObject *args)
 	int id, eager;
 	if (!py.PyArg_ParseTuple(args, "iOOOpO", &id, &loop, &app, &state, &eager, &event))
 		return NULL;
-	aexec *ex = exec_of(id);
+	aexec *ex = exec_here(id);
 	if (!ex) {
 		py.PyErr_SetString(EXC(PyExc_RuntimeError), "asgi: no such executor");
 		return NULL;
@@ -2277,7 +2287,7 @@ static PyObject *asgi_notify(PyObject *self, PyObject *args)
 	Py_ssize_t n;
 	if (!py.PyArg_ParseTuple(args, "iiiO", &id, &kind, &flags, &s))
 		return NULL;
-	aexec *ex = exec_of(id);
+	aexec *ex = exec_here(id);
 	const char *text = ex ? py.PyUnicode_AsUTF8AndSize(s, &n) : NULL;
 	if (!text) {
 		if (!py.PyErr_Occurred())
@@ -2293,7 +2303,7 @@ static PyObject *asgi_notify(PyObject *self, PyObject *args)
  * the loop has stopped. */
 static PyObject *asgi_teardown(PyObject *self, PyObject *id)
 {
-	aexec *ex = exec_of((int)py.PyLong_AsLong(id));
+	aexec *ex = exec_here((int)py.PyLong_AsLong(id));
 	if (!ex) {
 		py.PyErr_Clear();
 		py.Py_IncRef(Py_None);

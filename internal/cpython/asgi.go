@@ -176,11 +176,21 @@ func (rt *Runtime) StartASGIInterpreters(app *App, opts LoopOptions) ([]*Executo
 	if err != nil {
 		return nil, err
 	}
-	exs := make([]*Executor, len(rt.subs))
+	exs := make([]*Executor, 0, len(rt.subs))
 	for i, s := range rt.subs {
-		if exs[i], err = startASGI(apps[i].app, s.k, opts); err != nil {
+		e, err := startASGI(apps[i].app, s.k, opts)
+		if err != nil {
+			// The loops already running stop, their lifespan shut down
+			// (the interpreters and the application objects stay, as
+			// every interpreter's do).
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			for _, e := range exs {
+				e.Stop(ctx)
+			}
 			return nil, fmt.Errorf("in subinterpreter %d: %w", s.k, err)
 		}
+		exs = append(exs, e)
 	}
 	return exs, nil
 }

@@ -79,10 +79,11 @@ func (c *control) do(f func(Thread)) {
 }
 
 // StartInterpreters makes n subinterpreters (where OwnGILInterpreters),
-// each with its own GIL and running at most threads requests at once, once
-// per process: from then on every WSGI application NewWSGI prepares is
+// each with its own GIL and running at most threads WSGI requests at once,
+// once per process: from then on every WSGI application NewWSGI prepares is
 // imported into each of them too and its requests run there, in the least
-// busy, and never in the main interpreter. A later call returns the first one's
+// busy, and never in the main interpreter; package asgi starts an ASGI
+// application's executor in each (StartASGIInterpreters). A later call returns the first one's
 // error, or nil.
 func (rt *Runtime) StartInterpreters(n, threads int) error {
 	rt.subsOnce.Do(func() { rt.subsErr = rt.startInterpreters(n, threads) })

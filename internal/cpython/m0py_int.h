@@ -194,11 +194,6 @@ typedef struct {
 } m0_interp;
 extern m0_interp m0_interps[M0_MAX_INTERPS];
 
-/* The main interpreter's, which asgi.c uses (ASGI runs only there). */
-#define m0_module (m0_interps[0].module)
-#define m0_dict (m0_interps[0].dict)
-#define m0_format_exc (m0_interps[0].format_exc)
-
 int buf_reserve(m0_buf *b, size_t extra);
 int buf_put(m0_buf *b, const void *p, size_t n);
 int buf_put_u32(m0_buf *b, uint32_t v);

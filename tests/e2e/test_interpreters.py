@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import APPS, EXAMPLES, FREE_THREADED, M0SERVE, free_port, wait_until
+from conftest import APPS, EXAMPLES, FREE_THREADED, M0SERVE, READY_PREFIX, free_port, wait_until
 
 SUPPORTED = sys.version_info >= (3, 13) and not FREE_THREADED
 needs = pytest.mark.skipif(not SUPPORTED, reason="needs CPython 3.13 or newer, a GIL build")
@@ -250,6 +250,61 @@ def test_asgi_and_wsgi_mounts_share_the_interpreters(serve, path):
     assert {s["interp"] for s in asgi} == {s["interp"] for s in wsgi}
     assert server.stop() == 0
     assert "exiting anyway" not in server.stderr, server.stderr
+
+
+@needs
+def test_streams_and_websockets_on_the_executor_in_every_subinterpreter(serve):
+    """On the executor a streamed body and a WebSocket run on a loop in
+    either interpreter: requests one after another take turns, and two
+    WebSockets open at once are on different loops."""
+    from websockets.sync.client import connect
+
+    server = serve("interp_asgi:app", args=("--interpreters", "2"))
+    streamed = set()
+    for _ in range(4):
+        r = server.get("/stream")
+        assert r.status_code == 200, r.text
+        parts = [line.split() for line in r.text.splitlines()]
+        assert [p[0] for p in parts] == ["0", "1", "2"] and len({p[1] for p in parts}) == 1, r.text
+        streamed.add(parts[0][1])
+    assert len(streamed) == 2, streamed
+    url = f"ws://127.0.0.1:{server.port}/ws"
+    with connect(url, open_timeout=10) as a, connect(url, open_timeout=10) as b:
+        echoed = []
+        for conn in (a, b):
+            conn.send("hello")
+            word, interp = conn.recv(timeout=10).split()
+            assert word == "hello"
+            echoed.append(interp)
+        assert echoed[0] != echoed[1] and set(echoed) == streamed, (echoed, streamed)
+    assert server.stop() == 0
+
+
+@needs
+def test_blocking_threads_0_keeps_asgi_on_the_executor(serve):
+    """--blocking-threads 0 is the executor's for an ASGI application, so
+    it runs a loop in each interpreter (it is refused for WSGI only)."""
+    server = serve("interp_asgi:app", args=("--interpreters", "2", "--blocking-threads", "0"))
+    assert "event-loop=asyncio interpreters=2" in server.ready_line, server.ready_line
+    assert len({s["interp"] for s in who(server, "/?0.05", n=16, parallel=8)}) == 2
+    assert server.stop() == 0
+
+
+@needs
+def test_a_startup_that_fails_in_one_subinterpreter_fails_the_start(tmp_path):
+    """The lifespan runs in each interpreter; one failure is the outcome,
+    as one process's would be: exit 1 before the banner, naming it."""
+    p = run("--interpreters", "2", app="interp_asgi:app", env={"M0_TEST_FAIL_ONE": str(tmp_path / "one")})
+    assert p.returncode == 1, p.stderr
+    assert any(line.startswith("m0serve: asgi: lifespan startup failed: failed in ") for line in p.stderr.splitlines()), p.stderr
+    assert READY_PREFIX not in p.stdout, p.stdout
+
+
+@needs
+def test_blocking_threads_0_is_refused_for_wsgi():
+    p = run("--interpreters", "2", "--blocking-threads", "0")
+    assert p.returncode == 78, p.stderr
+    assert "--blocking-threads 0 runs every WSGI request on one thread of the main interpreter" in p.stderr, p.stderr
 
 
 @needs

@@ -309,7 +309,7 @@ func (a *App) Banner(p *host.Plan) (name, protocol, mode string) {
 	c := p.Config
 	if len(c.Mounts) == 0 {
 		m := a.apps[0]
-		return m.app.Spec, m.app.Protocol, loopMode(c, m)
+		return m.app.Spec, m.app.Protocol, withInterpreters(c, loopMode(c, m))
 	}
 	var names, protocols, modes []string
 	for _, m := range a.apps {
@@ -325,7 +325,7 @@ func (a *App) Banner(p *host.Plan) (name, protocol, mode string) {
 			modes = append(modes, mm)
 		}
 	}
-	return strings.Join(names, ","), strings.Join(protocols, "+"), strings.Join(modes, " ")
+	return strings.Join(names, ","), strings.Join(protocols, "+"), withInterpreters(c, strings.Join(modes, " "))
 }
 
 // loopMode is the banner's end for one application: its executor's loop,
@@ -336,21 +336,23 @@ func loopMode(c *host.Config, m *mounted) string {
 		if c.Inverted {
 			loop = "inverted"
 		}
-		s := "loop=" + loop + " event-loop=" + m.eventLoop
-		if c.Interpreters > 0 {
-			s += fmt.Sprintf(" interpreters=%d", c.Interpreters)
-		}
-		return s
+		return "loop=" + loop + " event-loop=" + m.eventLoop
 	}
 	threads, auto := c.PoolSize()
 	s := fmt.Sprintf("blocking-threads=%d", threads)
 	if auto {
 		s += " (auto)"
 	}
-	if c.Interpreters > 0 {
-		s += fmt.Sprintf(" interpreters=%d", c.Interpreters)
-	}
 	return s
+}
+
+// withInterpreters is the banner's mode with --interpreters N, said once
+// whatever runs in them.
+func withInterpreters(c *host.Config, mode string) string {
+	if c.Interpreters > 0 {
+		mode += fmt.Sprintf(" interpreters=%d", c.Interpreters)
+	}
+	return mode
 }
 
 // Make builds the handler of the loop: each application behind its
