@@ -70,6 +70,9 @@ type Options struct {
 	// Inline runs the handler's network on its event loop's thread
 	// (m0serve's M0_INVERTED), served with ServeInline; the handler
 	// serves requests handed to it (ServeHTTP, ServeFastHTTP) as well.
+	// On one usable CPU give the program a second P (runtime.GOMAXPROCS,
+	// as m0serve does): with the loop's P the only one, Go's monitor
+	// takes it back on every request.
 	Inline bool
 }
 

@@ -82,7 +82,7 @@ type Inline struct {
 
 	// Between the accepting goroutine and the loop's thread.
 	mu      sync.Mutex
-	adopted map[int]net.Conn // accepted, posted, not yet taken by the loop
+	adopted map[int]accepted // accepted, posted, not yet taken by the loop
 	closed  chan struct{}    // closed once draining and no connection is left
 
 	// The loop's thread's alone.
@@ -97,9 +97,15 @@ type Inline struct {
 	dateAt   int64
 }
 
+// accepted is a connection ServeInline posted to the loop: its peers. The
+// loop owns its descriptor, a duplicate of the one Go's poller watched,
+// whose connection is closed: were Go's poller still watching the socket,
+// every request's arrival would wake the thread waiting in it for
+// nothing.
+type accepted struct{ client, server netip.AddrPort }
+
 type iconn struct {
-	nc       net.Conn
-	fd       int
+	fd       int // the loop's own: closed with the connection, or handed off in a net.Conn of its own
 	client   netip.AddrPort
 	server   netip.AddrPort
 	rbuf     []byte
@@ -140,7 +146,7 @@ type ireq struct {
 }
 
 func newInline(h *Handler) *Inline {
-	return &Inline{h: h, adopted: map[int]net.Conn{}, conns: map[int]*iconn{}, closed: make(chan struct{})}
+	return &Inline{h: h, adopted: map[int]accepted{}, conns: map[int]*iconn{}, closed: make(chan struct{})}
 }
 
 // ServeInline accepts connections on ln for the inline front end, handing
@@ -168,15 +174,21 @@ func (h *Handler) ServeInline(ln net.Listener, serve func(net.Conn) error, opts 
 		fd := -1
 		if sc, ok := c.(syscall.Conn); ok {
 			if rc, err := sc.SyscallConn(); err == nil {
-				rc.Control(func(d uintptr) { fd = int(d) })
+				rc.Control(func(d uintptr) {
+					if n, err := unix.FcntlInt(d, unix.F_DUPFD_CLOEXEC, 0); err == nil {
+						fd = n
+					}
+				})
 			}
 		}
 		if fd < 0 { // not a socket the loop can watch
 			go serve(c)
 			continue
 		}
+		a := accepted{client: wire.Peer(c.RemoteAddr()), server: wire.Peer(c.LocalAddr())}
+		c.Close() // out of Go's poller; the socket lives on in fd
 		in.mu.Lock()
-		in.adopted[fd] = c
+		in.adopted[fd] = a
 		in.mu.Unlock()
 		in.ex.Adopt(fd)
 	}
@@ -266,19 +278,19 @@ func (in *Inline) Adopt(fd int) {
 		return
 	}
 	in.mu.Lock()
-	nc := in.adopted[fd]
+	a, ok := in.adopted[fd]
 	delete(in.adopted, fd)
 	in.mu.Unlock()
-	if nc == nil {
+	if !ok {
 		return
 	}
-	c := &iconn{nc: nc, fd: fd, client: wire.Peer(nc.RemoteAddr()), server: wire.Peer(nc.LocalAddr()), seen: time.Now()}
+	c := &iconn{fd: fd, client: a.client, server: a.server, seen: time.Now()}
 	if in.draining {
-		nc.Close()
+		unix.Close(fd)
 		return
 	}
 	if in.ex.Watch(fd, true, false) != nil {
-		go in.serve(nc) // the loop would not watch it: the default front end serves it
+		in.give(fd, nil) // the loop would not watch it: the default front end serves it
 		return
 	}
 	c.watched = 1
@@ -333,7 +345,7 @@ func (in *Inline) close(c *iconn) {
 			q.r.Post(cpython.ADisconnect, 0, nil)
 		}
 	}
-	c.nc.Close()
+	unix.Close(c.fd)
 	in.drained()
 }
 
@@ -341,8 +353,21 @@ func (in *Inline) close(c *iconn) {
 func (in *Inline) handOff(c *iconn) {
 	in.ex.Watch(c.fd, false, false)
 	delete(in.conns, c.fd)
-	go in.serve(&readFirst{Conn: c.nc, first: c.rbuf})
+	in.give(c.fd, c.rbuf)
 	in.drained()
+}
+
+// give hands the connection of the loop's descriptor fd, with what was
+// read from it first, to the fasthttp front end: in a net.Conn of its
+// own (a duplicate, in Go's poller), fd closed.
+func (in *Inline) give(fd int, first []byte) {
+	f := os.NewFile(uintptr(fd), "inline")
+	nc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return // out of descriptors: the client sees its connection close
+	}
+	go in.serve(&readFirst{Conn: nc, first: first})
 }
 
 // readFirst is a connection whose first bytes were read already.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"runtime"
 	"sync"
 
 	"github.com/m0serve/m0/asgi"
@@ -26,6 +28,7 @@ type inlineServer struct {
 }
 
 func newInlineServer(l *Loop, c *Config, served func()) *inlineServer {
+	inlineProcs()
 	return &inlineServer{
 		h:     l.inline,
 		inner: front.New(l.Handler, c.limits()),
@@ -62,6 +65,19 @@ func (s *inlineServer) Shutdown(ctx context.Context) error {
 	err := s.inner.Shutdown(ctx)
 	<-done
 	return errors.Join(inline, err)
+}
+
+// inlineProcs gives the process a second P under the inverted loop on one
+// usable CPU, unless GOMAXPROCS is set. The loop's thread holds its P
+// through every cgo call that runs Python: with that P the only one, the
+// runtime's monitor takes it back once a request, starts another thread
+// to look for work, and ticks every 20 µs while it does (on one CPU, a
+// fifth of the process's time at one connection, measured); with an idle
+// P beside it, the monitor leaves the loop's P alone.
+func inlineProcs() {
+	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
+	}
 }
 
 // claimed reports whether the server answers a path itself, in front of

@@ -143,6 +143,7 @@ type Executor struct {
 	busy     chan struct{} // the sweeper's word that live rose from 0
 	idle     chan struct{} // closed when live falls to 0, for Wait
 	inline   Inline        // the front end on the loop's thread, or nil
+	schedAt  time.Time     // the inline front end's last yield (rescheduled); the loop's thread
 	ready    chan struct{} // closed once the loop runs
 }
 
