@@ -281,3 +281,28 @@ func TestInterpretersOwnGIL(t *testing.T) {
 		t.Errorf("%d interpreters answered", len(got))
 	}
 }
+
+// TestCombine checks the one rule by which a lifespan phase run in several
+// interpreters has one outcome: the first failure, else the last outcome
+// of an interpreter where the application supports the lifespan, else the
+// last unsupported one.
+func TestCombine(t *testing.T) {
+	o := func(code int, msg string) Outcome { return Outcome{Code: code, Msg: msg} }
+	for _, c := range []struct {
+		outs []Outcome
+		want Outcome
+	}{
+		{[]Outcome{o(LifespanStarted, "")}, o(LifespanStarted, "")},
+		{[]Outcome{o(LifespanStarted, ""), o(LifespanStarted, "")}, o(LifespanStarted, "")},
+		{[]Outcome{o(LifespanUnsupported, "a"), o(LifespanUnsupported, "b")}, o(LifespanUnsupported, "b")},
+		{[]Outcome{o(LifespanUnsupported, "a"), o(LifespanStarted, "")}, o(LifespanStarted, "")},
+		{[]Outcome{o(LifespanStarted, ""), o(LifespanUnsupported, "b")}, o(LifespanStarted, "")},
+		{[]Outcome{o(LifespanStarted, ""), o(LifespanFailed, "no db"), o(LifespanStarted, "")}, o(LifespanFailed, "no db")},
+		{[]Outcome{o(LifespanFailed, "first"), o(LifespanFailed, "second")}, o(LifespanFailed, "first")},
+		{[]Outcome{o(LifespanStopped, ""), o(LifespanStopFailed, "x"), o(LifespanStopped, "")}, o(LifespanStopFailed, "x")},
+	} {
+		if got := Combine(c.outs); got != c.want {
+			t.Errorf("Combine(%v) = %v, want %v", c.outs, got, c.want)
+		}
+	}
+}
