@@ -287,6 +287,7 @@ typedef struct {
 	int draining_in; /* inside asgi_drain: Go is woken once, at its end */
 	int drain;       /* the server drains: a request that starts now hears it too */
 	int owe_wake;    /* a message went to Go since it was last woken (atomic: Go's sweeper reads it) */
+	int owe_inline;  /* the inline front end has answers to take since it last took them (the loop's thread) */
 	unsigned wakes;  /* owed wake-ups given (atomic, for the sweeper) */
 	int flush_due;   /* flush is scheduled with call_soon */
 	/* The inline front end's (M0_INVERTED): Go's network on the loop's
@@ -296,6 +297,12 @@ typedef struct {
 	PyObject *inline_end; /* the same for the end of a turn (M0_I_BATCH) */
 	int in_go;            /* inside go_asgi_inline (inline_call) */
 	int nlive;            /* requests whose task has not ended (live slots; the loop's thread) */
+	int start_inl;        /* inside m0_asgi_start_now: the request starting is the inline front end's */
+	/* The inline front end's requests' answers, taken by a call on the
+	 * loop's thread (m0_asgi_take_now); every other request's go through
+	 * out to Go's collector, as without it. No descriptor: fd is 0 while
+	 * the executor runs, -1 once it has ended. */
+	msgq iq;
 } aexec;
 
 /* Executors by id; an id is never reused, and an executor is never freed
@@ -350,6 +357,7 @@ int m0_asgi_init(int *id, int *in_fd, int *kick_fd, int *out_fd, int *out_wfd)
 	ex->out.wfd = out[1];
 	pthread_mutex_init(&ex->in.mu, NULL);
 	pthread_mutex_init(&ex->out.mu, NULL);
+	pthread_mutex_init(&ex->iq.mu, NULL);
 	ex->id = nexecs;
 	execs[nexecs++] = ex;
 	pthread_mutex_unlock(&execs_mu);
@@ -415,6 +423,15 @@ void m0_asgi_close(int id)
 	pthread_mutex_lock(&ex->out.mu);
 	ex->out.fd = ex->out.wfd = -1;
 	pthread_mutex_unlock(&ex->out.mu);
+	/* The inline front end's answers left now have no one to take them:
+	 * its requests ended with the loop. */
+	pthread_mutex_lock(&ex->iq.mu);
+	v = ex->iq.v, n = ex->iq.n;
+	ex->iq.fd = ex->iq.wfd = -1;
+	ex->iq.v = NULL;
+	ex->iq.n = ex->iq.cap = 0;
+	pthread_mutex_unlock(&ex->iq.mu);
+	m0_asgi_free(v, n);
 }
 
 size_t m0_asgi_take(int id, m0_amsg **out)
@@ -438,17 +455,21 @@ static void owe(aexec *ex)
 
 static void inline_call(aexec *ex, int op, int fd);
 
-/* pay gives the wake-up owed, if one is. The loop's thread. */
+/* owe_in records that the inline front end has answers to take, which
+ * pay has it take. The loop's thread. */
+static void owe_in(aexec *ex) { ex->owe_inline = 1; }
+
+/* pay gives the wake-up owed to Go's collector, and has the inline front
+ * end take what it is owed, if either is. The loop's thread. */
 static void pay(aexec *ex)
 {
 	if (ex->owe_wake) {
 		__atomic_store_n(&ex->owe_wake, 0, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&ex->wakes, 1, __ATOMIC_RELAXED);
-		if (ex->inline_fe)
-			inline_call(ex, M0_I_ANSWERS, -1);
-		else
-			wake(ex->out.wfd);
+		wake(ex->out.wfd);
 	}
+	if (ex->owe_inline)
+		inline_call(ex, M0_I_ANSWERS, -1); /* which takes it: owe_inline is cleared by the take */
 }
 
 /* defer_wake has Go woken once the loop has run the callbacks of this
@@ -460,10 +481,10 @@ static void pay(aexec *ex)
  * it is not when an exception is being handled or the loop refuses the
  * callback (stopping), and the caller wakes Go at once. The loop's thread,
  * with the GIL. */
-static int defer_wake(aexec *ex)
+static int defer_wake(aexec *ex, int inl)
 {
 	if (ex->flush_due) {
-		owe(ex);
+		inl ? owe_in(ex) : owe(ex);
 		return 1;
 	}
 	if (!ex->call_soon || !ex->flush || py.PyErr_Occurred())
@@ -475,7 +496,7 @@ static int defer_wake(aexec *ex)
 	}
 	py.Py_DecRef(r);
 	ex->flush_due = 1;
-	owe(ex);
+	inl ? owe_in(ex) : owe(ex);
 	return 1;
 }
 
@@ -490,11 +511,11 @@ static int defer_wake(aexec *ex)
  * after it (the first body part, a pathsend, the task's end), which an
  * application sends next, in the same step of its task as a rule; a
  * separate wake-up would cost two thread switches more per request. */
-static int to_go(aexec *ex, m0_amsg m)
+static int to_go_q(aexec *ex, m0_amsg m, int inl)
 {
 	int quiet = m.kind == M0_C_START, first;
-	if (ex->inline_fe) { /* Go takes the queue on this thread, by a call (m0_asgi_take_now) */
-		first = enqueue(&ex->out, m, quiet, 0);
+	if (inl) { /* Go takes the queue on this thread, by a call (m0_asgi_take_now) */
+		first = enqueue(&ex->iq, m, quiet, 0);
 	} else {
 		m0_ring *r = &ex->out.ring;
 		if (!__atomic_load_n(&r->overflow, __ATOMIC_SEQ_CST) && ring_put(r, &m)) {
@@ -509,16 +530,20 @@ static int to_go(aexec *ex, m0_amsg m)
 	}
 	if (first > 0) {
 		if (ex->draining_in)
-			owe(ex);
-		else if (ex->nlive > 1 && defer_wake(ex))
+			inl ? owe_in(ex) : owe(ex);
+		else if (ex->nlive > 1 && defer_wake(ex, inl))
 			; /* at the end of the turn, with the other requests' answers */
-		else if (ex->inline_fe)
+		else if (inl)
 			inline_call(ex, M0_I_ANSWERS, -1); /* Go writes it now, on this thread */
 		else
 			wake(ex->out.wfd);
 	}
 	return first < 0 ? -1 : 0;
 }
+
+/* to_go is to_go_q for a message of no inline request: to Go's
+ * collector. */
+static int to_go(aexec *ex, m0_amsg m) { return to_go_q(ex, m, 0); }
 
 /* notify posts a message to Go that no request owns. */
 static int notify(aexec *ex, int kind, int flags, const char *p, size_t len)
@@ -557,6 +582,7 @@ struct aslot {
 	uint32_t idx; /* its index in ex->slots */
 	uint32_t gen;
 	int live;
+	int inl; /* the inline front end's (m0_asgi_start_now): its answers go to iq */
 	int ws;
 	int started;      /* http: the head was sent; ws: accepted */
 	int complete;     /* http: the body ended; ws: closed */
@@ -592,7 +618,7 @@ static int emit2(aslot *s, int kind, int flags, const char *a, size_t alen, cons
 			memcpy(m.data + alen, b, blen);
 		m.len = alen + blen;
 	}
-	return to_go(s->ex, m);
+	return to_go_q(s->ex, m, s->inl);
 }
 
 static int emit(aslot *s, int kind, int flags, const char *p, size_t len)
@@ -1205,7 +1231,7 @@ static int send_start(aslot *s, PyObject *msg, const char *type)
 		return -1;
 	}
 	m0_amsg m = {.kind = M0_C_START, .slot = s->idx, .gen = s->gen, .flags = (int)status, .data = b.p, .len = b.len};
-	to_go(s->ex, m);
+	to_go_q(s->ex, m, s->inl);
 	return 0;
 }
 
@@ -1371,7 +1397,7 @@ static PyObject *ws_send(aslot *s, PyObject *msg, const char *type)
 				return NULL;
 			}
 			m0_amsg m = {.kind = M0_C_WS_ACCEPT, .slot = s->idx, .gen = s->gen, .data = b.p, .len = b.len};
-			to_go(s->ex, m);
+			to_go_q(s->ex, m, s->inl);
 			s->started = 1;
 			return done_future(s);
 		}
@@ -1751,7 +1777,7 @@ static void start(aexec *ex, m0_amsg *m)
 	aslot *s = slot_at(ex, m->slot);
 	if (!s) {
 		m0_amsg d = {.kind = M0_C_DONE, .slot = m->slot, .gen = m->gen, .flags = M0_DONE_FAILED};
-		to_go(ex, d);
+		to_go_q(ex, d, ex->start_inl);
 		return;
 	}
 	if (s->live) /* Go reuses a slot only after its task is over */
@@ -1759,6 +1785,7 @@ static void start(aexec *ex, m0_amsg *m)
 	s->gen = m->gen;
 	s->live = 1;
 	ex->nlive++;
+	s->inl = ex->start_inl;
 	s->ws = m->kind == M0_A_WS;
 	s->draining = ex->drain && !s->ws; /* it came in after the drain began */
 	m0_buf err = {0};
@@ -2013,15 +2040,15 @@ static PyMethodDef flush_def = {"_asgi_flush", asgi_flush, METH_NOARGS, NULL};
 static void inline_call(aexec *ex, int op, int fd)
 {
 	if (ex->in_go) {
-		owe(ex);
+		owe_in(ex);
 		return;
 	}
 	PyObject *t, *v, *tb;
 	py.PyErr_Fetch(&t, &v, &tb);
 	ex->in_go = 1;
 	go_asgi_inline(ex->id, op, fd);
-	while (__atomic_load_n(&ex->owe_wake, __ATOMIC_RELAXED)) {
-		__atomic_store_n(&ex->owe_wake, 0, __ATOMIC_RELAXED);
+	while (ex->owe_inline) {
+		ex->owe_inline = 0;
 		go_asgi_inline(ex->id, M0_I_ANSWERS, -1);
 	}
 	ex->in_go = 0;
@@ -2042,7 +2069,9 @@ void m0_asgi_start_now(int id, int kind, uint32_t slot, uint32_t gen, int flags,
 		return;
 	m0_amsg m = {.kind = kind, .slot = slot, .gen = gen, .flags = flags, .data = (char *)data, .len = len};
 	ex->draining_in = 1; /* what it sends is owed, and taken by the caller */
+	ex->start_inl = 1;
 	start(ex, &m);
+	ex->start_inl = 0;
 	ex->draining_in = 0;
 }
 
@@ -2053,8 +2082,8 @@ size_t m0_asgi_take_now(int id, m0_amsg **out)
 		*out = NULL;
 		return 0;
 	}
-	__atomic_store_n(&ex->owe_wake, 0, __ATOMIC_RELAXED);
-	return take(&ex->out, out);
+	ex->owe_inline = 0;
+	return take(&ex->iq, out);
 }
 
 /* _asgi_io(op, fd), bound to an executor's id: the loop's callback for a

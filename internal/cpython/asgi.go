@@ -225,7 +225,12 @@ func startASGI(app Object, k int, opts LoopOptions) (*Executor, error) {
 		C.m0_asgi_inline(id)
 		inlines.Store(int32(id), e)
 	}
-	b, _ := json.Marshal(map[string]any{"loop": opts.Loop, "lifespan": opts.Lifespan})
+	// The inline front end starts its requests lazily, a turn later, on
+	// every CPython: an eager task that sends its answer and then blocks
+	// (a blocking call in an async view) would hold the answer inside
+	// StartNow, on the thread that writes it, until the block ends; a
+	// lazy one's answer is written as it is sent when it is alone.
+	b, _ := json.Marshal(map[string]any{"loop": opts.Loop, "lifespan": opts.Lifespan, "eager": opts.Inline == nil})
 	ready := make(chan struct{})
 	e.ready = ready
 	e.outW = e.out // one eventfd, read and written
@@ -234,9 +239,7 @@ func startASGI(app Object, k int, opts LoopOptions) (*Executor, error) {
 	}
 	go e.collect()
 	go e.kicker()
-	if e.inline == nil { // inline, the loop's answers are taken by a call, at once
-		go e.sweep()
-	}
+	go e.sweep() // for the requests Go starts: the inline front end's answers are taken by a call, at once
 	go func() {
 		t, err := loopThread(k) // the loop's thread: its thread state, for life
 		if err != nil {
@@ -694,7 +697,10 @@ func (e *Executor) add(inline bool) (r *Request, alone bool) {
 	e.reqs[slot] = r
 	e.live++
 	e.load.Add(1)
-	if e.live == 1 && e.inline == nil {
+	// The sweeper looks after the requests Go starts (not the inline
+	// front end's): its word when the first is live, or with the inline
+	// front end, when one is (live counts the inline front end's too).
+	if !inline && (e.live == 1 || e.inline != nil) {
 		select {
 		case e.busy <- struct{}{}:
 		default:
