@@ -5,7 +5,8 @@
 // Python thread of its own; once the process has subinterpreters
 // (m0serve's --interpreters), on one loop of asyncio's in each (uvloop does
 // not load in a subinterpreter) and not in the main interpreter, except
-// under Options.Inline, which runs on the main interpreter's loop. Go accepts, parses and writes; it hands the loop
+// under Options.Inline, which runs on the main interpreter's loop. Go
+// accepts, parses and writes; it hands the loop
 // requests and events in batches, one wake-up for every event pending, and
 // the scope, receive and send are built and handled in C, without Python
 // wrappers. WebSocket connections live in Go (gorilla/websocket), with one
@@ -97,8 +98,7 @@ var ErrClosed = wire.Closed("asgi")
 // Handler serves an ASGI application. It is an http.Handler, and serves
 // fasthttp's requests too (ServeFastHTTP), which m0serve uses.
 type Handler struct {
-	ex       *cpython.Executor   // the one executor, or the first of exs
-	exs      []*cpython.Executor // one in each subinterpreter, or just ex
+	exs      []*cpython.Executor // the one executor, or one in each subinterpreter; nil when the loop did not start
 	next     atomic.Uint32       // where pick starts looking, turned by each request
 	startErr error               // the loop did not start
 	inline   *Inline
@@ -159,9 +159,6 @@ func New(handle *m0.App, opts *Options) *Handler {
 				h.exs = []*cpython.Executor{ex}
 			}
 		}
-		if err == nil {
-			h.ex = h.exs[0]
-		}
 	}
 	if err != nil {
 		h.startErr = fmt.Errorf("asgi: %w", err)
@@ -193,7 +190,7 @@ func (h *Handler) unavailable() int {
 	switch {
 	case h.closed.Load():
 		return http.StatusServiceUnavailable
-	case h.ex == nil:
+	case h.exs == nil:
 		h.startLog.Do(func() { h.log.Error(h.startErr.Error()) })
 		return http.StatusInternalServerError
 	}
@@ -203,16 +200,17 @@ func (h *Handler) unavailable() int {
 // Loop names the event loop that resolved: "uvloop" or "asyncio"; "" when
 // the loop did not start.
 func (h *Handler) Loop() string {
-	if h.ex == nil {
+	if h.exs == nil {
 		return ""
 	}
-	return h.ex.Loop
+	return h.exs[0].Loop
 }
 
-// Eager reports whether requests start as eager tasks (CPython 3.12+): a
+// Eager reports whether requests start as eager tasks (CPython 3.12+, and
+// not under Options.Inline, whose requests start a turn later): a
 // request whose coroutine never waits finishes in the loop iteration it
 // started in.
-func (h *Handler) Eager() bool { return h.ex != nil && h.ex.Eager }
+func (h *Handler) Eager() bool { return h.exs != nil && h.exs[0].Eager }
 
 // LifespanError is a lifespan startup the application reported failed
 // (lifespan.startup.failed, as Starlette and FastAPI send when a startup
@@ -290,7 +288,7 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	if !h.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
-	if h.ex == nil {
+	if h.exs == nil {
 		return nil
 	}
 	h.Drain()
@@ -334,7 +332,7 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 // time, so that an idle server takes turns).
 func (h *Handler) pick() *cpython.Executor {
 	if len(h.exs) == 1 {
-		return h.ex
+		return h.exs[0]
 	}
 	n := uint32(len(h.exs))
 	i := h.next.Add(1) % n

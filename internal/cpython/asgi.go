@@ -116,7 +116,8 @@ type Inline interface {
 type Executor struct {
 	// Loop is the loop that resolved: "uvloop" or "asyncio".
 	Loop string
-	// Eager reports whether requests start as eager tasks (3.12+).
+	// Eager reports whether requests start as eager tasks (3.12+, not
+	// with an inline front end).
 	Eager bool
 
 	id       C.int
