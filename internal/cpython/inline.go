@@ -6,7 +6,6 @@ package cpython
 import "C"
 
 import (
-	"bytes"
 	"errors"
 	"math"
 	"runtime"
@@ -89,29 +88,23 @@ func (e *Executor) StartNow(scope []byte) *Request {
 	return r
 }
 
-// TakeNow takes every message the loop has queued: those of requests that
-// StartNow started go to fn, whose m.Data is valid only during the call;
-// the others are delivered as the collector delivers them. The inline
-// front end, on the loop's thread.
+// TakeNow takes every message the loop has queued for the requests
+// StartNow started (the loop keeps them apart: the others go to the
+// collector) and hands each to fn, whose m.Data is valid only during the
+// call. The inline front end, on the loop's thread.
 func (e *Executor) TakeNow(fn func(r *Request, m Msg)) {
 	var v *C.m0_amsg
 	n := int(C.m0_asgi_take_now(e.id, &v))
 	eachMsg(v, n, func(kind int, slot, gen uint32, flags int, data []byte) {
-		if slot != math.MaxUint32 {
-			r := e.request(slot, gen)
-			if r == nil {
-				return
-			}
-			if r.inline {
-				fn(r, Msg{Kind: kind, Flags: flags, Data: data})
-				if kind == CDone {
-					e.ended1()
-					r.release()
-				}
-				return
-			}
+		r := e.request(slot, gen)
+		if r == nil {
+			return
 		}
-		e.dispatch(kind, slot, gen, flags, bytes.Clone(data))
+		fn(r, Msg{Kind: kind, Flags: flags, Data: data})
+		if kind == CDone {
+			e.ended1()
+			r.release()
+		}
 	})
 }
 
