@@ -459,6 +459,16 @@ static void inline_call(aexec *ex, int op, int fd);
  * pay has it take. The loop's thread. */
 static void owe_in(aexec *ex) { ex->owe_inline = 1; }
 
+/* owe_to owes the answer's reader: the inline front end for one of its
+ * requests (inl), else Go's collector. The loop's thread. */
+static void owe_to(aexec *ex, int inl)
+{
+	if (inl)
+		owe_in(ex);
+	else
+		owe(ex);
+}
+
 /* pay gives the wake-up owed to Go's collector, and has the inline front
  * end take what it is owed, if either is. The loop's thread. */
 static void pay(aexec *ex)
@@ -484,7 +494,7 @@ static void pay(aexec *ex)
 static int defer_wake(aexec *ex, int inl)
 {
 	if (ex->flush_due) {
-		inl ? owe_in(ex) : owe(ex);
+		owe_to(ex, inl);
 		return 1;
 	}
 	if (!ex->call_soon || !ex->flush || py.PyErr_Occurred())
@@ -496,7 +506,7 @@ static int defer_wake(aexec *ex, int inl)
 	}
 	py.Py_DecRef(r);
 	ex->flush_due = 1;
-	inl ? owe_in(ex) : owe(ex);
+	owe_to(ex, inl);
 	return 1;
 }
 
@@ -530,7 +540,7 @@ static int to_go_q(aexec *ex, m0_amsg m, int inl)
 	}
 	if (first > 0) {
 		if (ex->draining_in)
-			inl ? owe_in(ex) : owe(ex);
+			owe_to(ex, inl);
 		else if (ex->nlive > 1 && defer_wake(ex, inl))
 			; /* at the end of the turn, with the other requests' answers */
 		else if (inl)
