@@ -133,6 +133,18 @@ func (s *limitedServer) Serve(ln net.Listener) error {
 	return s.serve(l)
 }
 
+// Open is how many connections the server holds open now (0 before it
+// serves).
+func (s *limitedServer) Open() int {
+	l, ok := s.ln.Load().(*limitListener)
+	if !ok {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
 // Shutdown drains the server without cutting a request: it stops
 // accepting, answers every request from now on with Connection: close (the
 // client sends its next one elsewhere), and closes only the connections

@@ -7,7 +7,10 @@ the public host, tests/e2e/nethost), and the metrics count what was
 refused and why."""
 
 import concurrent.futures
+import contextlib
+import os
 import re
+import threading
 import time
 
 import pytest
@@ -148,3 +151,54 @@ def test_timeout_replaces_a_worker_whose_every_thread_is_stuck(serve):
             stuck.result()
         except requests.RequestException:
             pass  # cut with the old worker at its drain's bound
+
+
+@contextlib.contextmanager
+def kept_busy(server, conns, path="/spin?s=0.005"):
+    """conns clients, each asking for path on its own kept-alive connection
+    again as soon as it is answered, until the block ends."""
+    stop = threading.Event()
+
+    def client():
+        with requests.Session() as s:
+            while not stop.is_set():
+                s.get(server.url(path), timeout=HTTP_TIMEOUT)
+
+    with concurrent.futures.ThreadPoolExecutor(conns) as pool:
+        running = [pool.submit(client) for _ in range(conns)]
+        try:
+            yield
+        finally:
+            stop.set()
+            for r in running:
+                r.result()
+
+
+@pytest.mark.once
+@pytest.mark.gil
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one usable CPU: Go's side has one P whatever the load")
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+def test_go_side_on_one_p_while_python_is_the_pace(serve, front_end):
+    """Under one GIL, m0serve runs Go's side on one P while more connections
+    than pool threads keep the process busy, and on one P a usable CPU
+    (Go's default) while fewer do (docs/running.md, "Go's side on one P");
+    the Go runtime's own gauge of --metrics says which."""
+    cores = len(os.sched_getaffinity(0))
+    server = serve_on(serve, front_end, SPEC, args=["--blocking-threads", "2", "--metrics"])
+    procs = lambda: metric(server, "go_sched_gomaxprocs_threads")
+    wait_until(lambda: procs() == 1, 10, "one P while idle, as it starts")
+    with kept_busy(server, 1):  # one connection: the default
+        wait_until(lambda: procs() == cores, 20, lambda: f"{cores} Ps under one connection\n{server.describe()}")
+    with kept_busy(server, 8):  # a queue for the two threads: one P
+        wait_until(lambda: procs() == 1, 20, lambda: f"one P under eight connections\n{server.describe()}")
+        assert requests.get(server.url("/pid"), timeout=HTTP_TIMEOUT).status_code == 200
+
+
+@pytest.mark.once
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one usable CPU: Go's side has one P whatever the load")
+def test_gomaxprocs_set_is_kept(serve):
+    """GOMAXPROCS in the environment is the process's, as for any Go program."""
+    server = serve(SPEC, args=["--blocking-threads", "2", "--metrics"], env={"GOMAXPROCS": "2"})
+    with kept_busy(server, 8):
+        time.sleep(1)  # ten of the looks that would narrow it
+        assert metric(server, "go_sched_gomaxprocs_threads") == 2
