@@ -6,56 +6,39 @@ import (
 	"time"
 
 	"github.com/m0serve/m0/internal/front"
+	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/wsgi"
 	"golang.org/x/sys/unix"
 )
 
-// narrowing runs Go's side of a process on one P while its Python, under
-// one GIL, is the pace of more connections than it has pool threads, and
-// on the runtime's default (one P a usable CPU) otherwise.
+// narrowing runs Go's side of a process on one P while the application's
+// Python, under one GIL, is the pace of more connections than the pool
+// has threads, and on the runtime's default P count otherwise
+// (docs/running.md, "Go's side on one P"; the measurements behind it in
+// docs/profiles.md, "Go's side on one P under one GIL"). With more than
+// one P, Go's scheduler spreads each request's work, the call into Python
+// with it, over threads and cores; with one P and nothing queued, the
+// runtime's monitor takes the P of every call into Python instead.
 //
-// Under one GIL the application's Python runs one call at a time, so when
-// more connections than pool threads keep the process busy its pace is
-// Python's, and Go's side needs no more than one P. With more, the runtime
-// spreads each request's work (the network and the call into Python alike)
-// over several threads and cores: measured on two cores, the Flask view at
-// 64 connections ran on five threads at 3.1 thread switches a request, and
-// on one P on one thread at 0.5, at 0.61-0.64x the CPU a request and
-// 1.31-1.38x the rate (docs/running.md, "Go's side on one P"). At one
-// connection one P loses (0.88-0.90x): with no other P idle, the runtime's
-// monitor takes the P of every call into Python and starts a thread to
-// look for other work, which an idle second P spares.
-//
-// m0serve narrows only where it decides the P count: GOMAXPROCS unset,
-// more than one P, a pool whose threads share one GIL (not a free-threaded
-// build, no --interpreters), and no --realtime (the held streams' fan-out
-// is Go's own work), inverted loop (which sets its own) or one dedicated
-// Python thread (--blocking-threads 0, whose hand-offs lost on one P:
-// 0.92x).
+// m0serve narrows only where the P count is one GIL's to decide: GOMAXPROCS
+// unset, more than one P, a GIL build (a --threads above 1 needs a
+// free-threaded one), no --interpreters, no held streams (--realtime or a
+// producer: their fan-out is Go's own work), no inverted loop (which sets
+// its own), no --blocking-threads 0 (its dedicated thread's hand-offs lose
+// on one P), and a pool to serve.
 type narrowing struct {
-	stop chan struct{}
-	done chan struct{}
+	stop chan struct{} // closed by Stop
+	done chan struct{} // closed when run has put the default back
 }
 
-// narrowEvery is how often narrowing looks at the process; narrowAfter is
-// how many looks in a row decide a change.
-const (
-	narrowEvery = 100 * time.Millisecond
-	narrowAfter = 2
-)
-
-// idleCPU and busyCPU are the shares of a CPU under which the process is
-// idle (and nothing changes), and from which it is busy.
-const (
-	idleCPU = 0.02
-	busyCPU = 0.75
-)
+// narrowEvery is how often narrowing looks at the process.
+const narrowEvery = 100 * time.Millisecond
 
 // narrowProcs starts narrowing for the process's loops, served by
 // servers, or returns nil where m0serve leaves the P count to the runtime.
-func narrowProcs(c *Config, load *procLoad, servers []front.Server) *narrowing {
+func narrowProcs(c *Config, load *procLoad, servers []front.Server, held bool) *narrowing {
 	if os.Getenv("GOMAXPROCS") != "" || runtime.GOMAXPROCS(0) < 2 || freeThreaded() ||
-		c.Interpreters > 0 || c.Realtime || c.Threads > 1 || c.BlockingThreads == 0 {
+		c.Interpreters > 0 || held || c.BlockingThreads == 0 {
 		return nil
 	}
 	for _, l := range load.loops {
@@ -63,52 +46,59 @@ func narrowProcs(c *Config, load *procLoad, servers []front.Server) *narrowing {
 			return nil
 		}
 	}
-	threads := load.threads()
+	threads := 0
+	load.pools(func(ps wsgi.PoolStats) { threads += ps.Threads })
 	if threads == 0 {
 		return nil // no pool: every application runs on the ASGI loop
 	}
-	open := func() int {
-		n := 0
+	measure := func(since int64) (cpu, python time.Duration, conns int) {
+		load.pools(func(ps wsgi.PoolStats) { python += ps.Held })
 		for _, s := range servers {
-			if o, ok := s.(interface{ Open() int }); ok {
-				n += o.Open()
+			if r, ok := s.(interface{ Requesting(int64) int }); ok {
+				conns += r.Requesting(since)
 			}
 		}
-		return n
+		return processCPU(), python, conns
 	}
 	n := &narrowing{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		t := time.NewTicker(narrowEvery)
 		defer t.Stop()
-		n.run(t.C, &narrower{threads: threads, narrow: true}, open, processCPU)
+		n.run(t.C, &narrower{threads: threads, narrow: true}, measure, setProcs)
 	}()
 	return n
 }
 
-// run looks every tick until Stop: the process starts narrow, as it
-// starts idle, so that a load that meets it keeps Python on one thread
+// run looks at each tick until Stop, on a goroutine of its own, which
+// alone uses d: measure gives the process's CPU time and the time its
+// pools' threads were held, both in all, and how many connections began a
+// request since the Mono reading it is given. The process starts narrow,
+// as it starts idle, so that a load that meets it has Python on one thread
 // from its first request.
-func (n *narrowing) run(ticks <-chan time.Time, d *narrower, open func() int, cpu func() time.Duration) {
+func (n *narrowing) run(ticks <-chan time.Time, d *narrower, measure func(since int64) (cpu, python time.Duration, conns int), set func(narrow bool)) {
 	defer close(n.done)
-	setProcs(true)
-	last := cpu()
+	set(d.narrow)
+	at := sock.Mono()
+	cpu, python, _ := measure(at)
 	for {
 		select {
 		case <-n.stop:
-			setProcs(false)
+			set(false)
 			return
 		case <-ticks:
 		}
-		c := cpu()
-		if d.look(float64(c-last)/float64(narrowEvery), open()) {
-			setProcs(d.narrow)
+		now := sock.Mono()
+		c, p, conns := measure(at)
+		span := float64(max(now-at, 1))
+		if d.look(float64(c-cpu)/span, float64(p-python)/span, conns) {
+			set(d.narrow)
 		}
-		last = c
+		at, cpu, python = now, c, p
 	}
 }
 
-// setProcs puts Go's side on one P, or back on the runtime's default
-// (which follows the CPUs and a container's limit from then on).
+// setProcs puts Go's side on one P, or back on the runtime's default (which
+// then follows the CPUs and a container's limit as the runtime does).
 func setProcs(narrow bool) {
 	if narrow {
 		runtime.GOMAXPROCS(1)
@@ -117,22 +107,44 @@ func setProcs(narrow bool) {
 	}
 }
 
-// narrower decides, look by look, whether Go's side runs on one P: it asks
-// for one when the process is busy (busyCPU) with more connections open
-// than its pools have threads, and for the default when it is busy with
-// fewer or with less of a CPU; an idle look (under idleCPU) asks for
-// nothing. A change is made once narrowAfter looks in a row ask for it.
+// narrower decides, look by look, whether Go's side runs on one P. It
+// asks for one once the process uses busyCPU of a CPU or more, its pools'
+// threads are held for pythonShare of the time or more, and more
+// connections than threads brought requests; and for the default, once
+// narrow, when the process uses less than quietCPU, its threads are held
+// for less than half of pythonShare, or no more connections than threads
+// brought requests. Between the two it stays as it is, and a look under
+// idleCPU asks for nothing. A change is made once narrowAfter looks in a
+// row ask for it.
 type narrower struct {
 	threads int  // the pools' Python threads
 	narrow  bool // on one P now
 	streak  int  // looks in a row that asked for the other
 }
 
-// look takes one look's share of a CPU used and the connections open, and
-// reports whether the P count is to change (to narrow's new value).
-func (d *narrower) look(used float64, open int) bool {
-	want := used >= busyCPU && open > d.threads
-	if used < idleCPU || want == d.narrow {
+// The thresholds: shares of a CPU, of a pool thread, and looks.
+const (
+	idleCPU     = 0.02
+	quietCPU    = 0.6
+	busyCPU     = 0.8
+	pythonShare = 0.5
+	narrowAfter = 2
+)
+
+// look takes one look's share of a CPU used, of a pool thread held, and
+// the connections that brought requests, and reports whether the P count
+// is to change (to narrow's new value).
+func (d *narrower) look(cpu, python float64, conns int) bool {
+	queue := conns > d.threads
+	want := d.narrow
+	switch {
+	case cpu < idleCPU:
+	case d.narrow:
+		want = queue && cpu >= quietCPU && python >= pythonShare/2
+	default:
+		want = queue && cpu >= busyCPU && python >= pythonShare
+	}
+	if want == d.narrow {
 		d.streak = 0
 		return false
 	}
@@ -151,19 +163,6 @@ func (n *narrowing) Stop() {
 	}
 	close(n.stop)
 	<-n.done
-}
-
-// threads is how many Python threads the process's pools have.
-func (p *procLoad) threads() int {
-	n := 0
-	for _, l := range p.loops {
-		for _, d := range l.Drain {
-			if s, ok := d.(interface{ Stats() wsgi.PoolStats }); ok {
-				n += s.Stats().Threads
-			}
-		}
-	}
-	return n
 }
 
 // processCPU is the CPU time the process has used, its own and the

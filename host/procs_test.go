@@ -1,16 +1,20 @@
 package host
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestNarrower walks the decision through the loads it is for: a queue of
-// connections on a busy process narrows, one connection widens, an idle
+// connections for Python on a busy process narrows, one connection, a
+// quiet process or threads that wait with the GIL released widen, an idle
 // moment changes nothing, and one look alone never changes the count.
 func TestNarrower(t *testing.T) {
 	type look struct {
-		used   float64
-		open   int
-		change bool
-		narrow bool // after the look
+		cpu, python float64
+		conns       int
+		change      bool
+		narrow      bool // after the look
 	}
 	cases := []struct {
 		name   string
@@ -18,37 +22,99 @@ func TestNarrower(t *testing.T) {
 		looks  []look
 	}{
 		{"a queue keeps it narrow", true, []look{
-			{1.0, 64, false, true}, {1.3, 64, false, true}, {0.9, 3, false, true},
-		}},
-		{"one connection widens after two looks", true, []look{
-			{0.95, 1, false, true}, {0.95, 1, true, false}, {0.95, 1, false, false},
-		}},
-		{"idle changes nothing, wide or narrow", false, []look{
-			{0.0, 0, false, false}, {0.01, 64, false, false}, {0.0, 0, false, false},
-		}},
-		{"idle between two looks starts the count again", true, []look{
-			{0.9, 1, false, true}, {0.0, 0, false, true}, {0.9, 1, false, true}, {0.9, 1, true, false},
+			{1.0, 0.9, 64, false, true}, {0.7, 0.3, 64, false, true}, {0.9, 0.9, 3, false, true},
 		}},
 		{"a queue on a busy process narrows after two looks", false, []look{
-			{0.9, 64, false, false}, {1.2, 64, true, true}, {1.2, 64, false, true},
+			{0.9, 0.8, 64, false, false}, {1.2, 1.9, 64, true, true}, {1.2, 1.9, 64, false, true},
 		}},
-		{"a queue on threads that wait with the GIL released widens", true, []look{
-			{0.6, 64, false, true}, {0.6, 64, true, false},
+		{"one connection widens after two looks", true, []look{
+			{0.95, 0.5, 1, false, true}, {0.95, 0.5, 1, true, false}, {0.95, 0.5, 1, false, false},
 		}},
 		{"connections up to the threads are not a queue", true, []look{
-			{1.0, 2, false, true}, {1.0, 2, true, false},
+			{1.0, 1.0, 2, false, true}, {1.0, 1.0, 2, true, false}, {1.0, 1.0, 2, false, false},
+		}},
+		{"a quiet process widens", true, []look{
+			{0.5, 4.0, 64, false, true}, {0.5, 4.0, 64, true, false},
+		}},
+		{"threads waiting with the GIL released do not narrow", false, []look{
+			{0.7, 8.0, 64, false, false}, {0.7, 8.0, 64, false, false},
+		}},
+		{"Go's own work does not narrow, and widens", false, []look{
+			{1.5, 0.0, 64, false, false}, {1.5, 0.0, 64, false, false},
+		}},
+		{"Go's own work widens a narrow process", true, []look{
+			{1.0, 0.1, 64, false, true}, {1.0, 0.1, 64, true, false},
+		}},
+		{"between the thresholds nothing changes", false, []look{
+			{0.7, 0.9, 64, false, false}, {0.7, 0.9, 64, false, false},
+		}},
+		{"idle changes nothing, narrow", true, []look{
+			{0.0, 0.0, 0, false, true}, {0.01, 0.0, 1, false, true}, {0.0, 0.0, 0, false, true},
+		}},
+		{"idle changes nothing, wide", false, []look{
+			{0.0, 0.0, 0, false, false}, {0.01, 0.0, 64, false, false},
+		}},
+		{"an idle look between two starts the count again", true, []look{
+			{0.9, 0.5, 1, false, true}, {0.0, 0.0, 0, false, true}, {0.9, 0.5, 1, false, true}, {0.9, 0.5, 1, true, false},
 		}},
 		{"a look the other way starts the count again", false, []look{
-			{1.0, 64, false, false}, {1.0, 1, false, false}, {1.0, 64, false, false}, {1.0, 64, true, true},
+			{1.0, 1.0, 64, false, false}, {1.0, 1.0, 1, false, false}, {1.0, 1.0, 64, false, false}, {1.0, 1.0, 64, true, true},
 		}},
 	}
 	for _, tc := range cases {
-		d := &narrower{threads: 2, narrow: tc.narrow}
-		for i, l := range tc.looks {
-			if got := d.look(l.used, l.open); got != l.change || d.narrow != l.narrow {
-				t.Errorf("%s: look %d (%.2f of a CPU, %d open): change %v narrow %v, want %v %v",
-					tc.name, i, l.used, l.open, got, d.narrow, l.change, l.narrow)
+		t.Run(tc.name, func(t *testing.T) {
+			d := &narrower{threads: 2, narrow: tc.narrow}
+			for i, l := range tc.looks {
+				if got := d.look(l.cpu, l.python, l.conns); got != l.change || d.narrow != l.narrow {
+					t.Errorf("look %d (%.2f of a CPU, %.2f of a thread, %d connections): change %v narrow %v, want %v %v",
+						i, l.cpu, l.python, l.conns, got, d.narrow, l.change, l.narrow)
+				}
 			}
+		})
+	}
+}
+
+// TestNarrowingRun drives run with its ticks and figures given: it starts
+// narrow, takes each look's figures over the time since the one before,
+// sets the count only when the decision changes, and puts the default
+// back when stopped.
+func TestNarrowingRun(t *testing.T) {
+	ticks := make(chan time.Time)
+	var cpu, python time.Duration
+	conns := 0
+	measured := make(chan struct{}, 1)
+	measure := func(int64) (time.Duration, time.Duration, int) {
+		c, p, k := cpu, python, conns
+		measured <- struct{}{}
+		return c, p, k
+	}
+	var sets []bool
+	n := &narrowing{stop: make(chan struct{}), done: make(chan struct{})}
+	d := &narrower{threads: 2, narrow: true}
+	go n.run(ticks, d, measure, func(narrow bool) { sets = append(sets, narrow) })
+	<-measured // the first reading, before any look
+	// A busy look: an hour of CPU and of a thread held whatever time the
+	// look took, so the shares pass every threshold.
+	busyLook := func(c int) {
+		cpu += time.Hour
+		python += time.Hour
+		conns = c
+		ticks <- time.Now()
+		<-measured
+	}
+	busyLook(1)
+	busyLook(1) // two looks: the default
+	busyLook(64)
+	busyLook(64) // two looks of a queue: one P
+	close(n.stop)
+	<-n.done
+	want := []bool{true, false, true, false}
+	if len(sets) != len(want) {
+		t.Fatalf("sets %v, want %v", sets, want)
+	}
+	for i := range want {
+		if sets[i] != want[i] {
+			t.Fatalf("sets %v, want %v", sets, want)
 		}
 	}
 }

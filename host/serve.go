@@ -215,7 +215,7 @@ func run(plan *Plan, app *adapted, w *prefork.Worker, stdout, stderr io.Writer) 
 		go func(s front.Server) { served <- s.Serve(lln) }(servers[i])
 	}
 	// Go's side on one P while the one GIL is the pace (procs.go).
-	defer narrowProcs(cfg, load, servers).Stop()
+	defer narrowProcs(cfg, load, servers, hub != nil).Stop()
 	var runs *producerRun
 	if producer != nil {
 		runs = startProducer(producer, newPublisher(hub), cfg.AppTick)

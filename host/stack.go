@@ -96,33 +96,37 @@ func newLoad(c *Config, w *prefork.Worker, stderr io.Writer) *procLoad {
 	return load
 }
 
-// stats sums the pools of the loops (every drain with pool counts: the
-// WSGI pool, a buffered ASGI handler's) and reads the refusals.
+// stats sums the pools of the loops and reads the refusals.
 func (p *procLoad) stats() metrics.LoadStats {
 	var st metrics.LoadStats
 	var timedOut, cutOff uint64
-	for _, l := range p.loops {
-		for _, d := range l.Drain {
-			s, ok := d.(interface{ Stats() wsgi.PoolStats })
-			if !ok {
-				continue
-			}
-			ps := s.Stats()
-			st.PoolThreads += ps.Threads
-			st.PoolBusy += ps.Busy
-			st.PoolWaiting += ps.Waiting
-			st.PoolWaited += ps.Waited
-			st.PoolWaitTime += ps.WaitTime
-			timedOut += ps.TimedOut
-			cutOff += ps.CutOff
-		}
-	}
+	p.pools(func(ps wsgi.PoolStats) {
+		st.PoolThreads += ps.Threads
+		st.PoolBusy += ps.Busy
+		st.PoolWaiting += ps.Waiting
+		st.PoolWaited += ps.Waited
+		st.PoolWaitTime += ps.WaitTime
+		timedOut += ps.TimedOut
+		cutOff += ps.CutOff
+	})
 	st.GILWaitTime, st.GILTakes = cpython.GILWaits()
 	st.Refused = map[string]uint64{"max-queue-wait": timedOut, "drain": cutOff}
 	if p.limiter != nil {
 		st.Refused["limit-concurrency"] = p.limiter.Refused()
 	}
 	return st
+}
+
+// pools calls fn with the counts of each pool of the loops (every drain
+// with pool counts: the WSGI pool, a buffered ASGI handler's).
+func (p *procLoad) pools(fn func(wsgi.PoolStats)) {
+	for _, l := range p.loops {
+		for _, d := range l.Drain {
+			if s, ok := d.(interface{ Stats() wsgi.PoolStats }); ok {
+				fn(s.Stats())
+			}
+		}
+	}
 }
 
 // accessLogged is whether responses are logged: --access-log, or a format

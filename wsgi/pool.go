@@ -96,13 +96,15 @@ type PoolStats struct {
 	WaitTime time.Duration // how long they waited, in all
 	TimedOut uint64        // answered 503 after SetMaxWait's bound
 	CutOff   uint64        // answered 503 by a drain (Cutoff, Shutdown)
+	Held     time.Duration // how long requests held a thread, in all (counted as each lets go)
 }
 
 // Stats returns the pool's counts.
 func (p *Pool) Stats() PoolStats {
 	s := p.slots
 	return PoolStats{Threads: s.n, Busy: s.n - len(s.slots), Waiting: s.waiting.Load(), Waited: s.waited.Load(),
-		WaitTime: time.Duration(s.waitNs.Load()), TimedOut: s.timedOut.Load(), CutOff: s.cutOff.Load()}
+		WaitTime: time.Duration(s.waitNs.Load()), TimedOut: s.timedOut.Load(), CutOff: s.cutOff.Load(),
+		Held: time.Duration(s.heldNs.Load())}
 }
 
 // Cutoff answers 503 (Retry-After, Connection: close) every request of
@@ -137,6 +139,7 @@ type pool struct {
 	waited, timedOut atomic.Uint64
 	cutOff           atomic.Uint64
 	waitNs           atomic.Int64
+	heldNs           atomic.Int64 // how long requests held their slots, in all (those released)
 }
 
 // Why a request was given no slot.
@@ -214,6 +217,7 @@ func (p *pool) cutoff() { p.cutOne.Do(func() { close(p.cut) }) }
 
 func (p *pool) release(i int) {
 	d := sock.Mono() - p.began[i]
+	p.heldNs.Add(d)
 	// The longest recent hold, decaying by a sixteenth a request: one slow
 	// request long ago does not count for ever.
 	for {

@@ -133,16 +133,23 @@ func (s *limitedServer) Serve(ln net.Listener) error {
 	return s.serve(l)
 }
 
-// Open is how many connections the server holds open now (0 before it
-// serves).
-func (s *limitedServer) Open() int {
+// Requesting is how many of the server's connections began a request at
+// or after since (a sock.Mono reading): a held stream or an idle
+// kept-alive connection does not count.
+func (s *limitedServer) Requesting(since int64) int {
 	l, ok := s.ln.Load().(*limitListener)
 	if !ok {
 		return 0
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.conns)
+	n := 0
+	for c := range l.conns {
+		if c.started.Load() >= since {
+			n++
+		}
+	}
+	return n
 }
 
 // Shutdown drains the server without cutting a request: it stops
