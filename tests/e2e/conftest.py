@@ -86,8 +86,8 @@ ONCE_DONE = os.environ.get("M0_E2E_ONCE") == "done"
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "gil: needs a GIL build (serves an ASGI application, or checks what "
-                            "m0serve does under one GIL); skipped on a free-threaded CPython")
+    config.addinivalue_line("markers", "gil: serves an ASGI application, which needs a GIL build; "
+                            "skipped on a free-threaded CPython")
     config.addinivalue_line("markers", "once: checks what Go decides, alike for every CPython of one kind; "
                             "deselected when M0_E2E_ONCE=done (scripts/test, after the first of a kind)")
     config.addinivalue_line("markers", "each_version: in a module marked once, checks what the interpreter "

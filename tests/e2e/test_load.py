@@ -16,7 +16,7 @@ import time
 import pytest
 import requests
 
-from conftest import FRONT_ENDS, HTTP_TIMEOUT, serve_on, wait_until
+from conftest import FREE_THREADED, FRONT_ENDS, HTTP_TIMEOUT, serve_on, wait_until
 from test_realtime import SSE
 
 SPEC = "prefork_app:application"
@@ -179,7 +179,7 @@ GOMAXPROCS_SET = "GOMAXPROCS is set in the environment: the process's own"
 
 
 @pytest.mark.once
-@pytest.mark.gil
+@pytest.mark.skipif(FREE_THREADED, reason="a free-threaded build: m0serve leaves Go's P count to the runtime")
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason=ONE_P)
 @pytest.mark.skipif("GOMAXPROCS" in os.environ, reason=GOMAXPROCS_SET)
 @pytest.mark.parametrize("front_end", FRONT_ENDS)
