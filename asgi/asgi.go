@@ -212,6 +212,17 @@ func (h *Handler) Loop() string {
 // started in.
 func (h *Handler) Eager() bool { return h.exs != nil && h.exs[0].Eager }
 
+// LoopCPU is the CPU time the threads of the handler's event loops have
+// used (one a subinterpreter), while they run; on Linux only, and 0
+// elsewhere. A host reads it to tell whether Python is the pace.
+func (h *Handler) LoopCPU() time.Duration {
+	var t time.Duration
+	for _, ex := range h.exs {
+		t += ex.LoopCPU()
+	}
+	return t
+}
+
 // LifespanError is a lifespan startup the application reported failed
 // (lifespan.startup.failed, as Starlette and FastAPI send when a startup
 // handler raises).

@@ -443,6 +443,31 @@ func TestConcurrentSleeps(t *testing.T) {
 	})
 }
 
+// TestLoopCPU reads the CPU time of the loop's thread: a request that
+// keeps the loop busy for 200 ms adds about that much, and one that
+// awaits as long adds little.
+func TestLoopCPU(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		if handler.LoopCPU() != 0 {
+			t.Fatal("LoopCPU read a thread's CPU time off Linux")
+		}
+		t.Skip("a thread's CPU time is read on Linux only")
+	}
+	took := func(path string) time.Duration {
+		before := handler.LoopCPU()
+		if resp, _ := get(t, urls["fasthttp"]+path); resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", path, resp.StatusCode)
+		}
+		return handler.LoopCPU() - before
+	}
+	if d := took("/spin?0.2"); d < 190*time.Millisecond || d > 2*time.Second {
+		t.Errorf("a request busy on the loop for 200 ms counted %v of the loop's CPU", d)
+	}
+	if d := took("/sleep?0.2"); d > 100*time.Millisecond {
+		t.Errorf("a request that awaits 200 ms counted %v of the loop's CPU", d)
+	}
+}
+
 func wsURL(base, path string) string { return "ws" + strings.TrimPrefix(base, "http") + path }
 
 func TestWebSocket(t *testing.T) {

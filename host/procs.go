@@ -12,20 +12,21 @@ import (
 )
 
 // narrowing runs Go's side of a process on one P while the application's
-// Python, under one GIL, is the pace of more connections than the pool
-// has threads, and on the runtime's default P count otherwise
-// (docs/running.md, "Go's side on one P"; the measurements behind it in
-// docs/profiles.md, "Go's side on one P under one GIL"). With more than
-// one P, Go's scheduler spreads each request's work, the call into Python
-// with it, over threads and cores; with one P and nothing queued, the
-// runtime's monitor takes the P of every call into Python instead.
+// Python, under one GIL, is the pace, and on the runtime's default P count
+// otherwise (docs/running.md, "Go's side on one P"; the measurements
+// behind it in docs/profiles.md, "Go's side on one P under one GIL" and
+// "The ASGI loop's process on one P"). With more than one P, Go's
+// scheduler spreads each request's work over threads and cores, the call
+// into Python or the hand-off to the loop with it; with one P and nothing
+// queued, the runtime's monitor takes the P of every long call into
+// Python instead, which the WSGI pool makes and the ASGI loop does not.
 //
 // m0serve narrows only where the P count is one GIL's to decide: GOMAXPROCS
 // unset, more than one P, a GIL build (a --threads above 1 needs a
 // free-threaded one), no --interpreters, no held streams (--realtime or a
 // producer: their fan-out is Go's own work), no inverted loop (which sets
 // its own), no --blocking-threads 0 (its dedicated thread's hand-offs lose
-// on one P), and a pool to serve.
+// on one P), and a pool or an ASGI loop to serve.
 type narrowing struct {
 	stop chan struct{} // closed by Stop
 	done chan struct{} // closed when run has put the default back
@@ -36,6 +37,8 @@ const narrowEvery = 100 * time.Millisecond
 
 // narrowProcs starts narrowing for the process's loops, served by
 // servers, or returns nil where m0serve leaves the P count to the runtime.
+// A process with a pool is read by its pool's threads; one whose every
+// application runs on an ASGI event loop, by the loops' threads.
 func narrowProcs(c *Config, load *procLoad, servers []front.Server, held bool) *narrowing {
 	if os.Getenv("GOMAXPROCS") != "" || runtime.GOMAXPROCS(0) < 2 || freeThreaded() ||
 		c.Interpreters > 0 || held || c.BlockingThreads == 0 {
@@ -46,13 +49,18 @@ func narrowProcs(c *Config, load *procLoad, servers []front.Server, held bool) *
 			return nil
 		}
 	}
-	threads := 0
+	threads, loops := 0, 0
 	load.pools(func(ps wsgi.PoolStats) { threads += ps.Threads })
-	if threads == 0 {
-		return nil // no pool: every application runs on the ASGI loop
+	load.eventLoops(func(interface{ LoopCPU() time.Duration }) { loops++ })
+	if threads == 0 && loops == 0 {
+		return nil
 	}
 	measure := func(since int64) (cpu, python time.Duration, conns int) {
-		load.pools(func(ps wsgi.PoolStats) { python += ps.Held })
+		if threads > 0 {
+			load.pools(func(ps wsgi.PoolStats) { python += ps.Held })
+		} else {
+			load.eventLoops(func(l interface{ LoopCPU() time.Duration }) { python += l.LoopCPU() })
+		}
 		for _, s := range servers {
 			if r, ok := s.(interface{ Requesting(int64) int }); ok {
 				conns += r.Requesting(since)
@@ -70,9 +78,10 @@ func narrowProcs(c *Config, load *procLoad, servers []front.Server, held bool) *
 }
 
 // run looks at each tick until Stop, on a goroutine of its own, which
-// alone uses d: measure gives the process's CPU time and the time its
-// pools' threads were held, both in all, and how many connections began a
-// request since the Mono reading it is given. The process starts narrow,
+// alone uses d: measure gives the process's CPU time and Python's (the
+// time its pools' threads were held, or its event loops' threads' CPU
+// time), both in all, and how many connections began a request since the
+// Mono reading it is given. The process starts narrow,
 // as it starts idle, so that a load that meets it has Python on one thread
 // from its first request.
 func (n *narrowing) run(ticks <-chan time.Time, d *narrower, measure func(since int64) (cpu, python time.Duration, conns int), set func(narrow bool)) {
@@ -107,42 +116,64 @@ func setProcs(narrow bool) {
 	}
 }
 
-// narrower decides, look by look, whether Go's side runs on one P. It
-// asks for one once the process uses busyCPU of a CPU or more, its pools'
-// threads are held for pythonShare of the time or more, and more
-// connections than threads brought requests; and for the default, once
-// narrow, when the process uses less than quietCPU, its threads are held
-// for less than half of pythonShare, or no more connections than threads
-// brought requests. Between the two it stays as it is, and a look under
-// idleCPU asks for nothing. A change is made once narrowAfter looks in a
-// row ask for it.
+// narrower decides, look by look, whether Go's side runs on one P.
+//
+// With a pool, it asks for one once the process uses busyCPU of a CPU or
+// more, its pools' threads are held for pythonShare of the time or more,
+// and more connections than threads brought requests; and for the
+// default, once narrow, when the process uses less than quietCPU, its
+// threads are held for less than half of pythonShare, or no more
+// connections than threads brought requests.
+//
+// With no pool (every application on an ASGI event loop, whose calls from
+// Go are short), it asks for one while the loops' threads are busy for
+// pythonShare of the time or more, or for loopShare while at most fewConns
+// connections bring requests (a WebSocket's message after an answer counts
+// as one): the loop's hand-offs are then in every round trip, and one P
+// makes them on one thread. Once narrow, half of each share keeps it. It
+// asks for the default when more connections bring requests to loops less
+// busy (Go's work, frames or files, is then the pace), or when few do and
+// the loops take almost no part (files and Go handlers alone, whose round
+// trips the runtime's idle second P shortens), or none does.
+//
+// Between the two it stays as it is, and a look under idleCPU asks for
+// nothing. A change is made once narrowAfter looks in a row ask for it.
 type narrower struct {
-	threads int  // the pools' Python threads
+	threads int  // the pools' Python threads; 0: the ASGI loops are Python
 	narrow  bool // on one P now
 	streak  int  // looks in a row that asked for the other
 }
 
-// The thresholds: shares of a CPU, of a pool thread, and looks.
+// The thresholds: shares of a CPU, of a pool or a loop's thread,
+// connections, and looks.
 const (
 	idleCPU     = 0.02
 	quietCPU    = 0.6
 	busyCPU     = 0.8
 	pythonShare = 0.5
+	loopShare   = 0.1
+	fewConns    = 4
 	narrowAfter = 2
 )
 
-// look takes one look's share of a CPU used, of a pool thread held, and
-// the connections that brought requests, and reports whether the P count
-// is to change (to narrow's new value).
+// look takes one look's share of a CPU used, of a pool thread held (or of
+// the loops' threads busy), and the connections that brought requests,
+// and reports whether the P count is to change (to narrow's new value).
 func (d *narrower) look(cpu, python float64, conns int) bool {
 	queue := conns > d.threads
+	share, part := pythonShare, loopShare
+	if d.narrow {
+		share, part = share/2, part/2
+	}
 	want := d.narrow
 	switch {
 	case cpu < idleCPU:
+	case d.threads == 0:
+		want = conns > 0 && (python >= share || conns <= fewConns && python >= part)
 	case d.narrow:
-		want = queue && cpu >= quietCPU && python >= pythonShare/2
+		want = queue && cpu >= quietCPU && python >= share
 	default:
-		want = queue && cpu >= busyCPU && python >= pythonShare
+		want = queue && cpu >= busyCPU && python >= share
 	}
 	if want == d.narrow {
 		d.streak = 0

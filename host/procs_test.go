@@ -10,63 +10,110 @@ import (
 // quiet process or threads that wait with the GIL released widen, an idle
 // moment changes nothing, and one look alone never changes the count.
 func TestNarrower(t *testing.T) {
-	type look struct {
-		cpu, python float64
-		conns       int
-		change      bool
-		narrow      bool // after the look
-	}
-	cases := []struct {
-		name   string
-		narrow bool // at the start
-		looks  []look
-	}{
-		{"a queue keeps it narrow", true, []look{
+	walkNarrower(t, 2, []narrowCase{
+		{"a queue keeps it narrow", true, []narrowLook{
 			{1.0, 0.9, 64, false, true}, {0.7, 0.3, 64, false, true}, {0.9, 0.9, 3, false, true},
 		}},
-		{"a queue on a busy process narrows after two looks", false, []look{
+		{"a queue on a busy process narrows after two looks", false, []narrowLook{
 			{0.9, 0.8, 64, false, false}, {1.2, 1.9, 64, true, true}, {1.2, 1.9, 64, false, true},
 		}},
-		{"one connection widens after two looks", true, []look{
+		{"one connection widens after two looks", true, []narrowLook{
 			{0.95, 0.5, 1, false, true}, {0.95, 0.5, 1, true, false}, {0.95, 0.5, 1, false, false},
 		}},
-		{"connections up to the threads are not a queue", true, []look{
+		{"connections up to the threads are not a queue", true, []narrowLook{
 			{1.0, 1.0, 2, false, true}, {1.0, 1.0, 2, true, false}, {1.0, 1.0, 2, false, false},
 		}},
-		{"a quiet process widens", true, []look{
+		{"a quiet process widens", true, []narrowLook{
 			{0.5, 4.0, 64, false, true}, {0.5, 4.0, 64, true, false},
 		}},
-		{"threads waiting with the GIL released do not narrow", false, []look{
+		{"threads waiting with the GIL released do not narrow", false, []narrowLook{
 			{0.7, 8.0, 64, false, false}, {0.7, 8.0, 64, false, false},
 		}},
-		{"Go's own work does not narrow, and widens", false, []look{
+		{"Go's own work does not narrow, and widens", false, []narrowLook{
 			{1.5, 0.0, 64, false, false}, {1.5, 0.0, 64, false, false},
 		}},
-		{"Go's own work widens a narrow process", true, []look{
+		{"Go's own work widens a narrow process", true, []narrowLook{
 			{1.0, 0.1, 64, false, true}, {1.0, 0.1, 64, true, false},
 		}},
-		{"between the thresholds nothing changes", false, []look{
+		{"between the thresholds nothing changes", false, []narrowLook{
 			{0.7, 0.9, 64, false, false}, {0.7, 0.9, 64, false, false},
 		}},
-		{"idle changes nothing, narrow", true, []look{
+		{"idle changes nothing, narrow", true, []narrowLook{
 			{0.0, 0.0, 0, false, true}, {0.01, 0.0, 1, false, true}, {0.0, 0.0, 0, false, true},
 		}},
-		{"idle changes nothing, wide", false, []look{
+		{"idle changes nothing, wide", false, []narrowLook{
 			{0.0, 0.0, 0, false, false}, {0.01, 0.0, 64, false, false},
 		}},
-		{"an idle look between two starts the count again", true, []look{
+		{"an idle look between two starts the count again", true, []narrowLook{
 			{0.9, 0.5, 1, false, true}, {0.0, 0.0, 0, false, true}, {0.9, 0.5, 1, false, true}, {0.9, 0.5, 1, true, false},
 		}},
-		{"a look the other way starts the count again", false, []look{
+		{"a look the other way starts the count again", false, []narrowLook{
 			{1.0, 1.0, 64, false, false}, {1.0, 1.0, 1, false, false}, {1.0, 1.0, 64, false, false}, {1.0, 1.0, 64, true, true},
 		}},
-	}
+	})
+}
+
+// TestNarrowerLoops walks the decision for a process with no pool, whose
+// Python is its ASGI event loops: a few connections whose requests reach
+// the loop, or a busy loop, keep one P; more connections to a loop that
+// is not the pace, a few whose requests Go answers alone (files), or no
+// request while the process works, widen.
+func TestNarrowerLoops(t *testing.T) {
+	walkNarrower(t, 0, []narrowCase{
+		{"one client keeps it narrow", true, []narrowLook{
+			{0.9, 0.5, 1, false, true}, {0.9, 0.2, 2, false, true}, {0.9, 0.06, fewConns, false, true},
+		}},
+		{"one client narrows after two looks", false, []narrowLook{
+			{0.9, 0.3, 1, false, false}, {0.9, 0.12, 1, true, true},
+		}},
+		{"one client the loop takes little part in does not narrow", false, []narrowLook{
+			{0.9, 0.08, 1, false, false}, {0.9, 0.08, 1, false, false},
+		}},
+		{"one client Go answers alone widens", true, []narrowLook{
+			{0.5, 0.0, 1, false, true}, {0.5, 0.04, 1, true, false},
+		}},
+		{"a busy loop keeps it narrow under many connections", true, []narrowLook{
+			{1.2, 0.7, 64, false, true}, {1.2, 0.3, 1024, false, true},
+		}},
+		{"a busy loop narrows", false, []narrowLook{
+			{1.2, 0.7, 64, false, false}, {1.2, 0.6, 64, true, true},
+		}},
+		{"many connections to a loop that is not the pace widen", true, []narrowLook{
+			{1.2, 0.2, 64, false, true}, {1.2, 0.2, 64, true, false}, {1.2, 0.4, 64, false, false},
+		}},
+		{"no request while the process works widens", true, []narrowLook{
+			{0.9, 0.2, 0, false, true}, {0.9, 0.9, 0, true, false}, {0.9, 0.9, 0, false, false},
+		}},
+		{"idle changes nothing", true, []narrowLook{
+			{0.0, 0.0, 0, false, true}, {0.01, 0.0, 64, false, true}, {0.0, 0.0, 0, false, true},
+		}},
+	})
+}
+
+// narrowLook is one look's figures, and what it should decide.
+type narrowLook struct {
+	cpu, python float64 // shares of a CPU, and of a pool thread held or of the loops' threads busy
+	conns       int
+	change      bool
+	narrow      bool // after the look
+}
+
+// narrowCase is a walk of looks from a start.
+type narrowCase struct {
+	name   string
+	narrow bool // at the start
+	looks  []narrowLook
+}
+
+// walkNarrower walks each case's looks on a narrower over threads pool
+// threads (0: the ASGI loops).
+func walkNarrower(t *testing.T, threads int, cases []narrowCase) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &narrower{threads: 2, narrow: tc.narrow}
+			d := &narrower{threads: threads, narrow: tc.narrow}
 			for i, l := range tc.looks {
 				if got := d.look(l.cpu, l.python, l.conns); got != l.change || d.narrow != l.narrow {
-					t.Errorf("look %d (%.2f of a CPU, %.2f of a thread, %d connections): change %v narrow %v, want %v %v",
+					t.Errorf("look %d (%.2f of a CPU, %.2f of Python's threads, %d connections): change %v narrow %v, want %v %v",
 						i, l.cpu, l.python, l.conns, got, d.narrow, l.change, l.narrow)
 				}
 			}

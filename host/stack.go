@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/metrics"
@@ -124,6 +125,18 @@ func (p *procLoad) pools(fn func(wsgi.PoolStats)) {
 		for _, d := range l.Drain {
 			if s, ok := d.(interface{ Stats() wsgi.PoolStats }); ok {
 				fn(s.Stats())
+			}
+		}
+	}
+}
+
+// eventLoops calls fn with each ASGI handler of the loops whose event
+// loops' threads count their CPU time.
+func (p *procLoad) eventLoops(fn func(interface{ LoopCPU() time.Duration })) {
+	for _, l := range p.loops {
+		for _, d := range l.Drain {
+			if h, ok := d.(interface{ LoopCPU() time.Duration }); ok {
+				fn(h)
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import asyncio
 import gc
 import json
 import os
+import time
 import tracemalloc
 
 tracemalloc.start()
@@ -325,6 +326,12 @@ async def app(scope, receive, send):
     if path == "/sleep":
         await asyncio.sleep(float(scope["query_string"] or b"0.01"))
         return await respond(send, 200, b"slept")
+    if path == "/spin":
+        # Busy on the loop's thread for that long: its CPU time.
+        end = time.thread_time() + float(scope["query_string"] or b"0.01")
+        while time.thread_time() < end:
+            pass
+        return await respond(send, 200, b"spun")
     if path == "/stop-loop":
         # Stops the event loop under every request in it: a loop that dies.
         asyncio.get_running_loop().stop()

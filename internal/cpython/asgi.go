@@ -146,6 +146,7 @@ type Executor struct {
 	inline   Inline        // the front end on the loop's thread, or nil
 	schedAt  time.Time     // the inline front end's last yield (rescheduled); the loop's thread
 	ready    chan struct{} // closed once the loop runs
+	clock    atomic.Int32  // the loop thread's CPU-time clock while it runs; 0: none
 }
 
 // Outcome is how a lifespan phase ended.
@@ -247,6 +248,10 @@ func startASGI(app Object, k int, opts LoopOptions) (*Executor, error) {
 			e.endErr = err
 		} else {
 			defer t.Release()
+			if c, ok := threadClock(); ok {
+				e.clock.Store(c)
+				defer e.clock.Store(0)
+			}
 			o := C.CString(string(b))
 			defer C.free(unsafe.Pointer(o))
 			if C.m0_asgi_run(t.c, e.id, C.uintptr_t(app), o) != 0 {
@@ -364,6 +369,16 @@ func (e *Executor) Stop(ctx context.Context) (Outcome, error) {
 // lock: a handler with an executor in each interpreter starts a request on
 // the least loaded.
 func (e *Executor) Load() int { return int(e.load.Load()) }
+
+// LoopCPU is the CPU time the loop's thread has used, while it runs (0
+// before and after, and where a thread's CPU time is not read: Linux only).
+// Any goroutine may call it.
+func (e *Executor) LoopCPU() time.Duration {
+	if c := e.clock.Load(); c != 0 {
+		return clockTime(c)
+	}
+	return 0
+}
 
 // Ended is closed when the loop has stopped.
 func (e *Executor) Ended() <-chan struct{} { return e.ended }

@@ -15,6 +15,7 @@ import time
 
 import pytest
 import requests
+from websockets.sync.client import connect as ws_connect
 
 from conftest import FREE_THREADED, FRONT_ENDS, HTTP_TIMEOUT, serve_on, wait_until
 from test_realtime import SSE
@@ -154,24 +155,29 @@ def test_timeout_replaces_a_worker_whose_every_thread_is_stuck(serve):
 
 
 @contextlib.contextmanager
-def kept_busy(server, conns, path="/spin?s=0.005"):
-    """conns clients, each asking for path on its own kept-alive connection
-    again as soon as it is answered, until the block ends."""
+def looping(conns, client):
+    """conns threads, each calling client(stop) once, until the block ends
+    and sets stop; a client's failure fails the block."""
     stop = threading.Event()
-
-    def client():
-        with requests.Session() as s:
-            while not stop.is_set():
-                s.get(server.url(path), timeout=HTTP_TIMEOUT)
-
     with concurrent.futures.ThreadPoolExecutor(conns) as pool:
-        running = [pool.submit(client) for _ in range(conns)]
+        running = [pool.submit(client, stop) for _ in range(conns)]
         try:
             yield
         finally:
             stop.set()
             for r in running:
                 r.result()
+
+
+def kept_busy(server, conns, path="/spin?s=0.005"):
+    """conns clients, each asking for path on its own kept-alive connection
+    again as soon as it is answered, until the block ends."""
+    def client(stop):
+        with requests.Session() as s:
+            while not stop.is_set():
+                s.get(server.url(path), timeout=HTTP_TIMEOUT)
+
+    return looping(conns, client)
 
 
 ONE_P = "one usable CPU: Go's side has one P whatever the load"
@@ -198,6 +204,44 @@ def test_go_side_on_one_p_while_python_is_the_pace(serve, front_end):
     with kept_busy(server, 16):  # a queue for the threads: one P
         wait_until(lambda: procs() == 1, 20, lambda: f"one P under sixteen connections\n{server.describe()}")
         assert requests.get(server.url("/pid"), timeout=HTTP_TIMEOUT).status_code == 200
+
+
+def echoing(server, conns):
+    """conns WebSockets, each sending a message again as soon as its echo
+    is back, until the block ends."""
+    def client(stop):
+        with ws_connect(server.url("/ws/echo").replace("http", "ws", 1), open_timeout=HTTP_TIMEOUT) as ws:
+            while not stop.is_set():
+                ws.send("ping")
+                assert ws.recv(timeout=HTTP_TIMEOUT) == "ping"
+
+    return looping(conns, client)
+
+
+@pytest.mark.once
+@pytest.mark.skipif(FREE_THREADED, reason="a free-threaded build: m0serve leaves Go's P count to the runtime")
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason=ONE_P)
+@pytest.mark.skipif("GOMAXPROCS" in os.environ, reason=GOMAXPROCS_SET)
+def test_go_side_on_one_p_beside_the_asgi_loop(serve, tmp_path):
+    """With every application on the ASGI event loop, m0serve runs Go's side
+    on one P while the loop is busy, or a few connections bring it requests,
+    and on Go's default while many WebSockets keep Go busier than the loop,
+    or one client asks for files that Go alone answers (docs/running.md,
+    "Go's side on one P"). The gauge is read twice a second: its own
+    request is one connection in one look of five."""
+    (tmp_path / "page.txt").write_bytes(b"x" * 1024)
+    server = serve("asgi_raw:application", args=["--metrics", "--static", f"/files={tmp_path}"])
+    procs = lambda: metric(server, "go_sched_gomaxprocs_threads")
+    wait_until(lambda: procs() == 1, 10, "one P while idle, as it starts")
+    with echoing(server, 8):
+        wait_until(lambda: procs() > 1, 20, lambda: f"Go's default under WebSockets\n{server.describe()}", interval=0.5)
+    with kept_busy(server, 1, "/spin?s=0.001"):
+        wait_until(lambda: procs() == 1, 20, lambda: f"one P under one client\n{server.describe()}", interval=0.5)
+    with kept_busy(server, 1, "/files/page.txt"):
+        wait_until(lambda: procs() > 1, 20, lambda: f"Go's default under one client of files\n{server.describe()}", interval=0.5)
+    with kept_busy(server, 16, "/spin?s=0.005"):
+        wait_until(lambda: procs() == 1, 20, lambda: f"one P under a busy loop\n{server.describe()}", interval=0.5)
+        assert requests.get(server.url("/scope"), timeout=HTTP_TIMEOUT).status_code == 200
 
 
 @pytest.mark.once

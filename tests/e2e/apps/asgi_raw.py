@@ -34,6 +34,8 @@ HTTP routes of `application`:
   /forever?id=X               streams "tick i\\n" until http.disconnect, which
                               it records under X (see /events)
   /after-response?id=X        answers, then records the receive() after that
+  /spin?s=S                   keeps the loop's thread busy S seconds, then
+                              "spun\\n"
   /sleep?s=S[&id=X]           sleeps S seconds, then "slept\\n"; records
                               "sleeping" under X first
   /length?cl=N&parts=A,B[&delay=S][&close=1]
@@ -220,6 +222,11 @@ async def http(scope, receive, send):
         # the answer, holding the loop.
         await respond(send, "answered before the block\n")
         time.sleep(float(q["s"]))
+    elif path == "/spin":
+        end = time.monotonic() + float(q["s"])
+        while time.monotonic() < end:  # busy on the loop's thread
+            pass
+        await respond(send, "spun\n")
     elif path == "/sleep":
         if "id" in q:
             record(q["id"], "sleeping")
