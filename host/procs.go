@@ -127,14 +127,19 @@ func setProcs(narrow bool) {
 //
 // With no pool (every application on an ASGI event loop, whose calls from
 // Go are short), it asks for one while the loops' threads are busy for
-// pythonShare of the time or more, or for loopShare while at most fewConns
-// connections bring requests (a WebSocket's message after an answer counts
-// as one): the loop's hand-offs are then in every round trip, and one P
-// makes them on one thread. Once narrow, half of each share keeps it. It
-// asks for the default when more connections bring requests to loops less
-// busy (Go's work, frames or files, is then the pace), or when few do and
-// the loops take almost no part (files and Go handlers alone, whose round
-// trips the runtime's idle second P shortens), or none does.
+// loopPace of the time or more (Python is the pace), or for loopShare while
+// at most fewConns connections bring requests (a WebSocket's message after
+// an answer counts as one): the loop's hand-offs are then in every round
+// trip, and one P makes them on one thread. Once narrow, loopPaceKept,
+// half of loopShare and twice fewConns keep it: the WebSocket echo at 64
+// connections, which loses on one P, keeps the loop busy about a quarter
+// of the time, and the pace's margin stays above it. It asks for the
+// default when more connections bring requests to loops less busy (Go's
+// work, frames or files, is then the pace), when few do and the loops take
+// almost no part (files and Go handlers alone, whose round trips the
+// runtime's idle second P shortens), or when none does and the loops are
+// not the pace. Python the application runs on threads of its own (a sync
+// view in a thread pool) is not read.
 //
 // Between the two it stays as it is, and a look under idleCPU asks for
 // nothing. A change is made once narrowAfter looks in a row ask for it.
@@ -147,13 +152,15 @@ type narrower struct {
 // The thresholds: shares of a CPU, of a pool or a loop's thread,
 // connections, and looks.
 const (
-	idleCPU     = 0.02
-	quietCPU    = 0.6
-	busyCPU     = 0.8
-	pythonShare = 0.5
-	loopShare   = 0.1
-	fewConns    = 4
-	narrowAfter = 2
+	idleCPU      = 0.02
+	quietCPU     = 0.6
+	busyCPU      = 0.8
+	pythonShare  = 0.5
+	loopPace     = 0.5
+	loopPaceKept = 0.4
+	loopShare    = 0.1
+	fewConns     = 4
+	narrowAfter  = 2
 )
 
 // look takes one look's share of a CPU used, of a pool thread held (or of
@@ -161,19 +168,19 @@ const (
 // and reports whether the P count is to change (to narrow's new value).
 func (d *narrower) look(cpu, python float64, conns int) bool {
 	queue := conns > d.threads
-	share, part := pythonShare, loopShare
-	if d.narrow {
-		share, part = share/2, part/2
-	}
 	want := d.narrow
 	switch {
 	case cpu < idleCPU:
 	case d.threads == 0:
-		want = conns > 0 && (python >= share || conns <= fewConns && python >= part)
+		pace, part, few := loopPace, loopShare, fewConns
+		if d.narrow {
+			pace, part, few = loopPaceKept, part/2, few*2
+		}
+		want = python >= pace || conns > 0 && conns <= few && python >= part
 	case d.narrow:
-		want = queue && cpu >= quietCPU && python >= share
+		want = queue && cpu >= quietCPU && python >= pythonShare/2
 	default:
-		want = queue && cpu >= busyCPU && python >= share
+		want = queue && cpu >= busyCPU && python >= pythonShare
 	}
 	if want == d.narrow {
 		d.streak = 0

@@ -73,16 +73,29 @@ func TestNarrowerLoops(t *testing.T) {
 			{0.5, 0.0, 1, false, true}, {0.5, 0.04, 1, true, false},
 		}},
 		{"a busy loop keeps it narrow under many connections", true, []narrowLook{
-			{1.2, 0.7, 64, false, true}, {1.2, 0.3, 1024, false, true},
+			{1.2, 0.7, 64, false, true}, {1.2, 0.45, 1024, false, true},
+		}},
+		{"a loop busy with no new request keeps it narrow", true, []narrowLook{
+			{1.0, 0.9, 0, false, true}, {1.0, 0.9, 0, false, true},
+		}},
+		{"from the start, a loop not the pace widens under many connections", true, []narrowLook{
+			{1.0, 0.36, 64, false, true}, {1.0, 0.36, 64, true, false},
+		}},
+		{"up to twice the few connections keep it narrow", true, []narrowLook{
+			{0.9, 0.2, fewConns + 1, false, true}, {0.9, 0.2, 2 * fewConns, false, true}, {0.9, 0.2, 2*fewConns + 1, false, true},
+			{0.9, 0.2, 2*fewConns + 1, true, false},
+		}},
+		{"more than the few connections do not narrow a loop not the pace", false, []narrowLook{
+			{0.9, 0.2, fewConns + 1, false, false}, {0.9, 0.2, fewConns + 1, false, false},
 		}},
 		{"a busy loop narrows", false, []narrowLook{
 			{1.2, 0.7, 64, false, false}, {1.2, 0.6, 64, true, true},
 		}},
 		{"many connections to a loop that is not the pace widen", true, []narrowLook{
-			{1.2, 0.2, 64, false, true}, {1.2, 0.2, 64, true, false}, {1.2, 0.4, 64, false, false},
+			{1.2, 0.2, 64, false, true}, {1.2, 0.2, 64, true, false}, {1.2, 0.45, 64, false, false},
 		}},
 		{"no request while the process works widens", true, []narrowLook{
-			{0.9, 0.2, 0, false, true}, {0.9, 0.9, 0, true, false}, {0.9, 0.9, 0, false, false},
+			{0.9, 0.2, 0, false, true}, {0.9, 0.3, 0, true, false}, {0.9, 0.3, 0, false, false},
 		}},
 		{"idle changes nothing", true, []narrowLook{
 			{0.0, 0.0, 0, false, true}, {0.01, 0.0, 64, false, true}, {0.0, 0.0, 0, false, true},

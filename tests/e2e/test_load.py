@@ -225,7 +225,7 @@ def echoing(server, conns):
 def test_go_side_on_one_p_beside_the_asgi_loop(serve, tmp_path):
     """With every application on the ASGI event loop, m0serve runs Go's side
     on one P while the loop is busy, or a few connections bring it requests,
-    and on Go's default while many WebSockets keep Go busier than the loop,
+    and on Go's default while sixteen WebSockets keep Go busier than the loop,
     or one client asks for files that Go alone answers (docs/running.md,
     "Go's side on one P"). The gauge is read twice a second: its own
     request is one connection in one look of five."""
@@ -233,7 +233,7 @@ def test_go_side_on_one_p_beside_the_asgi_loop(serve, tmp_path):
     server = serve("asgi_raw:application", args=["--metrics", "--static", f"/files={tmp_path}"])
     procs = lambda: metric(server, "go_sched_gomaxprocs_threads")
     wait_until(lambda: procs() == 1, 10, "one P while idle, as it starts")
-    with echoing(server, 8):
+    with echoing(server, 16):
         wait_until(lambda: procs() > 1, 20, lambda: f"Go's default under WebSockets\n{server.describe()}", interval=0.5)
     with kept_busy(server, 1, "/spin?s=0.001"):
         wait_until(lambda: procs() == 1, 20, lambda: f"one P under one client\n{server.describe()}", interval=0.5)
