@@ -51,7 +51,7 @@ func narrowProcs(c *Config, load *procLoad, servers []front.Server, held bool) *
 	}
 	threads, loops := 0, 0
 	load.pools(func(ps wsgi.PoolStats) { threads += ps.Threads })
-	load.eventLoops(func(interface{ LoopCPU() time.Duration }) { loops++ })
+	drainsOf(load, func(loopClock) { loops++ })
 	if threads == 0 && loops == 0 {
 		return nil
 	}
@@ -59,7 +59,7 @@ func narrowProcs(c *Config, load *procLoad, servers []front.Server, held bool) *
 		if threads > 0 {
 			load.pools(func(ps wsgi.PoolStats) { python += ps.Held })
 		} else {
-			load.eventLoops(func(l interface{ LoopCPU() time.Duration }) { python += l.LoopCPU() })
+			drainsOf(load, func(l loopClock) { python += l.LoopCPU() })
 		}
 		for _, s := range servers {
 			if r, ok := s.(interface{ Requesting(int64) int }); ok {

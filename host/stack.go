@@ -121,22 +121,19 @@ func (p *procLoad) stats() metrics.LoadStats {
 // pools calls fn with the counts of each pool of the loops (every drain
 // with pool counts: the WSGI pool, a buffered ASGI handler's).
 func (p *procLoad) pools(fn func(wsgi.PoolStats)) {
-	for _, l := range p.loops {
-		for _, d := range l.Drain {
-			if s, ok := d.(interface{ Stats() wsgi.PoolStats }); ok {
-				fn(s.Stats())
-			}
-		}
-	}
+	drainsOf(p, func(s interface{ Stats() wsgi.PoolStats }) { fn(s.Stats()) })
 }
 
-// eventLoops calls fn with each ASGI handler of the loops whose event
-// loops' threads count their CPU time.
-func (p *procLoad) eventLoops(fn func(interface{ LoopCPU() time.Duration })) {
+// loopClock is an ASGI handler whose event loops' threads count their CPU
+// time (asgi.Handler).
+type loopClock interface{ LoopCPU() time.Duration }
+
+// drainsOf calls fn with each drain of p's loops that is a T.
+func drainsOf[T any](p *procLoad, fn func(T)) {
 	for _, l := range p.loops {
 		for _, d := range l.Drain {
-			if h, ok := d.(interface{ LoopCPU() time.Duration }); ok {
-				fn(h)
+			if v, ok := d.(T); ok {
+				fn(v)
 			}
 		}
 	}

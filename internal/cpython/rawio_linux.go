@@ -2,7 +2,6 @@ package cpython
 
 import (
 	"syscall"
-	"time"
 	"unsafe"
 )
 
@@ -29,22 +28,4 @@ func rawRead(fd int, b []byte) (int, error) {
 		return 0, e
 	}
 	return int(n), nil
-}
-
-// threadClock is the CPU-time clock of the calling OS thread, readable from
-// any thread of the process (the kernel's MAKE_THREAD_CPUCLOCK of its id,
-// CPUCLOCK_SCHED).
-func threadClock() (int32, bool) {
-	tid, _, _ := syscall.RawSyscall(syscall.SYS_GETTID, 0, 0, 0)
-	return int32(^uint32(tid)<<3 | 6), true
-}
-
-// clockTime reads the CPU time of the clock, 0 when it cannot (the thread
-// has ended).
-func clockTime(clock int32) time.Duration {
-	var ts syscall.Timespec
-	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, uintptr(clock), uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
-		return 0
-	}
-	return time.Duration(ts.Nano())
 }

@@ -2,10 +2,7 @@
 
 package cpython
 
-import (
-	"syscall"
-	"time"
-)
+import "syscall"
 
 // readWakeups is true: the loop's wake-ups come on a pipe, which must be
 // read, or its writer would find it full and the wake-ups stop.
@@ -16,8 +13,3 @@ const readWakeups = true
 func rawWrite(fd int, b []byte) (int, error) { return syscall.Write(fd, b) }
 
 func rawRead(fd int, b []byte) (int, error) { return syscall.Read(fd, b) }
-
-// threadClock reports no clock: a thread's CPU time is read on Linux only.
-func threadClock() (int32, bool) { return 0, false }
-
-func clockTime(int32) time.Duration { return 0 }

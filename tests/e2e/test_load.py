@@ -10,6 +10,7 @@ import concurrent.futures
 import contextlib
 import os
 import re
+import subprocess
 import threading
 import time
 
@@ -206,6 +207,19 @@ def test_go_side_on_one_p_while_python_is_the_pace(serve, front_end):
         assert requests.get(server.url("/pid"), timeout=HTTP_TIMEOUT).status_code == 200
 
 
+@contextlib.contextmanager
+def loaded(server, conns, path):
+    """wrk on conns connections asking for path until the block ends (it
+    installs with scripts/test's Debian packages)."""
+    wrk = subprocess.Popen(["wrk", "-t1", f"-c{conns}", "-d120s", server.url(path)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        wrk.terminate()
+        wrk.wait(timeout=HTTP_TIMEOUT)
+
+
 def echoing(server, conns):
     """conns WebSockets, each sending a message again as soon as its echo
     is back, until the block ends."""
@@ -237,7 +251,7 @@ def test_go_side_on_one_p_beside_the_asgi_loop(serve, tmp_path):
         wait_until(lambda: procs() > 1, 20, lambda: f"Go's default under WebSockets\n{server.describe()}", interval=0.5)
     with kept_busy(server, 1, "/spin?s=0.001"):
         wait_until(lambda: procs() == 1, 20, lambda: f"one P under one client\n{server.describe()}", interval=0.5)
-    with kept_busy(server, 1, "/files/page.txt"):
+    with loaded(server, 1, "/files/page.txt"):  # a Python client would leave Go near idle
         wait_until(lambda: procs() > 1, 20, lambda: f"Go's default under one client of files\n{server.describe()}", interval=0.5)
     with kept_busy(server, 16, "/spin?s=0.005"):
         wait_until(lambda: procs() == 1, 20, lambda: f"one P under a busy loop\n{server.describe()}", interval=0.5)
