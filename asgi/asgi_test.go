@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +39,11 @@ var (
 	urls    = map[string]string{}
 	file    string // what /pathsend sends
 )
+
+// What the inline front end's Shed reads, and the connections it handed
+// to its fasthttp server: all, and those at their accept (a socket, not a
+// connection the loop read from first).
+var shedding, handed, atAccept atomic.Int32
 
 // frontends are the two servers the bridge runs under: net/http, as a Go
 // program mounts it, and fasthttp, as m0serve serves it.
@@ -105,7 +111,15 @@ func run(m *testing.M) int {
 		panic(err)
 	}
 	ifs := &fasthttp.Server{Handler: ih.ServeFastHTTP, MaxRequestBodySize: 16 << 20, NoDefaultServerHeader: true}
-	go ih.ServeInline(iln, ifs.ServeConn, asgi.InlineOptions{Idle: time.Minute})
+	serve := func(c net.Conn) error {
+		handed.Add(1)
+		if _, ok := c.(*net.TCPConn); ok {
+			atAccept.Add(1)
+		}
+		return ifs.ServeConn(c)
+	}
+	shed := func() bool { return shedding.Load() != 0 }
+	go ih.ServeInline(iln, serve, asgi.InlineOptions{Idle: time.Minute, Shed: shed})
 	inline = ih
 	defer iln.Close()
 	urls["inline"] = "http://" + iln.Addr().String()
@@ -1197,6 +1211,101 @@ func TestReceiveAfterTheEnd(t *testing.T) {
 		waitCount(t, base, want[0], n[0]+1)
 		waitCount(t, base, want[1], n[1]+1)
 	})
+}
+
+// TestInlineSheds: while Shed says the loop is the pace, the inline front
+// end hands a new connection to its fasthttp server at once, and a
+// kept-alive one at its next request, which is answered there on the same
+// connection; a connection handed off stays there, and one accepted after
+// the shed ends is served inline again. Requesting counts the inline
+// connections that began a request since its last reading.
+func TestInlineSheds(t *testing.T) {
+	defer shedding.Store(0)
+	inline.InlineRequesting() // a fresh count
+	kept := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	defer kept.CloseIdleConnections()
+	call := func(c *http.Client) {
+		t.Helper()
+		resp, err := c.Get(urls["inline"] + "/scope?shed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s map[string]any
+		err = json.NewDecoder(resp.Body).Decode(&s)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || s["query_string"] != "shed" {
+			t.Fatalf("%d %v %v", resp.StatusCode, s, err)
+		}
+	}
+	h0, a0, s0 := handed.Load(), atAccept.Load(), inline.InlineServed()
+	call(kept)
+	call(kept)
+	if n := inline.InlineServed() - s0; n != 2 {
+		t.Errorf("InlineServed counted %d of two requests served inline", n)
+	}
+	if n := handed.Load() - h0; n != 0 {
+		t.Fatalf("%d connections handed off before the shed", n)
+	}
+	if n := inline.InlineRequesting(); n != 1 {
+		t.Errorf("InlineRequesting = %d after two requests on one connection, want 1", n)
+	}
+	shedding.Store(1)
+	call(kept) // handed off at this request, answered on the same connection
+	if n := handed.Load() - h0; n != 1 {
+		t.Fatalf("%d connections handed off after a kept-alive one's request under the shed, want 1", n)
+	}
+	call(kept) // now fasthttp's
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	call(fresh) // a new connection goes to fasthttp at its accept
+	if n, a := handed.Load()-h0, atAccept.Load()-a0; n != 2 || a != 1 {
+		t.Fatalf("%d connections handed off, %d at their accept, want 2 and 1 (the kept-alive one once, the new one)", n, a)
+	}
+	if n := inline.InlineRequesting(); n != 0 {
+		t.Errorf("InlineRequesting = %d under the shed, want 0 (handed-off connections are their server's)", n)
+	}
+	shedding.Store(0)
+	call(kept)  // still fasthttp's
+	call(fresh) // inline again
+	if n := handed.Load() - h0; n != 2 {
+		t.Fatalf("%d connections handed off after the shed ended, want 2", n)
+	}
+	if n := inline.InlineRequesting(); n != 1 {
+		t.Errorf("InlineRequesting = %d after the shed, want 1 (the new connection)", n)
+	}
+
+	// A kept-alive connection whose next bytes under the shed are a plain
+	// request and a chunked upload behind it, sent together: both go to
+	// fasthttp with the connection, answered in order.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(urls["inline"], "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(conn)
+	read := func(method, want string) {
+		t.Helper()
+		resp, err := http.ReadResponse(br, &http.Request{Method: method})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			t.Fatalf("%d %q, want %q in it", resp.StatusCode, b, want)
+		}
+	}
+	fmt.Fprintf(conn, "GET /scope?raw=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+	read("GET", `"raw=1"`)
+	h1 := handed.Load()
+	shedding.Store(1)
+	fmt.Fprintf(conn, "GET /scope?raw=2 HTTP/1.1\r\nHost: x\r\n\r\n"+
+		"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+	read("GET", `"raw=2"`)
+	read("POST", "abc")
+	if n := handed.Load() - h1; n != 1 {
+		t.Fatalf("%d hand-offs of one connection under the shed, want 1", n)
+	}
 }
 
 // TestDrainEndsStreams runs last: the drain tells every request in flight

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,7 +42,9 @@ import (
 // a body over inlineBody or the cap, a head the strict reading refuses)
 // hands the connection, with what it read, to the fasthttp front end
 // (ServeInline's serve), which serves it from then on by the same rules
-// as every other connection: one copy of each.
+// as every other connection: one copy of each. So does every connection
+// while InlineOptions.Shed says the loop is the pace, with what it sends
+// next, a new one at its accept.
 
 // inlineBody is the largest body a plain request carries: what the
 // application receives in one message; a longer one is streamed to it in
@@ -71,6 +74,13 @@ type InlineOptions struct {
 	// Served is called for each request served inline (--max-requests
 	// counts them).
 	Served func()
+	// Shed reports whether the loop is the pace of the process, with other
+	// CPUs free beside it: a new connection then goes to the fasthttp
+	// front end (serve) at once, and a kept-alive one with what it sends
+	// next (once what is in flight on it is answered), so that Go's
+	// threads read and write beside the loop's Python, as under the
+	// default front end. A connection handed off stays there. nil: never.
+	Shed func() bool
 }
 
 // Inline is the inline front end of a Handler made with Options.Inline.
@@ -79,6 +89,13 @@ type Inline struct {
 	ex    *cpython.Executor
 	serve func(net.Conn) error // the fasthttp front end, for a connection handed off
 	opts  InlineOptions
+
+	// Read by InlineRequesting and InlineServed, on any goroutine: the
+	// connections that began a request since the last reading (each
+	// counted once, by its look), and the requests read in all.
+	requesting atomic.Int64
+	look       atomic.Uint32
+	requests   atomic.Int64
 
 	// Between the accepting goroutine and the loop's thread.
 	mu      sync.Mutex
@@ -118,6 +135,7 @@ type iconn struct {
 	seen     time.Time // accepted, or a request answered: an idle connection's age
 	progress time.Time // the last write that sent something: a client that stops reading
 	served   int       // requests read
+	look     uint32    // Inline.look when it last began a request (Requesting)
 	watched  int       // what the loop watches the descriptor for (watch)
 }
 
@@ -146,7 +164,32 @@ type ireq struct {
 }
 
 func newInline(h *Handler) *Inline {
-	return &Inline{h: h, adopted: map[int]accepted{}, conns: map[int]*iconn{}, closed: make(chan struct{})}
+	in := &Inline{h: h, adopted: map[int]accepted{}, conns: map[int]*iconn{}, closed: make(chan struct{})}
+	in.look.Store(1) // a new connection's look is 0: its first request counts
+	return in
+}
+
+// InlineRequesting is how many of the inline front end's connections
+// began a request since the last call (the first: since the front end
+// started), not counting those handed off, which their server counts; 0
+// without Options.Inline. One goroutine reads it.
+func (h *Handler) InlineRequesting() int {
+	in := h.inline
+	if in == nil {
+		return 0
+	}
+	n := in.requesting.Swap(0)
+	in.look.Add(1)
+	return int(n)
+}
+
+// InlineServed is how many requests the inline front end has read and
+// served on the loop's thread since it started; 0 without Options.Inline.
+func (h *Handler) InlineServed() int64 {
+	if h.inline == nil {
+		return 0
+	}
+	return h.inline.requests.Load()
 }
 
 // ServeInline accepts connections on ln for the inline front end, handing
@@ -170,6 +213,10 @@ func (h *Handler) ServeInline(ln net.Listener, serve func(net.Conn) error, opts 
 		c, err := accept.Accept(ln, nil)
 		if err != nil {
 			return err // ln is closed
+		}
+		if opts.Shed != nil && opts.Shed() {
+			go serve(c) // the loop is the pace: the fasthttp front end serves it
+			continue
 		}
 		fd := -1
 		if sc, ok := c.(syscall.Conn); ok {
@@ -307,6 +354,9 @@ func (in *Inline) quiet(c *iconn) bool {
 // while a write waits, reading while it can take more (not once the client
 // closed its side, nor while a write waits, nor past readCap).
 func (in *Inline) watch(c *iconn) {
+	if in.conns[c.fd] != c {
+		return // closed, or handed off: the descriptor is no longer the loop's
+	}
 	want := 0
 	if !c.eof && !c.writing && len(c.rbuf) < readCap {
 		want |= 1
@@ -354,6 +404,9 @@ func (in *Inline) handOff(c *iconn) {
 	in.ex.Watch(c.fd, false, false)
 	delete(in.conns, c.fd)
 	in.give(c.fd, c.rbuf)
+	// Nothing more of c is the loop's: its bytes are the handed
+	// connection's to read.
+	c.last, c.handOff, c.rbuf = true, false, nil
 	in.drained()
 }
 
@@ -464,6 +517,14 @@ func bareLF(b []byte) bool {
 // parse queues every plain request whole in c's buffer, or hands c off at
 // the first that is not (the loop's thread).
 func (in *Inline) parse(c *iconn) {
+	if in.opts.Shed != nil && !in.draining && in.opts.Shed() {
+		// The loop is the pace: Go's threads serve this connection from
+		// what it sent now on, once what is in flight on it is answered
+		// (not while draining, when the handed connections' server may
+		// have stopped taking them).
+		in.handOffAt(c, 0)
+		return
+	}
 	off, handed := 0, false
 	for !c.last {
 		buf := c.rbuf[off:]
@@ -570,6 +631,11 @@ func (in *Inline) plain(c *iconn, head, rest []byte) (q *ireq, n int, ok bool) {
 	q = &ireq{c: c, method: string(method), path: string(path), head: string(method) == http.MethodHead}
 	q.scope = append([]byte(nil), in.sc.end(body)...)
 	c.served++
+	in.requests.Add(1)
+	if l := in.look.Load(); c.look != l {
+		c.look = l
+		in.requesting.Add(1)
+	}
 	if closing || (in.opts.MaxRequests > 0 && c.served >= in.opts.MaxRequests) {
 		c.last, q.last = true, true // its answer is the connection's last
 	}

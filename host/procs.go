@@ -24,9 +24,10 @@ import (
 // m0serve narrows only where the P count is one GIL's to decide: GOMAXPROCS
 // unset, more than one P, a GIL build (a --threads above 1 needs a
 // free-threaded one), no --interpreters, no held streams (--realtime or a
-// producer: their fan-out is Go's own work), no inverted loop (which sets
-// its own), no --blocking-threads 0 (its dedicated thread's hand-offs lose
-// on one P), and a pool or an ASGI loop to serve.
+// producer: their fan-out is Go's own work), no --blocking-threads 0 (its
+// dedicated thread's hand-offs lose on one P), and a pool or an ASGI loop
+// to serve. The inverted loop on one usable CPU sets its own P count; on
+// more, the same looks shed its connections (shedder) and narrow with it.
 type narrowing struct {
 	stop chan struct{} // closed by Stop
 	done chan struct{} // closed when run has put the default back
@@ -44,9 +45,13 @@ func narrowProcs(c *Config, load *procLoad, servers []front.Server, held bool) *
 		c.Interpreters > 0 || held || c.BlockingThreads == 0 {
 		return nil
 	}
-	for _, l := range load.loops {
-		if l.inline != nil {
-			return nil
+	var inline []*inlineServer
+	for _, s := range servers {
+		if is, ok := s.(*inlineServer); ok {
+			if is.oneCPU {
+				return nil
+			}
+			inline = append(inline, is)
 		}
 	}
 	threads, loops := 0, 0
@@ -55,7 +60,10 @@ func narrowProcs(c *Config, load *procLoad, servers []front.Server, held bool) *
 	if threads == 0 && loops == 0 {
 		return nil
 	}
-	measure := func(since int64) (cpu, python time.Duration, conns int) {
+	measure := func(since int64) (cpu, python time.Duration, conns int, inlined int64) {
+		for _, s := range inline {
+			inlined += s.h.InlineServed()
+		}
 		if threads > 0 {
 			load.pools(func(ps wsgi.PoolStats) { python += ps.Held })
 		} else {
@@ -66,29 +74,57 @@ func narrowProcs(c *Config, load *procLoad, servers []front.Server, held bool) *
 				conns += r.Requesting(since)
 			}
 		}
-		return processCPU(), python, conns
+		return processCPU(), python, conns, inlined
+	}
+	var d decider = &narrower{threads: threads, narrow: true}
+	set := setProcs
+	if len(inline) > 0 {
+		d, set = &shedder{}, shedSet(inline)
 	}
 	n := &narrowing{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		t := time.NewTicker(narrowEvery)
 		defer t.Stop()
-		n.run(t.C, &narrower{threads: threads, narrow: true}, measure, setProcs)
+		n.run(t.C, d, measure, set)
 	}()
 	return n
+}
+
+// shedSet is what a shedder's decision sets: whether the inline servers
+// shed their connections, and Go's side on one P with it.
+func shedSet(inline []*inlineServer) func(on bool) {
+	return func(on bool) {
+		for _, s := range inline {
+			s.shed.Store(on)
+		}
+		setProcs(on)
+	}
+}
+
+// decider is what a look asks: whether what it decides changes (look),
+// and what it is (on). A look's figures are the shares of a CPU the
+// process used and of Python's threads busy (its pools' threads held, or
+// its loops' threads running), the connections that began a request, and
+// the loops' thread time for each request the inverted loop served on its
+// thread, in seconds (0 when it served none).
+type decider interface {
+	look(cpu, python float64, conns int, each float64) bool
+	on() bool
 }
 
 // run looks at each tick until Stop, on a goroutine of its own, which
 // alone uses d: measure gives the process's CPU time and Python's (the
 // time its pools' threads were held, or its event loops' threads' CPU
 // time), both in all, and how many connections began a request since the
-// Mono reading it is given. The process starts narrow,
-// as it starts idle, so that a load that meets it has Python on one thread
-// from its first request.
-func (n *narrowing) run(ticks <-chan time.Time, d *narrower, measure func(since int64) (cpu, python time.Duration, conns int), set func(narrow bool)) {
+// Mono reading it is given. It sets d's decision at the start (a narrower
+// starts narrow, as the process starts idle, so that a load that meets it
+// has Python on one thread from its first request), at each change, and
+// off when stopped.
+func (n *narrowing) run(ticks <-chan time.Time, d decider, measure func(since int64) (cpu, python time.Duration, conns int, inlined int64), set func(on bool)) {
 	defer close(n.done)
-	set(d.narrow)
+	set(d.on())
 	at := sock.Mono()
-	cpu, python, _ := measure(at)
+	cpu, python, _, inlined := measure(at)
 	for {
 		select {
 		case <-n.stop:
@@ -97,12 +133,16 @@ func (n *narrowing) run(ticks <-chan time.Time, d *narrower, measure func(since 
 		case <-ticks:
 		}
 		now := sock.Mono()
-		c, p, conns := measure(at)
+		c, p, conns, in := measure(at)
 		span := float64(max(now-at, 1))
-		if d.look(float64(c-cpu)/span, float64(p-python)/span, conns) {
-			set(d.narrow)
+		each := 0.0
+		if in > inlined {
+			each = (p - python).Seconds() / float64(in-inlined)
 		}
-		at, cpu, python = now, c, p
+		if d.look(float64(c-cpu)/span, float64(p-python)/span, conns, each) {
+			set(d.on())
+		}
+		at, cpu, python, inlined = now, c, p, in
 	}
 }
 
@@ -146,8 +186,10 @@ func setProcs(narrow bool) {
 type narrower struct {
 	threads int  // the pools' Python threads; 0: the ASGI loops are Python
 	narrow  bool // on one P now
-	streak  int  // looks in a row that asked for the other
+	streak  streak
 }
+
+func (d *narrower) on() bool { return d.narrow }
 
 // The thresholds: shares of a CPU, of a pool or a loop's thread,
 // connections, and looks.
@@ -160,13 +202,15 @@ const (
 	loopPaceKept = 0.4
 	loopShare    = 0.1
 	fewConns     = 4
+	shedPace     = 0.8
+	shedEach     = 28e-6 // seconds of the loop's thread a request
 	narrowAfter  = 2
 )
 
 // look takes one look's share of a CPU used, of a pool thread held (or of
 // the loops' threads busy), and the connections that brought requests,
 // and reports whether the P count is to change (to narrow's new value).
-func (d *narrower) look(cpu, python float64, conns int) bool {
+func (d *narrower) look(cpu, python float64, conns int, _ float64) bool {
 	queue := conns > d.threads
 	want := d.narrow
 	switch {
@@ -182,15 +226,64 @@ func (d *narrower) look(cpu, python float64, conns int) bool {
 	default:
 		want = queue && cpu >= busyCPU && python >= pythonShare
 	}
-	if want == d.narrow {
-		d.streak = 0
+	return d.streak.settle(&d.narrow, want)
+}
+
+// streak counts the looks in a row that asked for a change.
+type streak int
+
+// settle takes one look's want for *now: it changes *now, and reports so,
+// once narrowAfter looks in a row asked for the change.
+func (s *streak) settle(now *bool, want bool) bool {
+	if want == *now {
+		*s = 0
 		return false
 	}
-	if d.streak++; d.streak < narrowAfter {
+	if *s++; *s < narrowAfter {
 		return false
 	}
-	d.streak, d.narrow = 0, want
+	*s, *now = 0, want
 	return true
+}
+
+// shedder decides, look by look, whether the inverted loop sheds its
+// connections to the fasthttp front end (asgi.InlineOptions.Shed), on more
+// than one usable CPU, and with it runs Go's side on one P (narrowing).
+// The inverted loop's one thread reads, parses and writes beside the
+// application's Python: the fewest thread switches a round trip, the lead
+// at one connection; once that thread is the pace with other CPUs idle,
+// the default front end's goroutines parse and write beside it, as under
+// the default, which leads there (docs/asgi.md, "The inverted loop").
+//
+// It sheds once the loop's thread is busy shedPace of the time or more
+// while more than fewConns connections bring requests, each taking it
+// shedEach or more: the application's Python then outweighs the network's
+// work, which the shed moves off the loop's thread. A lighter request (a
+// hello world: 16-22 µs of the loop's thread here, against Starlette's
+// JSON view at 34-45 and FastAPI's at 130) is served faster by the one
+// thread at every concurrency measured. It stops (new
+// connections are served inline again; those handed off stay with their
+// server) once it is busy less than loopPaceKept of the time, its Python
+// alone now, or at most fewConns bring requests. An idle look asks for
+// nothing, as the narrower's, and a change takes narrowAfter looks in a
+// row.
+type shedder struct {
+	shed   bool
+	streak streak
+}
+
+func (d *shedder) on() bool { return d.shed }
+
+func (d *shedder) look(cpu, python float64, conns int, each float64) bool {
+	want := d.shed
+	switch {
+	case cpu < idleCPU:
+	case d.shed:
+		want = python >= loopPaceKept && conns > fewConns
+	default:
+		want = python >= shedPace && conns > fewConns && each >= shedEach
+	}
+	return d.streak.settle(&d.shed, want)
 }
 
 // Stop puts the runtime's default back and ends the looks; nil does

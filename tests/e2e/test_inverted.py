@@ -4,6 +4,7 @@ modules a second time with it; here is what only it does: its refusals,
 its connections' limits and drain, and its hand-offs to the fasthttp front
 end, seen from a client."""
 
+import os
 import signal
 import socket
 import time
@@ -13,6 +14,7 @@ import requests
 from websockets.sync.client import connect
 
 from conftest import HOST, HTTP_TIMEOUT, READY_RE, RawReader, http_request, read_response, wait_until
+from test_load import GOMAXPROCS_SET, ONE_P, looping
 
 pytestmark = pytest.mark.gil
 
@@ -28,6 +30,62 @@ def served(serve, spec="asgi_raw:application", args=(), **kwargs):
     m = READY_RE.match(s.ready_line)
     assert m and m["protocol"] == "asgi" and " loop=inverted " in s.ready_line, s.ready_line
     return s
+
+
+def served_by(r):
+    """Which front end answered r: the inline one writes the application's
+    header names as it sent them (asgi_raw sends them in lower case), the
+    fasthttp front end in their canonical form."""
+    names = list(r.headers.keys())
+    if "content-type" in names:
+        return "inline"
+    assert "Content-Type" in names, names
+    return "fasthttp"
+
+
+@pytest.mark.once
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason=ONE_P)
+@pytest.mark.skipif("GOMAXPROCS" in os.environ, reason=GOMAXPROCS_SET)
+def test_a_busy_loop_sheds_its_connections_to_go_and_loses_no_request(serve):
+    """On more than one usable CPU, once the loop's thread is the pace under
+    many connections, what they send next goes to the fasthttp front end,
+    whose goroutines read and write beside the loop, and a new connection
+    at once; a connection handed off stays there, and once a light load
+    follows, a new connection is served inline again (docs/asgi.md, "The
+    inverted loop"). Every request is answered, a kept-alive connection's
+    on that connection, through the change."""
+    s = served(serve)
+
+    def scope(session, n):
+        r = session.get(s.url(f"/scope?n={n}"), timeout=HTTP_TIMEOUT)
+        assert r.status_code == 200 and r.json()["query_string"] == f"n={n}", r.text
+        return served_by(r), r.json()["client"][1]
+
+    with requests.Session() as watcher:
+        first, port = scope(watcher, 0)
+        assert first == "inline"
+        answered = []
+
+        def client(stop):
+            with requests.Session() as session:
+                n = 0
+                while not stop.is_set():
+                    r = session.get(s.url("/spin?s=0.01"), timeout=HTTP_TIMEOUT)
+                    assert r.status_code == 200 and r.text == "spun\n", r.text
+                    n += 1
+                answered.append(n)
+
+        n = iter(range(1, 1 << 30))
+        with looping(16, client):
+            wait_until(lambda: scope(watcher, next(n)) == ("fasthttp", port), 30,
+                       lambda: f"the watcher's connection handed off under the load\n{s.describe()}", interval=0.1)
+            assert scope(requests, -1)[0] == "fasthttp", "a new connection under the load was served inline"
+        assert len(answered) == 16 and min(answered) > 0, answered
+        # A light load of new connections, one at a time: the loop is no
+        # longer the pace, and the next ones are served inline.
+        wait_until(lambda: scope(requests, 0)[0] == "inline", 30,
+                   lambda: f"a new connection served inline after the load\n{s.describe()}", interval=0.01)
+        assert scope(watcher, -2) == ("fasthttp", port), "a connection handed off went back, or was not kept"
 
 
 def test_serves_keep_alive_and_pipelined_requests(serve):
