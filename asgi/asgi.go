@@ -223,6 +223,17 @@ func (h *Handler) LoopCPU() time.Duration {
 	return t
 }
 
+// LoopRequests is how many requests the handler's loops have been given
+// since they began (HTTP requests and WebSocket sessions, whichever front
+// end read them): with LoopCPU, the loops' thread time a request.
+func (h *Handler) LoopRequests() int64 {
+	var n int64
+	for _, ex := range h.exs {
+		n += ex.Begun()
+	}
+	return n
+}
+
 // LifespanError is a lifespan startup the application reported failed
 // (lifespan.startup.failed, as Starlette and FastAPI send when a startup
 // handler raises).

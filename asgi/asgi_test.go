@@ -1237,11 +1237,11 @@ func TestInlineSheds(t *testing.T) {
 			t.Fatalf("%d %v %v", resp.StatusCode, s, err)
 		}
 	}
-	h0, a0, s0 := handed.Load(), atAccept.Load(), inline.InlineServed()
+	h0, a0, s0 := handed.Load(), atAccept.Load(), inline.LoopRequests()
 	call(kept)
 	call(kept)
-	if n := inline.InlineServed() - s0; n != 2 {
-		t.Errorf("InlineServed counted %d of two requests served inline", n)
+	if n := inline.LoopRequests() - s0; n != 2 {
+		t.Errorf("LoopRequests counted %d of two requests served inline", n)
 	}
 	if n := handed.Load() - h0; n != 0 {
 		t.Fatalf("%d connections handed off before the shed", n)
@@ -1255,6 +1255,9 @@ func TestInlineSheds(t *testing.T) {
 		t.Fatalf("%d connections handed off after a kept-alive one's request under the shed, want 1", n)
 	}
 	call(kept) // now fasthttp's
+	if n := inline.LoopRequests() - s0; n != 4 {
+		t.Errorf("LoopRequests counted %d of four requests, two of them handed off", n)
+	}
 	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	call(fresh) // a new connection goes to fasthttp at its accept
 	if n, a := handed.Load()-h0, atAccept.Load()-a0; n != 2 || a != 1 {

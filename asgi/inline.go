@@ -90,12 +90,11 @@ type Inline struct {
 	serve func(net.Conn) error // the fasthttp front end, for a connection handed off
 	opts  InlineOptions
 
-	// Read by InlineRequesting and InlineServed, on any goroutine: the
-	// connections that began a request since the last reading (each
-	// counted once, by its look), and the requests read in all.
+	// Read by InlineRequesting, on any goroutine: the connections that
+	// began a request since its last reading (each counted once, by its
+	// look).
 	requesting atomic.Int64
 	look       atomic.Uint32
-	requests   atomic.Int64
 
 	// Between the accepting goroutine and the loop's thread.
 	mu      sync.Mutex
@@ -181,15 +180,6 @@ func (h *Handler) InlineRequesting() int {
 	n := in.requesting.Swap(0)
 	in.look.Add(1)
 	return int(n)
-}
-
-// InlineServed is how many requests the inline front end has read and
-// served on the loop's thread since it started; 0 without Options.Inline.
-func (h *Handler) InlineServed() int64 {
-	if h.inline == nil {
-		return 0
-	}
-	return h.inline.requests.Load()
 }
 
 // ServeInline accepts connections on ln for the inline front end, handing
@@ -631,7 +621,6 @@ func (in *Inline) plain(c *iconn, head, rest []byte) (q *ireq, n int, ok bool) {
 	q = &ireq{c: c, method: string(method), path: string(path), head: string(method) == http.MethodHead}
 	q.scope = append([]byte(nil), in.sc.end(body)...)
 	c.served++
-	in.requests.Add(1)
 	if l := in.look.Load(); c.look != l {
 		c.look = l
 		in.requesting.Add(1)

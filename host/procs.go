@@ -26,8 +26,9 @@ import (
 // free-threaded one), no --interpreters, no held streams (--realtime or a
 // producer: their fan-out is Go's own work), no --blocking-threads 0 (its
 // dedicated thread's hand-offs lose on one P), and a pool or an ASGI loop
-// to serve. The inverted loop on one usable CPU sets its own P count; on
-// more, the same looks shed its connections (shedder) and narrow with it.
+// to serve. The inverted loop on one usable CPU, or with a worker a CPU,
+// sets its own P count; otherwise the same looks shed its connections
+// (shedder) and narrow with it.
 type narrowing struct {
 	stop chan struct{} // closed by Stop
 	done chan struct{} // closed when run has put the default back
@@ -48,7 +49,9 @@ func narrowProcs(c *Config, load *procLoad, servers []front.Server, held bool) *
 	var inline []*inlineServer
 	for _, s := range servers {
 		if is, ok := s.(*inlineServer); ok {
-			if is.oneCPU {
+			if is.oneCPU || max(c.Workers, 1) >= runtime.NumCPU() {
+				// One usable CPU, or a worker for each: no CPU is free
+				// beside the loop for Go's side to take a shed.
 				return nil
 			}
 			inline = append(inline, is)
@@ -60,21 +63,18 @@ func narrowProcs(c *Config, load *procLoad, servers []front.Server, held bool) *
 	if threads == 0 && loops == 0 {
 		return nil
 	}
-	measure := func(since int64) (cpu, python time.Duration, conns int, inlined int64) {
-		for _, s := range inline {
-			inlined += s.h.InlineServed()
-		}
+	measure := func(since int64) (cpu, python time.Duration, conns int, begun int64) {
 		if threads > 0 {
 			load.pools(func(ps wsgi.PoolStats) { python += ps.Held })
 		} else {
-			drainsOf(load, func(l loopClock) { python += l.LoopCPU() })
+			drainsOf(load, func(l loopClock) { python += l.LoopCPU(); begun += l.LoopRequests() })
 		}
 		for _, s := range servers {
 			if r, ok := s.(interface{ Requesting(int64) int }); ok {
 				conns += r.Requesting(since)
 			}
 		}
-		return processCPU(), python, conns, inlined
+		return processCPU(), python, conns, begun
 	}
 	var d decider = &narrower{threads: threads, narrow: true}
 	set := setProcs
@@ -105,8 +105,8 @@ func shedSet(inline []*inlineServer) func(on bool) {
 // and what it is (on). A look's figures are the shares of a CPU the
 // process used and of Python's threads busy (its pools' threads held, or
 // its loops' threads running), the connections that began a request, and
-// the loops' thread time for each request the inverted loop served on its
-// thread, in seconds (0 when it served none).
+// the loops' thread time for each request they were given, in seconds (0
+// with a pool, or when they were given none).
 type decider interface {
 	look(cpu, python float64, conns int, each float64) bool
 	on() bool
@@ -120,11 +120,11 @@ type decider interface {
 // starts narrow, as the process starts idle, so that a load that meets it
 // has Python on one thread from its first request), at each change, and
 // off when stopped.
-func (n *narrowing) run(ticks <-chan time.Time, d decider, measure func(since int64) (cpu, python time.Duration, conns int, inlined int64), set func(on bool)) {
+func (n *narrowing) run(ticks <-chan time.Time, d decider, measure func(since int64) (cpu, python time.Duration, conns int, begun int64), set func(on bool)) {
 	defer close(n.done)
 	set(d.on())
 	at := sock.Mono()
-	cpu, python, _, inlined := measure(at)
+	cpu, python, _, begun := measure(at)
 	for {
 		select {
 		case <-n.stop:
@@ -133,16 +133,16 @@ func (n *narrowing) run(ticks <-chan time.Time, d decider, measure func(since in
 		case <-ticks:
 		}
 		now := sock.Mono()
-		c, p, conns, in := measure(at)
+		c, p, conns, b := measure(at)
 		span := float64(max(now-at, 1))
 		each := 0.0
-		if in > inlined {
-			each = (p - python).Seconds() / float64(in-inlined)
+		if b > begun {
+			each = (p - python).Seconds() / float64(b-begun)
 		}
 		if d.look(float64(c-cpu)/span, float64(p-python)/span, conns, each) {
 			set(d.on())
 		}
-		at, cpu, python, inlined = now, c, p, in
+		at, cpu, python, begun = now, c, p, b
 	}
 }
 
@@ -264,9 +264,14 @@ func (s *streak) settle(now *bool, want bool) bool {
 // thread at every concurrency measured. It stops (new
 // connections are served inline again; those handed off stay with their
 // server) once it is busy less than loopPaceKept of the time, its Python
-// alone now, or at most fewConns bring requests. An idle look asks for
-// nothing, as the narrower's, and a change takes narrowAfter looks in a
-// row.
+// alone now, or at most fewConns bring requests, or the process is
+// idle: the next connections are the loop's again (a load that comes back
+// is shed again within two looks, its requests measured whichever front
+// end reads them), where one client's light requests, each under an idle
+// look, would otherwise leave them Go's. A change takes narrowAfter looks
+// in a row. The 28 µs was read on this project's two-core machine
+// (docs/asgi.md): a slower machine or interpreter pays more a request for
+// the same application.
 type shedder struct {
 	shed   bool
 	streak streak
@@ -275,7 +280,7 @@ type shedder struct {
 func (d *shedder) on() bool { return d.shed }
 
 func (d *shedder) look(cpu, python float64, conns int, each float64) bool {
-	want := d.shed
+	want := false
 	switch {
 	case cpu < idleCPU:
 	case d.shed:

@@ -3,6 +3,7 @@ package host
 import (
 	"os"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -146,8 +147,8 @@ func walkDecider(t *testing.T, mk func(on bool) decider, cases []narrowCase) {
 // TestShedder walks the inverted loop's shedding (narrow: shed): a busy
 // loop under many connections sheds when its requests are heavy enough,
 // light ones, one client or a few never do, nor a loop with time to spare; once shed, the loop's Python alone keeps it
-// while it is busy loopPaceKept of the time, a quiet loop or a few
-// connections end it, and an idle look changes nothing.
+// while it is busy loopPaceKept of the time, and a quiet loop, a few
+// connections or an idle process end it.
 func TestShedder(t *testing.T) {
 	const starlette, hello = 40e-6, 20e-6 // the loop's thread a request, seconds
 	walkDecider(t, func(on bool) decider { return &shedder{shed: on} }, []narrowCase{
@@ -157,7 +158,7 @@ func TestShedder(t *testing.T) {
 		{"light requests never shed, however busy the loop", false, []narrowLook{
 			{1.3, 0.98, 64, false, false, hello}, {1.3, 0.98, 64, false, false, hello}, {1.3, 0.98, 16, false, false, hello},
 		}},
-		{"a look with no request served inline does not shed", false, []narrowLook{
+		{"a look with no request given to the loop does not shed", false, []narrowLook{
 			{1.3, 0.98, 64, false, false, 0}, {1.3, 0.98, 64, false, false, 0},
 		}},
 		{"one client never sheds, however busy the loop", false, []narrowLook{
@@ -175,11 +176,11 @@ func TestShedder(t *testing.T) {
 		{"a few connections end it", true, []narrowLook{
 			{1.0, 0.9, 2, false, true, 0}, {1.0, 0.9, 2, true, false, 0},
 		}},
-		{"idle changes nothing", true, []narrowLook{
-			{0.0, 0.0, 0, false, true, 0}, {0.01, 0.0, 1, false, true, 0}, {0.0, 0.0, 0, false, true, 0},
+		{"an idle process ends it after two looks", true, []narrowLook{
+			{0.0, 0.0, 0, false, true, 0}, {0.01, 0.0, 1, true, false, 0}, {0.0, 0.0, 0, false, false, 0},
 		}},
 		{"one light client after the load ends it", true, []narrowLook{
-			{0.0, 0.0, 0, false, true, 0}, {0.05, 0.01, 1, false, true, 0}, {0.05, 0.01, 1, true, false, 0},
+			{0.05, 0.01, 1, false, true, 0}, {0.05, 0.01, 1, true, false, 0},
 		}},
 		{"a look the other way starts the count again", false, []narrowLook{
 			{1.0, 0.9, 64, false, false, starlette}, {1.0, 0.5, 64, false, false, starlette},
@@ -250,16 +251,27 @@ func TestSheddingRun(t *testing.T) {
 	s := &inlineServer{}
 	n := &narrowing{stop: make(chan struct{}), done: make(chan struct{})}
 	go n.run(ticks, &shedder{}, measure, shedSet([]*inlineServer{s}))
+	stop := sync.OnceFunc(func() { close(n.stop); <-n.done })
+	t.Cleanup(stop) // the default P count back, whatever fails
 	<-measured
+	look := func(each time.Duration) {
+		cpu += time.Second
+		python += time.Second
+		inlined += int64(time.Second / each)
+		ticks <- time.Now()
+		<-measured
+	}
+	for range 3 { // a hello world's 20 µs a request: no shed
+		look(20 * time.Microsecond)
+	}
+	if s.shedding() {
+		t.Fatal("shedding requests of 20 µs")
+	}
 	if s.shedding() {
 		t.Fatal("shedding at the start")
 	}
 	for range 3 { // two looks decide; the third's reading comes after the change is set
-		cpu += time.Hour
-		python += time.Hour
-		inlined += 1000 // 3.6 s of the loop's thread each
-		ticks <- time.Now()
-		<-measured
+		look(40 * time.Microsecond)
 	}
 	if !s.shedding() {
 		t.Fatal("not shedding after two busy looks under 64 connections")
@@ -272,8 +284,7 @@ func TestSheddingRun(t *testing.T) {
 		t.Error("shedding while the server shuts down")
 	}
 	s.ending.Store(false)
-	close(n.stop)
-	<-n.done
+	stop()
 	if s.shedding() {
 		t.Error("shedding after the looks stopped")
 	}

@@ -125,8 +125,11 @@ func (p *procLoad) pools(fn func(wsgi.PoolStats)) {
 }
 
 // loopClock is an ASGI handler whose event loops' threads count their CPU
-// time (asgi.Handler).
-type loopClock interface{ LoopCPU() time.Duration }
+// time, and the requests they were given (asgi.Handler).
+type loopClock interface {
+	LoopCPU() time.Duration
+	LoopRequests() int64
+}
 
 // drainsOf calls fn with each drain of p's loops that is a T.
 func drainsOf[T any](p *procLoad, fn func(T)) {
