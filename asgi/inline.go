@@ -134,7 +134,7 @@ type iconn struct {
 	seen     time.Time // accepted, or a request answered: an idle connection's age
 	progress time.Time // the last write that sent something: a client that stops reading
 	served   int       // requests read
-	look     uint32    // Inline.look when it last began a request (Requesting)
+	look     uint32    // Inline.look when it last began a request (InlineRequesting)
 	watched  int       // what the loop watches the descriptor for (watch)
 }
 
