@@ -26,6 +26,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/asgi"
+	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/testutil"
 	"github.com/valyala/fasthttp"
 )
@@ -41,9 +42,12 @@ var (
 )
 
 // What the inline front end's Shed reads, and the connections it handed
-// to its fasthttp server: all, and those at their accept (a socket, not a
-// connection the loop read from first).
-var shedding, handed, atAccept atomic.Int32
+// to its fasthttp server: all, those at their accept (a socket, not a
+// connection the loop read from first), and those after a read that are
+// read and written with raw system calls (sock.Raw) where this build
+// has them (rawBuilt), as the listener's own connections are.
+var shedding, handed, atAccept, rawHanded atomic.Int32
+var rawBuilt atomic.Bool
 
 // frontends are the two servers the bridge runs under: net/http, as a Go
 // program mounts it, and fasthttp, as m0serve serves it.
@@ -115,6 +119,11 @@ func run(m *testing.M) int {
 		handed.Add(1)
 		if _, ok := c.(*net.TCPConn); ok {
 			atAccept.Add(1)
+			if sock.Raw(sock.NewRawIO(c)) {
+				rawBuilt.Store(true)
+			}
+		} else if sock.Raw(c) {
+			rawHanded.Add(1)
 		}
 		return ifs.ServeConn(c)
 	}
@@ -1237,7 +1246,7 @@ func TestInlineSheds(t *testing.T) {
 			t.Fatalf("%d %v %v", resp.StatusCode, s, err)
 		}
 	}
-	h0, a0, s0 := handed.Load(), atAccept.Load(), inline.LoopRequests()
+	h0, a0, r0, s0 := handed.Load(), atAccept.Load(), rawHanded.Load(), inline.LoopRequests()
 	call(kept)
 	call(kept)
 	if n := inline.LoopRequests() - s0; n != 2 {
@@ -1262,6 +1271,9 @@ func TestInlineSheds(t *testing.T) {
 	call(fresh) // a new connection goes to fasthttp at its accept
 	if n, a := handed.Load()-h0, atAccept.Load()-a0; n != 2 || a != 1 {
 		t.Fatalf("%d connections handed off, %d at their accept, want 2 and 1 (the kept-alive one once, the new one)", n, a)
+	}
+	if n := rawHanded.Load() - r0; rawBuilt.Load() && n != 1 {
+		t.Errorf("%d connections handed off after a read are read and written raw, want 1 (the kept-alive one)", n)
 	}
 	if n := inline.InlineRequesting(); n != 0 {
 		t.Errorf("InlineRequesting = %d under the shed, want 0 (handed-off connections are their server's)", n)

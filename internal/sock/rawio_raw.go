@@ -187,3 +187,13 @@ func named(err error, op string) error {
 	}
 	return err
 }
+
+// Raw reports whether c, or a connection under it (NetConn), is read and
+// written with raw system calls: a RawIO or a RawUnixIO.
+func Raw(c net.Conn) bool {
+	if _, ok := Find[*RawIO](c); ok {
+		return true
+	}
+	_, ok := Find[*RawUnixIO](c)
+	return ok
+}
