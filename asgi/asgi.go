@@ -223,15 +223,16 @@ func (h *Handler) LoopCPU() time.Duration {
 	return t
 }
 
-// LoopRequests is how many requests the handler's loops have been given
-// since they began (HTTP requests and WebSocket sessions, whichever front
-// end read them): with LoopCPU, the loops' thread time a request.
-func (h *Handler) LoopRequests() int64 {
-	var n int64
+// LoopNetwork is the time the threads of the handler's event loops have
+// spent reading, parsing and writing the inline front end's connections
+// (Options.Inline; 0 without): with LoopCPU, the network's share of the
+// loops' threads, which a shed (InlineOptions.Shed) moves to Go's.
+func (h *Handler) LoopNetwork() time.Duration {
+	var t time.Duration
 	for _, ex := range h.exs {
-		n += ex.Begun()
+		t += ex.Network()
 	}
-	return n
+	return t
 }
 
 // LifespanError is a lifespan startup the application reported failed

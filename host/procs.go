@@ -1,8 +1,10 @@
 package host
 
 import (
+	"bytes"
 	"os"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/m0serve/m0/internal/front"
@@ -30,8 +32,9 @@ import (
 // sets its own P count; otherwise the same looks shed its connections
 // (shedder) and narrow with it.
 type narrowing struct {
-	stop chan struct{} // closed by Stop
-	done chan struct{} // closed when run has put the default back
+	stop   chan struct{} // closed by Stop
+	done   chan struct{} // closed when run has put the default back
+	usable int           // the CPUs the process may use: the runtime's default P count
 }
 
 // narrowEvery is how often narrowing looks at the process.
@@ -63,25 +66,30 @@ func narrowProcs(c *Config, load *procLoad, servers []front.Server, held bool) *
 	if threads == 0 && loops == 0 {
 		return nil
 	}
-	measure := func(since int64) (cpu, python time.Duration, conns int, begun int64) {
+	var idle *idleClock // read only for a shedder
+	if len(inline) > 0 {
+		idle = newIdleClock()
+	}
+	measure := func(since int64) (r reading) {
 		if threads > 0 {
-			load.pools(func(ps wsgi.PoolStats) { python += ps.Held })
+			load.pools(func(ps wsgi.PoolStats) { r.python += ps.Held })
 		} else {
-			drainsOf(load, func(l loopClock) { python += l.LoopCPU(); begun += l.LoopRequests() })
+			drainsOf(load, func(l loopClock) { r.python += l.LoopCPU(); r.network += l.LoopNetwork() })
 		}
 		for _, s := range servers {
-			if r, ok := s.(interface{ Requesting(int64) int }); ok {
-				conns += r.Requesting(since)
+			if q, ok := s.(interface{ Requesting(int64) int }); ok {
+				r.conns += q.Requesting(since)
 			}
 		}
-		return processCPU(), python, conns, begun
+		r.cpu, r.idle = processCPU(), idle.read()
+		return r
 	}
 	var d decider = &narrower{threads: threads, narrow: true}
 	set := setProcs
 	if len(inline) > 0 {
 		d, set = &shedder{}, shedSet(inline)
 	}
-	n := &narrowing{stop: make(chan struct{}), done: make(chan struct{})}
+	n := &narrowing{stop: make(chan struct{}), done: make(chan struct{}), usable: runtime.GOMAXPROCS(0)}
 	go func() {
 		t := time.NewTicker(narrowEvery)
 		defer t.Stop()
@@ -102,29 +110,45 @@ func shedSet(inline []*inlineServer) func(on bool) {
 }
 
 // decider is what a look asks: whether what it decides changes (look),
-// and what it is (on). A look's figures are the shares of a CPU the
-// process used and of Python's threads busy (its pools' threads held, or
-// its loops' threads running), the connections that began a request, and
-// the loops' thread time for each request they were given, in seconds (0
-// with a pool, or when they were given none).
+// and what it is (on).
 type decider interface {
-	look(cpu, python float64, conns int, each float64) bool
+	look(f figures) bool
 	on() bool
 }
 
-// run looks at each tick until Stop, on a goroutine of its own, which
-// alone uses d: measure gives the process's CPU time and Python's (the
+// figures are one look's, over the time since the look before.
+type figures struct {
+	cpu    float64 // the CPUs the process used
+	python float64 // Python's threads busy: its pools' threads held, or its loops' threads running, a share of one
+	conns  int     // the connections that began a request
+	// With an inline front end: the CPUs its network calls took on the
+	// loops' threads (reading, parsing, writing), and the CPUs the
+	// process may use that were idle (the idle time of the CPUs its
+	// affinity allows, no more than the runtime's P count less cpu).
+	network, free float64
+}
+
+// reading is what a look measures: the process's CPU time, Python's (the
 // time its pools' threads were held, or its event loops' threads' CPU
-// time), both in all, and how many connections began a request since the
-// Mono reading it is given. It sets d's decision at the start (a narrower
-// starts narrow, as the process starts idle, so that a load that meets it
-// has Python on one thread from its first request), at each change, and
-// off when stopped.
-func (n *narrowing) run(ticks <-chan time.Time, d decider, measure func(since int64) (cpu, python time.Duration, conns int, begun int64), set func(on bool)) {
+// time), the inline front end's network calls' and the idle time of the
+// CPUs the process may run on (-1: unknown), all in all since the
+// process began, and the connections that began a request since the Mono
+// reading measure is given.
+type reading struct {
+	cpu, python, network, idle time.Duration
+	conns                      int
+}
+
+// run looks at each tick until Stop, on a goroutine of its own, which
+// alone uses d. It sets d's decision at the start (a narrower starts
+// narrow, as the process starts idle, so that a load that meets it has
+// Python on one thread from its first request), at each change, and off
+// when stopped.
+func (n *narrowing) run(ticks <-chan time.Time, d decider, measure func(since int64) reading, set func(on bool)) {
 	defer close(n.done)
 	set(d.on())
 	at := sock.Mono()
-	cpu, python, _, begun := measure(at)
+	was := measure(at)
 	for {
 		select {
 		case <-n.stop:
@@ -133,16 +157,22 @@ func (n *narrowing) run(ticks <-chan time.Time, d decider, measure func(since in
 		case <-ticks:
 		}
 		now := sock.Mono()
-		c, p, conns, b := measure(at)
+		r := measure(at)
 		span := float64(max(now-at, 1))
-		each := 0.0
-		if b > begun {
-			each = (p - python).Seconds() / float64(b-begun)
+		f := figures{
+			cpu:     float64(r.cpu-was.cpu) / span,
+			python:  float64(r.python-was.python) / span,
+			conns:   r.conns,
+			network: float64(r.network-was.network) / span,
 		}
-		if d.look(float64(c-cpu)/span, float64(p-python)/span, conns, each) {
+		f.free = float64(n.usable) - f.cpu
+		if r.idle >= 0 && was.idle >= 0 {
+			f.free = min(f.free, float64(r.idle-was.idle)/span)
+		}
+		if d.look(f) {
 			set(d.on())
 		}
-		at, cpu, python, begun = now, c, p, b
+		at, was = now, r
 	}
 }
 
@@ -203,14 +233,15 @@ const (
 	loopShare    = 0.1
 	fewConns     = 4
 	shedPace     = 0.8
-	shedEach     = 28e-6 // seconds of the loop's thread a request
+	shedCost     = 6 // Go's side's CPU under a shed, for each of the inline network calls' (shedder)
 	narrowAfter  = 2
 )
 
 // look takes one look's share of a CPU used, of a pool thread held (or of
 // the loops' threads busy), and the connections that brought requests,
 // and reports whether the P count is to change (to narrow's new value).
-func (d *narrower) look(cpu, python float64, conns int, _ float64) bool {
+func (d *narrower) look(f figures) bool {
+	cpu, python, conns := f.cpu, f.python, f.conns
 	queue := conns > d.threads
 	want := d.narrow
 	switch {
@@ -256,22 +287,28 @@ func (s *streak) settle(now *bool, want bool) bool {
 // the default, which leads there (docs/asgi.md, "The inverted loop").
 //
 // It sheds once the loop's thread is busy shedPace of the time or more
-// while more than fewConns connections bring requests, each taking it
-// shedEach or more: the application's Python then outweighs the network's
-// work, which the shed moves off the loop's thread. A lighter request (a
-// hello world: 16-22 µs of the loop's thread here, against Starlette's
-// JSON view at 34-45 and FastAPI's at 130) is served faster by the one
-// thread at every concurrency measured. It stops (new
-// connections are served inline again; those handed off stay with their
-// server) once it is busy less than loopPaceKept of the time, its Python
-// alone now, or at most fewConns bring requests, or the process is
-// idle: the next connections are the loop's again (a load that comes back
-// is shed again within two looks, its requests measured whichever front
-// end reads them), where one client's light requests, each under an idle
-// look, would otherwise leave them Go's. A change takes narrowAfter looks
-// in a row. The 28 µs was read on this project's two-core machine
-// (docs/asgi.md): a slower machine or interpreter pays more a request for
-// the same application.
+// while more than fewConns connections bring requests, and the CPUs idle
+// beside the process can take Go's side of the network: shedCost times
+// what the inline front end's reads, parses and writes take of the loop's
+// thread now. The default front end's goroutines, poller and hand-offs
+// cost that much more than the inline calls for the same requests
+// (Starlette's JSON view at 64 connections on two cores: about 9 µs of
+// Go's side a request under the shed, against 1.5 µs of inline calls).
+// Both sides are this process's code on this machine, so the rule reads
+// the same on a slower machine or interpreter; what it weighs is how
+// heavy the application's Python is beside its network, and how much CPU
+// is free. Where too little is (a hello world with wrk beside it on two
+// cores: its network takes 0.13-0.15 of a CPU on the loop's thread, with
+// 0.3-0.6 idle, where Starlette's takes 0.07-0.09 with 0.7), the one
+// thread serves faster, and keeps its connections.
+//
+// It stops (new connections are served inline again; those handed off
+// stay with their server) once the loop is busy less than loopPaceKept of
+// the time, its Python alone now, or at most fewConns bring requests, or
+// the process is idle: the next connections are the loop's again (a load
+// that comes back is shed again within two looks), where one client's
+// light requests, each under an idle look, would otherwise leave them
+// Go's. A change takes narrowAfter looks in a row.
 type shedder struct {
 	shed   bool
 	streak streak
@@ -279,14 +316,14 @@ type shedder struct {
 
 func (d *shedder) on() bool { return d.shed }
 
-func (d *shedder) look(cpu, python float64, conns int, each float64) bool {
+func (d *shedder) look(f figures) bool {
 	want := false
 	switch {
-	case cpu < idleCPU:
+	case f.cpu < idleCPU:
 	case d.shed:
-		want = python >= loopPaceKept && conns > fewConns
+		want = f.python >= loopPaceKept && f.conns > fewConns
 	default:
-		want = python >= shedPace && conns > fewConns && each >= shedEach
+		want = f.python >= shedPace && f.conns > fewConns && f.free >= shedCost*f.network
 	}
 	return d.streak.settle(&d.shed, want)
 }
@@ -309,4 +346,64 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// idleClock reads the idle time of the CPUs the process may run on, from
+// /proc/stat: each CPU its affinity allows (read once), idle or waiting
+// for I/O. Where it cannot (not Linux), and on nil, read gives -1.
+type idleClock struct {
+	cpus map[string]bool // "cpu3": the lines to add up
+}
+
+// userHZ is /proc/stat's unit, the same on every Linux ABI.
+const userHZ = 100
+
+func newIdleClock() *idleClock {
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) != nil {
+		return &idleClock{}
+	}
+	c := &idleClock{cpus: map[string]bool{}}
+	for i := range len(set) * 64 {
+		if set.IsSet(i) {
+			c.cpus["cpu"+strconv.Itoa(i)] = true
+		}
+	}
+	return c
+}
+
+func (c *idleClock) read() time.Duration {
+	if c == nil || len(c.cpus) == 0 {
+		return -1
+	}
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	return c.sum(b)
+}
+
+// sum adds up the idle time of c's CPUs in stat, /proc/stat's text: -1
+// when it names none of them.
+func (c *idleClock) sum(stat []byte) time.Duration {
+	var ticks int64
+	found := 0
+	for line := range bytes.Lines(stat) {
+		// cpuN user nice system idle iowait ...
+		fields := bytes.Fields(line)
+		if len(fields) < 6 || !c.cpus[string(fields[0])] {
+			continue
+		}
+		idle, err1 := strconv.ParseInt(string(fields[4]), 10, 64)
+		wait, err2 := strconv.ParseInt(string(fields[5]), 10, 64)
+		if err1 != nil || err2 != nil {
+			return -1
+		}
+		ticks += idle + wait
+		found++
+	}
+	if found == 0 {
+		return -1
+	}
+	return time.Duration(ticks) * (time.Second / userHZ)
 }

@@ -128,7 +128,7 @@ func (p *procLoad) pools(fn func(wsgi.PoolStats)) {
 // time, and the requests they were given (asgi.Handler).
 type loopClock interface {
 	LoopCPU() time.Duration
-	LoopRequests() int64
+	LoopNetwork() time.Duration
 }
 
 // drainsOf calls fn with each drain of p's loops that is a T.

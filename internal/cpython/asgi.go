@@ -147,7 +147,7 @@ type Executor struct {
 	schedAt  time.Time     // the inline front end's last yield (rescheduled); the loop's thread
 	ready    chan struct{} // closed once the loop runs
 	clock    atomic.Int32  // the loop thread's CPU-time clock while it runs; 0: none
-	begun    atomic.Int64  // requests started, for Begun
+	network  atomic.Int64  // nanoseconds in the inline front end's network calls, for Network
 }
 
 // Outcome is how a lifespan phase ended.
@@ -380,11 +380,6 @@ func (e *Executor) LoopCPU() time.Duration {
 	}
 	return 0
 }
-
-// Begun is how many requests the loop has been given since it began: HTTP
-// requests and WebSocket sessions, posted by Go's goroutines or started
-// on the loop's thread by the inline front end. Any goroutine may read it.
-func (e *Executor) Begun() int64 { return e.begun.Load() }
 
 // Ended is closed when the loop has stopped.
 func (e *Executor) Ended() <-chan struct{} { return e.ended }
@@ -719,7 +714,6 @@ func (e *Executor) add(inline bool) (r *Request, alone bool) {
 	e.reqs[slot] = r
 	e.live++
 	e.load.Add(1)
-	e.begun.Add(1)
 	// The sweeper looks after the requests Go starts (not the inline
 	// front end's): its word when the first is live, or with the inline
 	// front end, when one is (live counts the inline front end's too).

@@ -35,20 +35,26 @@ func go_asgi_inline(id, op, fd C.int) {
 		return
 	}
 	e := v.(*Executor)
-	e.rescheduled()
+	now := e.rescheduled(time.Now())
 	in := e.inline
+	// The reads, writes and answers are timed (Network); not the calls
+	// that take connections over, tick or drain, once a connection or a
+	// few times a second, nor those that start requests.
 	switch op {
 	case C.M0_I_ADOPT:
 		in.Adopt(int(fd))
+		return
 	case C.M0_I_READ:
 		in.Readable(int(fd))
 	case C.M0_I_WRITE:
 		in.Writable(int(fd))
 	case C.M0_I_BATCH:
 		in.Batch()
+		return // it starts requests: with eager tasks, their Python too
 	case C.M0_I_ANSWERS:
 		in.Answers()
 	}
+	e.network.Add(int64(time.Since(now)))
 }
 
 // rescheduled passes the loop's goroutine through Go's scheduler once
@@ -60,16 +66,26 @@ func go_asgi_inline(id, op, fd C.int) {
 // back on every tick of 20 µs, starting a thread to look for work each
 // time (measured: a fifth of the process's time at one connection on
 // one CPU). The yield costs two thread switches; once every 5 ms it is
-// nothing.
-func (e *Executor) rescheduled() {
-	if now := time.Now(); now.Sub(e.schedAt) > reschedule {
+// nothing. It returns the time now: after the yield, when it yielded.
+func (e *Executor) rescheduled(now time.Time) time.Time {
+	if now.Sub(e.schedAt) > reschedule {
 		e.schedAt = now
 		runtime.Gosched()
+		return time.Now()
 	}
+	return now
 }
 
 // reschedule is how often rescheduled yields: within the monitor's 10 ms.
 const reschedule = 5 * time.Millisecond
+
+// Network is the time the loop's thread has spent in the inline front
+// end's calls that read, parse and write its connections' requests and
+// answers (not those that start requests, which run the application's
+// first steps with eager tasks): with LoopCPU, the share of the loop's
+// thread that is the network's. Wall time, read on the loop's thread with
+// the monotonic clock; any goroutine may call it.
+func (e *Executor) Network() time.Duration { return time.Duration(e.network.Load()) }
 
 // Adopt posts a connection's descriptor to the loop, whose inline front
 // end's Adopt takes it over. Any goroutine.
