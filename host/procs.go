@@ -34,7 +34,8 @@ import (
 type narrowing struct {
 	stop   chan struct{} // closed by Stop
 	done   chan struct{} // closed when run has put the default back
-	usable int           // the CPUs the process may use: the runtime's default P count
+	usable float64       // the CPUs the process may use: the runtime's default P count, within a CPU limit
+	shares int           // the worker processes that share the idle CPUs (--workers)
 }
 
 // narrowEvery is how often narrowing looks at the process.
@@ -89,7 +90,11 @@ func narrowProcs(c *Config, load *procLoad, servers []front.Server, held bool) *
 	if len(inline) > 0 {
 		d, set = &shedder{}, shedSet(inline)
 	}
-	n := &narrowing{stop: make(chan struct{}), done: make(chan struct{}), usable: runtime.GOMAXPROCS(0)}
+	usable := float64(runtime.GOMAXPROCS(0)) // at least two: the runtime rounds a CPU limit up, to two at least
+	if q := cpuLimit(); q > 0 {
+		usable = min(usable, q)
+	}
+	n := &narrowing{stop: make(chan struct{}), done: make(chan struct{}), usable: usable, shares: max(c.Workers, 1)}
 	go func() {
 		t := time.NewTicker(narrowEvery)
 		defer t.Stop()
@@ -122,9 +127,9 @@ type figures struct {
 	python float64 // Python's threads busy: its pools' threads held, or its loops' threads running, a share of one
 	conns  int     // the connections that began a request
 	// With an inline front end: the CPUs its network calls took on the
-	// loops' threads (reading, parsing, writing), and the CPUs the
-	// process may use that were idle (the idle time of the CPUs its
-	// affinity allows, no more than the runtime's P count less cpu).
+	// loops' threads (reading, parsing, writing; wall time, which counts
+	// the loop's thread preempted inside a call too), and the idle CPUs
+	// this process may take (narrowing.free).
 	network, free float64
 }
 
@@ -165,15 +170,24 @@ func (n *narrowing) run(ticks <-chan time.Time, d decider, measure func(since in
 			conns:   r.conns,
 			network: float64(r.network-was.network) / span,
 		}
-		f.free = float64(n.usable) - f.cpu
-		if r.idle >= 0 && was.idle >= 0 {
-			f.free = min(f.free, float64(r.idle-was.idle)/span)
-		}
+		f.free = n.free(f.cpu, r.idle-was.idle, span, r.idle >= 0 && was.idle >= 0)
 		if d.look(f) {
 			set(d.on())
 		}
 		at, was = now, r
 	}
+}
+
+// free is a look's idle CPUs for this process: those its affinity allows
+// that were idle for the span (idled, when known), no more than it may use
+// less what it used (cpu), shared with the other workers, which read the
+// same idle CPUs.
+func (n *narrowing) free(cpu float64, idled time.Duration, span float64, known bool) float64 {
+	f := n.usable - cpu
+	if known {
+		f = min(f, float64(idled)/span)
+	}
+	return max(f, 0) / float64(max(n.shares, 1))
 }
 
 // setProcs puts Go's side on one P, or back on the runtime's default (which
@@ -233,7 +247,8 @@ const (
 	loopShare    = 0.1
 	fewConns     = 4
 	shedPace     = 0.8
-	shedCost     = 6 // Go's side's CPU under a shed, for each of the inline network calls' (shedder)
+	shedCost     = 6   // Go's side's CPU under a shed, for each of the inline network calls' (shedder)
+	shedFree     = 0.1 // the least idle CPU a shed needs: /proc/stat's tick in a look
 	narrowAfter  = 2
 )
 
@@ -323,7 +338,8 @@ func (d *shedder) look(f figures) bool {
 	case d.shed:
 		want = f.python >= loopPaceKept && f.conns > fewConns
 	default:
-		want = f.python >= shedPace && f.conns > fewConns && f.free >= shedCost*f.network
+		// Go's side runs on one P while shedding: a CPU is the most it takes.
+		want = f.python >= shedPace && f.conns > fewConns && f.free >= shedFree && min(f.free, 1) >= shedCost*f.network
 	}
 	return d.streak.settle(&d.shed, want)
 }
@@ -349,28 +365,15 @@ func processCPU() time.Duration {
 }
 
 // idleClock reads the idle time of the CPUs the process may run on, from
-// /proc/stat: each CPU its affinity allows (read once), idle or waiting
-// for I/O. Where it cannot (not Linux), and on nil, read gives -1.
+// /proc/stat: each CPU its affinity allows (read once, newIdleClock), idle
+// or waiting for I/O. Where it cannot (not Linux, or no line names those
+// CPUs), and on nil, read gives -1.
 type idleClock struct {
 	cpus map[string]bool // "cpu3": the lines to add up
 }
 
 // userHZ is /proc/stat's unit, the same on every Linux ABI.
 const userHZ = 100
-
-func newIdleClock() *idleClock {
-	var set unix.CPUSet
-	if unix.SchedGetaffinity(0, &set) != nil {
-		return &idleClock{}
-	}
-	c := &idleClock{cpus: map[string]bool{}}
-	for i := range len(set) * 64 {
-		if set.IsSet(i) {
-			c.cpus["cpu"+strconv.Itoa(i)] = true
-		}
-	}
-	return c
-}
 
 func (c *idleClock) read() time.Duration {
 	if c == nil || len(c.cpus) == 0 {

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"math"
 	"os"
 	"runtime"
 	"sync"
@@ -213,6 +214,13 @@ func TestShedder(t *testing.T) {
 		{"a few connections end a shed", true, []shedLook{
 			{1.0, 0.9, fewConns, 0, 0.5, false, true}, {1.0, 0.9, 2, 0, 0.5, true, false},
 		}},
+		{"no idle CPU to speak of, no shed, whatever the network", false, []shedLook{
+			{1.0, 0.98, 64, 0, 0.05, false, false}, {1.0, 0.98, 64, 0, 0.05, false, false},
+		}},
+		{"Go's side takes one P under a shed: a CPU is the most it counts", false, []shedLook{
+			{1.0, 0.98, 64, 0.2, 3, false, false}, {1.0, 0.98, 64, 0.2, 3, false, false},
+			{1.0, 0.98, 64, 0.15, 3, false, false}, {1.0, 0.98, 64, 0.15, 3, true, true},
+		}},
 		{"an idle process ends a shed", true, []shedLook{
 			{0.0, 0.0, 0, 0, 2, false, true}, {0.01, 0.0, 0, 0, 2, true, false},
 		}},
@@ -293,14 +301,14 @@ func TestSheddingRun(t *testing.T) {
 		return sum
 	}
 	s := &inlineServer{}
-	n := &narrowing{stop: make(chan struct{}), done: make(chan struct{}), usable: 2}
+	n := &narrowing{stop: make(chan struct{}), done: make(chan struct{}), usable: 2, shares: 1}
 	go n.run(ticks, &shedder{}, measure, shedSet([]*inlineServer{s}))
 	stop := sync.OnceFunc(func() { close(n.stop); <-n.done })
 	t.Cleanup(stop) // the default P count back, whatever fails
 	<-measured
 	look := func(f figures) {
 		rate = f
-		time.Sleep(time.Millisecond) // a span long beside the reading's own time
+		time.Sleep(10 * time.Millisecond) // a span long beside the reading's own time
 		ticks <- time.Now()
 		<-measured
 	}
@@ -363,9 +371,38 @@ ctxt 98765
 	}
 	live := newIdleClock()
 	a := live.read()
+	if a < 0 {
+		t.Skip("no /proc/stat line names this process's CPUs (a container that renumbers them)")
+	}
 	time.Sleep(50 * time.Millisecond)
-	if b := live.read(); a < 0 || b < a {
+	if b := live.read(); b < a {
 		t.Errorf("/proc/stat read %v, then %v", a, b)
+	}
+}
+
+// TestFree: a look's idle CPUs are those idle in the span, no more than
+// the process may use less what it used, or that alone when the idle
+// time is unknown; never below none, and shared among the workers.
+func TestFree(t *testing.T) {
+	span := float64(100 * time.Millisecond)
+	for _, c := range []struct {
+		usable, cpu float64
+		shares      int
+		idled       time.Duration
+		known       bool
+		want        float64
+	}{
+		{2, 1.0, 1, 70 * time.Millisecond, true, 0.7},  // two cores, wrk beside: the idle time
+		{64, 1.0, 1, 6 * time.Second, true, 60},        // a large host, all of it free
+		{1.5, 1.0, 1, 6 * time.Second, true, 0.5},      // a CPU limit of 1.5: what it leaves
+		{2, 1.3, 1, 0, false, 0.7},                     // no /proc/stat: the limit less what it used
+		{2, 2.2, 1, 0, true, 0},                        // never below none
+		{8, 1.0, 4, 400 * time.Millisecond, true, 1.0}, // four workers share four idle CPUs
+	} {
+		n := &narrowing{usable: c.usable, shares: c.shares}
+		if got := n.free(c.cpu, c.idled, span, c.known); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%+v: free %.3f, want %.3f", c, got, c.want)
+		}
 	}
 }
 

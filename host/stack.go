@@ -125,7 +125,8 @@ func (p *procLoad) pools(fn func(wsgi.PoolStats)) {
 }
 
 // loopClock is an ASGI handler whose event loops' threads count their CPU
-// time, and the requests they were given (asgi.Handler).
+// time, and their time in the inline front end's network calls
+// (asgi.Handler).
 type loopClock interface {
 	LoopCPU() time.Duration
 	LoopNetwork() time.Duration

@@ -50,7 +50,7 @@ func go_asgi_inline(id, op, fd C.int) {
 		in.Writable(int(fd))
 	case C.M0_I_BATCH:
 		in.Batch()
-		return // it starts requests: with eager tasks, their Python too
+		return // it starts requests: the loop's tasks, which the default's requests cost it too
 	case C.M0_I_ANSWERS:
 		in.Answers()
 	}
@@ -81,10 +81,12 @@ const reschedule = 5 * time.Millisecond
 
 // Network is the time the loop's thread has spent in the inline front
 // end's calls that read, parse and write its connections' requests and
-// answers (not those that start requests, which run the application's
-// first steps with eager tasks): with LoopCPU, the share of the loop's
-// thread that is the network's. Wall time, read on the loop's thread with
-// the monotonic clock; any goroutine may call it.
+// answers (not those that start requests: the task the loop makes for
+// each, which a request the default front end reads costs the loop as
+// well): with LoopCPU, the share of the loop's thread that is the
+// network's, which a shed moves off it. Wall time, read on the loop's
+// thread with the monotonic clock (a call the thread is preempted in
+// counts whole); any goroutine may call it.
 func (e *Executor) Network() time.Duration { return time.Duration(e.network.Load()) }
 
 // Adopt posts a connection's descriptor to the loop, whose inline front
