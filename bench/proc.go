@@ -8,12 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/m0serve/m0/bench/internal/procfs"
+	linuxproc "github.com/m0serve/m0/internal/proc"
 )
 
 // A proc is a started server: the leader of a session (setsid), so every
@@ -170,25 +170,9 @@ func (s *rssSampler) stop() int64 {
 
 // cpuBusy is how busy each listed CPU was over d, in percent.
 func cpuBusy(cpus []int, d time.Duration) []float64 {
-	read := func() map[string][2]float64 {
+	read := func() map[string]linuxproc.CPUTimes {
 		b, _ := os.ReadFile("/proc/stat")
-		m := map[string][2]float64{}
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 8 || !strings.HasPrefix(f[0], "cpu") {
-				continue
-			}
-			var total, idle float64
-			for i, v := range f[1:] {
-				x, _ := strconv.ParseFloat(v, 64)
-				total += x
-				if i == 3 || i == 4 { // idle, iowait
-					idle += x
-				}
-			}
-			m[f[0]] = [2]float64{total, idle}
-		}
-		return m
+		return linuxproc.CPUStat(b)
 	}
 	a := read()
 	time.Sleep(d)
@@ -196,9 +180,8 @@ func cpuBusy(cpus []int, d time.Duration) []float64 {
 	out := make([]float64, len(cpus))
 	for i, c := range cpus {
 		k := "cpu" + strconv.Itoa(c)
-		dt := b[k][0] - a[k][0]
-		if dt > 0 {
-			out[i] = 100 * (1 - (b[k][1]-a[k][1])/dt)
+		if dt := b[k].Total - a[k].Total; dt > 0 {
+			out[i] = 100 * (1 - float64(b[k].Idle-a[k].Idle)/float64(dt))
 		}
 	}
 	return out

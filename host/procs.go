@@ -1,13 +1,12 @@
 package host
 
 import (
-	"bytes"
 	"os"
 	"runtime"
-	"strconv"
 	"time"
 
 	"github.com/m0serve/m0/internal/front"
+	"github.com/m0serve/m0/internal/proc"
 	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/wsgi"
 	"golang.org/x/sys/unix"
@@ -67,9 +66,13 @@ func narrowProcs(c *Config, load *procLoad, servers []front.Server, held bool) *
 	if threads == 0 && loops == 0 {
 		return nil
 	}
-	var idle *idleClock // read only for a shedder
+	var idle *idleClock                      // read only for a shedder
+	usable := float64(runtime.GOMAXPROCS(0)) // at least two: the runtime rounds a CPU limit up, to two at least
 	if len(inline) > 0 {
 		idle = newIdleClock()
+		if q := cpuLimit(); q > 0 {
+			usable = min(usable, q)
+		}
 	}
 	measure := func(since int64) (r reading) {
 		if threads > 0 {
@@ -89,10 +92,6 @@ func narrowProcs(c *Config, load *procLoad, servers []front.Server, held bool) *
 	set := setProcs
 	if len(inline) > 0 {
 		d, set = &shedder{}, shedSet(inline)
-	}
-	usable := float64(runtime.GOMAXPROCS(0)) // at least two: the runtime rounds a CPU limit up, to two at least
-	if q := cpuLimit(); q > 0 {
-		usable = min(usable, q)
 	}
 	n := &narrowing{stop: make(chan struct{}), done: make(chan struct{}), usable: usable, shares: max(c.Workers, 1)}
 	go func() {
@@ -372,9 +371,6 @@ type idleClock struct {
 	cpus map[string]bool // "cpu3": the lines to add up
 }
 
-// userHZ is /proc/stat's unit, the same on every Linux ABI.
-const userHZ = 100
-
 func (c *idleClock) read() time.Duration {
 	if c == nil || len(c.cpus) == 0 {
 		return -1
@@ -390,23 +386,15 @@ func (c *idleClock) read() time.Duration {
 // when it names none of them.
 func (c *idleClock) sum(stat []byte) time.Duration {
 	var ticks int64
-	found := 0
-	for line := range bytes.Lines(stat) {
-		// cpuN user nice system idle iowait ...
-		fields := bytes.Fields(line)
-		if len(fields) < 6 || !c.cpus[string(fields[0])] {
-			continue
+	found := false
+	for name, t := range proc.CPUStat(stat) {
+		if c.cpus[name] {
+			ticks += t.Idle
+			found = true
 		}
-		idle, err1 := strconv.ParseInt(string(fields[4]), 10, 64)
-		wait, err2 := strconv.ParseInt(string(fields[5]), 10, 64)
-		if err1 != nil || err2 != nil {
-			return -1
-		}
-		ticks += idle + wait
-		found++
 	}
-	if found == 0 {
+	if !found {
 		return -1
 	}
-	return time.Duration(ticks) * (time.Second / userHZ)
+	return time.Duration(ticks) * (time.Second / proc.UserHZ)
 }

@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/m0serve/m0/internal/proc"
 )
 
 // ClockTicks is sysconf(_SC_CLK_TCK), 100 on Linux.
-const ClockTicks = 100
+const ClockTicks = proc.UserHZ
 
 // Stat is /proc/PID/stat after the command name: Stat(pid)[0] is the state,
 // field 3 of proc(5), so field N of proc(5) is [N-3].
