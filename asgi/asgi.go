@@ -206,10 +206,9 @@ func (h *Handler) Loop() string {
 	return h.exs[0].Loop
 }
 
-// Eager reports whether requests start as eager tasks (CPython 3.12+, and
-// not under Options.Inline, whose requests start a turn later): a
-// request whose coroutine never waits finishes in the loop iteration it
-// started in.
+// Eager reports whether requests start as eager tasks (CPython 3.12+,
+// under either front end): a request whose coroutine never waits
+// finishes in the loop iteration it started in.
 func (h *Handler) Eager() bool { return h.exs != nil && h.exs[0].Eager }
 
 // LoopCPU is the CPU time the threads of the handler's event loops have

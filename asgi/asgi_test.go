@@ -1491,3 +1491,41 @@ func TestLoopEndAnswersWaitingRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestInlineBatch: requests read in one turn of the inline front end's
+// loop start back to back, eagerly from 3.12 as the default's do, and each
+// connection gets its own answer, whether it was taken after the batch or
+// (the last, alone) inside its start.
+func TestInlineBatch(t *testing.T) {
+	if inline.Eager() != handler.Eager() {
+		t.Fatalf("the inline front end's tasks are eager: %v, the default's: %v", inline.Eager(), handler.Eager())
+	}
+	addr := strings.TrimPrefix(urls["inline"], "http://")
+	for round := 0; round < 5; round++ {
+		conns := make([]net.Conn, 16)
+		for i := range conns {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			conns[i] = c
+		}
+		for i, c := range conns { // written before any is read: the loop reads several a turn
+			fmt.Fprintf(c, "GET /scope?n=%d HTTP/1.1\r\nHost: x\r\n\r\n", i)
+		}
+		for i, c := range conns {
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("round %d, connection %d: %v", round, i, err)
+			}
+			var s map[string]any
+			err = json.NewDecoder(resp.Body).Decode(&s)
+			resp.Body.Close()
+			if want := fmt.Sprintf("n=%d", i); err != nil || resp.StatusCode != 200 || s["query_string"] != want {
+				t.Fatalf("round %d, connection %d: %d %v %v, want the scope of %s", round, i, resp.StatusCode, s["query_string"], err, want)
+			}
+		}
+	}
+}

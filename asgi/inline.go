@@ -643,12 +643,11 @@ func (in *Inline) plain(c *iconn, head, rest []byte) (q *ireq, n int, ok bool) {
 // they answered at once (the loop's thread).
 func (in *Inline) Batch() {
 	in.sched = false
-	for _, q := range in.pend {
+	for i, q := range in.pend {
 		if q.dropped || in.conns[q.c.fd] != q.c { // after the connection's last answer, or its client left
 			continue
 		}
-		q.r = in.ex.StartNow(q.scope)
-		q.r.Tag = q
+		q.r = in.ex.StartNow(q.scope, q, i == len(in.pend)-1)
 		q.scope = nil
 		if in.opts.Served != nil {
 			in.opts.Served()
@@ -672,7 +671,11 @@ func (in *Inline) Answers() {
 
 // take is TakeNow's: the connections with something to write are dirty.
 func (in *Inline) take(r *cpython.Request, m cpython.Msg) {
-	if q, _ := r.Tag.(*ireq); q != nil && in.answer(q, m) {
+	q, _ := r.Tag.(*ireq)
+	if q != nil && q.r == nil {
+		q.r = r // taken inside its StartNow (the batch's last, alone)
+	}
+	if q != nil && in.answer(q, m) {
 		if n := len(in.dirty); n == 0 || in.dirty[n-1] != q.c {
 			in.dirty = append(in.dirty, q.c)
 		}

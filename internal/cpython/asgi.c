@@ -296,6 +296,7 @@ typedef struct {
 	PyObject *inline_io;  /* _m0._asgi_io bound to the id: the watch callback */
 	PyObject *inline_end; /* the same for the end of a turn (M0_I_BATCH) */
 	int in_go;            /* inside go_asgi_inline (inline_call) */
+	int start_alone;      /* in the eager step of m0_asgi_start_now's last request: its answer may go at once */
 	int nlive;            /* requests whose task has not ended (live slots; the loop's thread) */
 	int start_inl;        /* inside m0_asgi_start_now: the request starting is the inline front end's */
 	/* The inline front end's requests' answers, taken by a call on the
@@ -1836,6 +1837,7 @@ static void start(aexec *ex, m0_amsg *m)
 	} else {
 		task = py.PyObject_CallFunctionObjArgs(ex->create_task, coro, NULL);
 	}
+	ex->start_alone = 0; /* its step is over: the rest is the caller's to take */
 	if (!task)
 		goto fail;
 	/* An eager task that never waited is over already: finish it in this
@@ -2049,7 +2051,11 @@ static PyMethodDef flush_def = {"_asgi_flush", asgi_flush, METH_NOARGS, NULL};
  * GIL. */
 static void inline_call(aexec *ex, int op, int fd)
 {
-	if (ex->in_go) {
+	/* Inside a call into Go, Go is called again only to take the answer
+	 * the eager step of a batch's last request sent while alone (the
+	 * batch is done with its own state by then). */
+	int nested = ex->in_go;
+	if (nested && !(ex->start_alone && op == M0_I_ANSWERS)) {
 		owe_in(ex);
 		return;
 	}
@@ -2061,7 +2067,7 @@ static void inline_call(aexec *ex, int op, int fd)
 		ex->owe_inline = 0;
 		go_asgi_inline(ex->id, M0_I_ANSWERS, -1);
 	}
-	ex->in_go = 0;
+	ex->in_go = nested;
 	py.PyErr_Restore(t, v, tb);
 }
 
@@ -2072,16 +2078,22 @@ void m0_asgi_inline(int id)
 		ex->inline_fe = 1;
 }
 
-void m0_asgi_start_now(int id, int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len)
+void m0_asgi_start_now(int id, int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len,
+			int last)
 {
 	aexec *ex = exec_of(id);
 	if (!ex)
 		return;
 	m0_amsg m = {.kind = kind, .slot = slot, .gen = gen, .flags = flags, .data = (char *)data, .len = len};
-	ex->draining_in = 1; /* what it sends is owed, and taken by the caller */
+	/* What it sends is owed, and taken by the caller; but the last of a
+	 * batch, alone, has its answer written as it is sent, as a later
+	 * step's would be (to_go_q). */
+	ex->draining_in = !last;
+	ex->start_alone = last;
 	ex->start_inl = 1;
 	start(ex, &m);
 	ex->start_inl = 0;
+	ex->start_alone = 0;
 	ex->draining_in = 0;
 }
 

@@ -116,8 +116,7 @@ type Inline interface {
 type Executor struct {
 	// Loop is the loop that resolved: "uvloop" or "asyncio".
 	Loop string
-	// Eager reports whether requests start as eager tasks (3.12+, not
-	// with an inline front end).
+	// Eager reports whether requests start as eager tasks (3.12+).
 	Eager bool
 
 	id       C.int
@@ -228,12 +227,12 @@ func startASGI(app Object, k int, opts LoopOptions) (*Executor, error) {
 		C.m0_asgi_inline(id)
 		inlines.Store(int32(id), e)
 	}
-	// The inline front end starts its requests lazily, a turn later, on
-	// every CPython: an eager task that sends its answer and then blocks
-	// (a blocking call in an async view) would hold the answer inside
-	// StartNow, on the thread that writes it, until the block ends; a
-	// lazy one's answer is written as it is sent when it is alone.
-	b, _ := json.Marshal(map[string]any{"loop": opts.Loop, "lifespan": opts.Lifespan, "eager": opts.Inline == nil})
+	// Requests start as eager tasks on 3.12+ under either front end. The
+	// inline front end starts a turn's requests back to back and takes what
+	// their eager steps sent after the last (StartNow), except that a last
+	// one alone has its answer written as it is sent, before whatever
+	// blocking call its view makes next.
+	b, _ := json.Marshal(map[string]any{"loop": opts.Loop, "lifespan": opts.Lifespan})
 	ready := make(chan struct{})
 	e.ready = ready
 	e.outW = e.out // one eventfd, read and written

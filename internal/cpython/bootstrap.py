@@ -378,7 +378,7 @@ def _asgi_run(exec_id, app, in_fd, opts):
     if loop is None:
         loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    eager = sys.version_info >= (3, 12) and o.get("eager", True)
+    eager = sys.version_info >= (3, 12)
     state = {}
     asgi_setup(exec_id, loop, app, state, eager, event)
     try:

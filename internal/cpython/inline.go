@@ -94,15 +94,23 @@ func (e *Executor) Network() time.Duration { return time.Duration(e.network.Load
 func (e *Executor) Adopt(fd int) { e.post(aConn, math.MaxUint32, 0, fd, nil) }
 
 // StartNow starts an HTTP request (its packed scope with its whole body)
-// at once; its answers come to TakeNow's fn. The inline front end, on the
-// loop's thread.
-func (e *Executor) StartNow(scope []byte) *Request {
+// at once, its Tag set to tag; its answers come to TakeNow's fn. last says
+// that no request follows it in the caller's batch: what its eager step
+// (3.12+) sends while it is alone is then taken at once, by a call into
+// the inline front end's Answers inside this one, rather than by the
+// caller after the batch. The inline front end, on the loop's thread.
+func (e *Executor) StartNow(scope []byte, tag any, last bool) *Request {
 	r, _ := e.add(true)
+	r.Tag = tag
 	var p *C.char
 	if len(scope) > 0 {
 		p = (*C.char)(unsafe.Pointer(&scope[0]))
 	}
-	C.m0_asgi_start_now(e.id, AHTTP, C.uint32_t(r.slot), C.uint32_t(r.gen), 0, p, C.size_t(len(scope)))
+	l := C.int(0)
+	if last {
+		l = 1
+	}
+	C.m0_asgi_start_now(e.id, AHTTP, C.uint32_t(r.slot), C.uint32_t(r.gen), 0, p, C.size_t(len(scope)), l)
 	return r
 }
 

@@ -442,9 +442,15 @@ void m0_asgi_inline(int id);
 
 /* m0_asgi_start_now starts a request of executor id at once (kind
  * M0_A_HTTP), as asgi_drain would: data is borrowed for the call. What
- * the application sends meanwhile is queued, and go_asgi_inline is not
- * called for it: the caller takes it with m0_asgi_take_now. */
-void m0_asgi_start_now(int id, int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len);
+ * the application sends meanwhile (its eager step, 3.12+) is queued, and
+ * go_asgi_inline is not called for it: the caller takes it with
+ * m0_asgi_take_now. Except when last (no request follows it in the
+ * caller's batch) and the request is alone in flight: then what it sends
+ * in that step goes to go_asgi_inline(M0_I_ANSWERS) at once, inside this
+ * call, as a later step's would. The loop's thread, inside
+ * go_asgi_inline, with the GIL. */
+void m0_asgi_start_now(int id, int kind, uint32_t slot, uint32_t gen, int flags, const char *data, size_t len,
+		       int last);
 
 /* m0_asgi_take_now is m0_asgi_take on the loop's thread, for the inline
  * front end: what is queued, and the wake-up it was owed, settled. */
