@@ -1529,3 +1529,41 @@ func TestInlineBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestManyAtOnce: where tasks start lazily (before 3.12) a turn of the
+// loop starts 64 requests at most and the rest of the batch waits a turn,
+// in order, their bodies behind their starts; 300 requests sent at once
+// each get their own body back, on every front end.
+func TestManyAtOnce(t *testing.T) {
+	for _, fe := range frontends {
+		t.Run(fe, func(t *testing.T) {
+			tr := &http.Transport{MaxIdleConnsPerHost: 300, MaxConnsPerHost: 300}
+			defer tr.CloseIdleConnections()
+			c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+			var wg sync.WaitGroup
+			errs := make(chan error, 300)
+			for i := 0; i < 300; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					want := strings.Repeat(strconv.Itoa(i), 1+i%7)
+					resp, err := c.Post(urls[fe]+"/echo", "text/plain", strings.NewReader(want))
+					if err != nil {
+						errs <- err
+						return
+					}
+					b, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err != nil || resp.StatusCode != 200 || string(b) != want {
+						errs <- fmt.Errorf("request %d: %d %q %v, want %q", i, resp.StatusCode, b, err, want)
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
+	}
+}

@@ -297,6 +297,10 @@ typedef struct {
 	PyObject *inline_end; /* the same for the end of a turn (M0_I_BATCH) */
 	int in_go;            /* inside go_asgi_inline (inline_call) */
 	int start_alone;      /* in the eager step of m0_asgi_start_now's last request: its answer may go at once */
+	PyObject *resume;     /* asgi_resume bound to the id: the rest of a batch, a turn later (lazy tasks) */
+	m0_amsg *later;       /* the rest of a batch that started LAZY_STARTS requests, in order */
+	size_t nlater, caplater;
+	int resume_due;       /* resume is scheduled */
 	int nlive;            /* requests whose task has not ended (live slots; the loop's thread) */
 	int start_inl;        /* inside m0_asgi_start_now: the request starting is the inline front end's */
 	/* The inline front end's requests' answers, taken by a call on the
@@ -1920,15 +1924,67 @@ static void rare_event(aexec *ex, int kind, int flags)
 
 /* drain_batch handles messages Go posted, in order, and frees them. The
  * loop's thread, with the GIL. */
+/* LAZY_STARTS is how many requests a turn of the loop starts where tasks
+ * start lazily (before 3.12): a task's first step runs a turn after its
+ * start, so every request started in a turn is alive at once, and past
+ * a few dozen (a request makes some fifteen objects the cyclic collector
+ * counts; it runs every 700) the collector runs inside the batch, finds
+ * them all alive, and moves them to the older generations, whose
+ * collections then grow with the connections (at 1,024 connections, a
+ * tenth of the loop's thread on the hello world). The rest of the batch
+ * waits a turn (asgi_resume), in order, after the steps of those started. */
+#define LAZY_STARTS 64
+
+/* stash keeps v[from:n] for asgi_resume, in order after what it holds;
+ * their data is the stash's now. 0, or -1 out of memory (nothing kept). */
+static int stash(aexec *ex, m0_amsg *v, size_t from, size_t n)
+{
+	size_t k = n - from;
+	if (ex->nlater + k > ex->caplater) {
+		size_t c = ex->caplater ? ex->caplater : 64;
+		while (c < ex->nlater + k)
+			c *= 2;
+		m0_amsg *l = realloc(ex->later, c * sizeof *l);
+		if (!l)
+			return -1;
+		ex->later = l, ex->caplater = c;
+	}
+	memcpy(ex->later + ex->nlater, v + from, k * sizeof *v);
+	ex->nlater += k;
+	for (size_t i = from; i < n; i++)
+		v[i].data = NULL;
+	if (!ex->resume_due) {
+		PyObject *r = py.PyObject_CallFunctionObjArgs(ex->call_soon, ex->resume, NULL);
+		if (r) {
+			py.Py_DecRef(r);
+			ex->resume_due = 1;
+		} else {
+			py.PyErr_Clear(); /* the loop is closing: the next drain takes them */
+		}
+	}
+	return 0;
+}
+
 static void drain_batch(aexec *ex, m0_amsg *v, size_t n)
 {
 	astate *S = ex->st;
+	size_t started = 0;
+	int lazy = !ex->task_kw && ex->resume;
+	if (lazy && ex->nlater) { /* behind what waits */
+		if (stash(ex, v, 0, n) == 0)
+			n = 0;
+	}
 	for (size_t i = 0; i < n; i++) {
 		m0_amsg *m = &v[i];
 		aslot *s;
 		switch (m->kind) {
 		case M0_A_HTTP:
 		case M0_A_WS:
+			if (lazy && started == LAZY_STARTS && stash(ex, v, i, n) == 0) {
+				n = i; /* ends the loop; the rest waits a turn */
+				continue;
+			}
+			started++;
 			start(ex, m);
 			break;
 		case M0_A_BODY:
@@ -2039,6 +2095,30 @@ static PyObject *asgi_flush(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef flush_def = {"_asgi_flush", asgi_flush, METH_NOARGS, NULL};
+
+/* asgi_resume is the callback drain_batch schedules for the rest of a
+ * batch (LAZY_STARTS): it handles what waits as asgi_drain would, a turn
+ * after the requests started before it. self is the executor's id. The
+ * loop's thread, with the GIL. */
+static PyObject *asgi_resume(PyObject *self, PyObject *unused)
+{
+	aexec *ex = exec_of((int)py.PyLong_AsLong(self));
+	if (ex) {
+		ex->resume_due = 0;
+		m0_amsg *v = ex->later;
+		size_t n = ex->nlater;
+		ex->later = NULL, ex->nlater = ex->caplater = 0;
+		ex->draining_in = 1;
+		drain_batch(ex, v, n);
+		ex->draining_in = 0;
+		pay(ex);
+	}
+	py.PyErr_Clear();
+	py.Py_IncRef(Py_None);
+	return Py_None;
+}
+
+static PyMethodDef resume_def = {"_asgi_resume", asgi_resume, METH_NOARGS, NULL};
 
 /* ---- the inline front end (M0_INVERTED) -------------------------------------- */
 
@@ -2311,9 +2391,10 @@ static PyObject *asgi_setup(PyObject *self, PyObject *args)
 	ex->call_soon = py.PyObject_GetAttrString(loop, "call_soon");
 	PyObject *idobj = ex->call_soon ? py.PyLong_FromLong(id) : NULL;
 	ex->flush = idobj ? py.PyCFunction_NewEx(&flush_def, idobj, S->module) : NULL;
+	ex->resume = ex->flush ? py.PyCFunction_NewEx(&resume_def, idobj, S->module) : NULL;
 	if (idobj)
 		py.Py_DecRef(idobj);
-	if (!ex->flush)
+	if (!ex->resume)
 		return NULL;
 	if (eager) {
 		PyObject *asyncio = py.PyImport_ImportModule("asyncio");
@@ -2372,8 +2453,11 @@ static PyObject *asgi_teardown(PyObject *self, PyObject *id)
 	for (size_t j = 0; j < ex->nslots; j++)
 		if (ex->slots[j].live)
 			slot_clear(&ex->slots[j]);
+	m0_asgi_free(ex->later, ex->nlater); /* what a stopped loop never resumed */
+	ex->later = NULL, ex->nlater = ex->caplater = 0, ex->resume_due = 0;
 	PyObject **refs[] = {&ex->loop, &ex->app, &ex->state, &ex->event, &ex->create_future, &ex->create_task,
-			     &ex->task_kw, &ex->done, &ex->call_soon, &ex->flush, &ex->inline_io, &ex->inline_end};
+			     &ex->task_kw, &ex->done, &ex->call_soon, &ex->flush, &ex->resume, &ex->inline_io,
+			     &ex->inline_end};
 	for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++)
 		if (*refs[i]) {
 			py.Py_DecRef(*refs[i]);
