@@ -643,18 +643,32 @@ func (in *Inline) plain(c *iconn, head, rest []byte) (q *ireq, n int, ok bool) {
 // they answered at once (the loop's thread).
 func (in *Inline) Batch() {
 	in.sched = false
-	for i, q := range in.pend {
-		if q.dropped || in.conns[q.c.fd] != q.c { // after the connection's last answer, or its client left
+	// What a call inside a start parses is the next batch's.
+	n := len(in.pend)
+	// After the connection's last answer, or its client left.
+	skip := func(q *ireq) bool {
+		return q.dropped || in.conns[q.c.fd] != q.c
+	}
+	last := -1
+	for i := n - 1; i >= 0 && last < 0; i-- {
+		if !skip(in.pend[i]) {
+			last = i
+		}
+	}
+	for i := 0; i < n; i++ {
+		q := in.pend[i]
+		if skip(q) {
 			continue
 		}
-		q.r = in.ex.StartNow(q.scope, q, i == len(in.pend)-1)
+		q.r = in.ex.StartNow(q.scope, q, i == last)
 		q.scope = nil
 		if in.opts.Served != nil {
 			in.opts.Served()
 		}
 	}
-	clear(in.pend)
-	in.pend = in.pend[:0]
+	rest := copy(in.pend, in.pend[n:])
+	clear(in.pend[rest:])
+	in.pend = in.pend[:rest]
 	in.Answers()
 }
 

@@ -1940,6 +1940,15 @@ static void rare_event(aexec *ex, int kind, int flags)
 static int stash(aexec *ex, m0_amsg *v, size_t from, size_t n)
 {
 	size_t k = n - from;
+	if (!ex->resume_due) { /* first, so that nothing waits for a turn that will not come */
+		PyObject *r = py.PyObject_CallFunctionObjArgs(ex->call_soon, ex->resume, NULL);
+		if (!r) {
+			py.PyErr_Clear(); /* the loop is closing, or out of memory */
+			return -1;
+		}
+		py.Py_DecRef(r);
+		ex->resume_due = 1;
+	}
 	if (ex->nlater + k > ex->caplater) {
 		size_t c = ex->caplater ? ex->caplater : 64;
 		while (c < ex->nlater + k)
@@ -1953,34 +1962,43 @@ static int stash(aexec *ex, m0_amsg *v, size_t from, size_t n)
 	ex->nlater += k;
 	for (size_t i = from; i < n; i++)
 		v[i].data = NULL;
-	if (!ex->resume_due) {
-		PyObject *r = py.PyObject_CallFunctionObjArgs(ex->call_soon, ex->resume, NULL);
-		if (r) {
-			py.Py_DecRef(r);
-			ex->resume_due = 1;
-		} else {
-			py.PyErr_Clear(); /* the loop is closing: the next drain takes them */
-		}
-	}
 	return 0;
 }
 
+static void drain_msgs(aexec *ex, m0_amsg *v, size_t n, int bound);
+
+/* drain_batch handles a batch of Go's messages: behind what waits from an
+ * earlier batch, if anything does (handled first, unbounded, when it
+ * cannot wait: out of memory, or no turn to come). */
 static void drain_batch(aexec *ex, m0_amsg *v, size_t n)
+{
+	int lazy = !ex->task_kw && ex->resume;
+	if (ex->nlater) {
+		if (lazy && stash(ex, v, 0, n) == 0) {
+			m0_asgi_free(v, 0);
+			return;
+		}
+		m0_amsg *w = ex->later;
+		size_t k = ex->nlater;
+		ex->later = NULL, ex->nlater = ex->caplater = 0;
+		drain_msgs(ex, w, k, 0);
+	}
+	drain_msgs(ex, v, n, lazy);
+}
+
+/* drain_msgs handles v in order; bound: LAZY_STARTS starts at most, the
+ * rest stashed for asgi_resume. It frees v. */
+static void drain_msgs(aexec *ex, m0_amsg *v, size_t n, int bound)
 {
 	astate *S = ex->st;
 	size_t started = 0;
-	int lazy = !ex->task_kw && ex->resume;
-	if (lazy && ex->nlater) { /* behind what waits */
-		if (stash(ex, v, 0, n) == 0)
-			n = 0;
-	}
 	for (size_t i = 0; i < n; i++) {
 		m0_amsg *m = &v[i];
 		aslot *s;
 		switch (m->kind) {
 		case M0_A_HTTP:
 		case M0_A_WS:
-			if (lazy && started == LAZY_STARTS && stash(ex, v, i, n) == 0) {
+			if (bound && started == LAZY_STARTS && stash(ex, v, i, n) == 0) {
 				n = i; /* ends the loop; the rest waits a turn */
 				continue;
 			}
@@ -2109,7 +2127,7 @@ static PyObject *asgi_resume(PyObject *self, PyObject *unused)
 		size_t n = ex->nlater;
 		ex->later = NULL, ex->nlater = ex->caplater = 0;
 		ex->draining_in = 1;
-		drain_batch(ex, v, n);
+		drain_msgs(ex, v, n, 1);
 		ex->draining_in = 0;
 		pay(ex);
 	}
@@ -2141,6 +2159,8 @@ static void inline_call(aexec *ex, int op, int fd)
 	}
 	PyObject *t, *v, *tb;
 	py.PyErr_Fetch(&t, &v, &tb);
+	int alone = ex->start_alone;
+	ex->start_alone = 0; /* one level: what the nested call sends is owed */
 	ex->in_go = 1;
 	go_asgi_inline(ex->id, op, fd);
 	while (ex->owe_inline) {
@@ -2148,6 +2168,7 @@ static void inline_call(aexec *ex, int op, int fd)
 		go_asgi_inline(ex->id, M0_I_ANSWERS, -1);
 	}
 	ex->in_go = nested;
+	ex->start_alone = alone;
 	py.PyErr_Restore(t, v, tb);
 }
 
