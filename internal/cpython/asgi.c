@@ -301,6 +301,7 @@ typedef struct {
 	m0_amsg *later;       /* the rest of a batch that started LAZY_STARTS requests, in order */
 	size_t nlater, caplater;
 	int resume_due;       /* resume is scheduled */
+	int stopped;          /* M0_A_STOP was handled: what waits is never started */
 	int nlive;            /* requests whose task has not ended (live slots; the loop's thread) */
 	int start_inl;        /* inside m0_asgi_start_now: the request starting is the inline front end's */
 	/* The inline front end's requests' answers, taken by a call on the
@@ -1922,8 +1923,6 @@ static void rare_event(aexec *ex, int kind, int flags)
 		py.Py_DecRef(b);
 }
 
-/* drain_batch handles messages Go posted, in order, and frees them. The
- * loop's thread, with the GIL. */
 /* LAZY_STARTS is how many requests a turn of the loop starts where tasks
  * start lazily (before 3.12): a task's first step runs a turn after its
  * start, so every request started in a turn is alive at once, and past
@@ -1967,9 +1966,10 @@ static int stash(aexec *ex, m0_amsg *v, size_t from, size_t n)
 
 static void drain_msgs(aexec *ex, m0_amsg *v, size_t n, int bound);
 
-/* drain_batch handles a batch of Go's messages: behind what waits from an
- * earlier batch, if anything does (handled first, unbounded, when it
- * cannot wait: out of memory, or no turn to come). */
+/* drain_batch handles messages Go posted, in order, and frees them:
+ * behind what waits from an earlier batch, if anything does (handled
+ * first, unbounded, when it cannot wait: out of memory, or no turn to
+ * come). The loop's thread, with the GIL. */
 static void drain_batch(aexec *ex, m0_amsg *v, size_t n)
 {
 	int lazy = !ex->task_kw && ex->resume;
@@ -2047,6 +2047,8 @@ static void drain_msgs(aexec *ex, m0_amsg *v, size_t n, int bound)
 			}
 			break;
 		default:
+			if (m->kind == M0_A_STOP)
+				ex->stopped = 1; /* Go posts nothing after it */
 			rare_event(ex, m->kind, m->flags);
 		}
 	}
@@ -2121,7 +2123,7 @@ static PyMethodDef flush_def = {"_asgi_flush", asgi_flush, METH_NOARGS, NULL};
 static PyObject *asgi_resume(PyObject *self, PyObject *unused)
 {
 	aexec *ex = exec_of((int)py.PyLong_AsLong(self));
-	if (ex) {
+	if (ex && !ex->stopped) {
 		ex->resume_due = 0;
 		m0_amsg *v = ex->later;
 		size_t n = ex->nlater;
