@@ -1964,6 +1964,15 @@ static int stash(aexec *ex, m0_amsg *v, size_t from, size_t n)
 	return 0;
 }
 
+/* take_later takes what the stash holds (*n messages), leaving it empty. */
+static m0_amsg *take_later(aexec *ex, size_t *n)
+{
+	m0_amsg *v = ex->later;
+	*n = ex->nlater;
+	ex->later = NULL, ex->nlater = ex->caplater = 0;
+	return v;
+}
+
 static void drain_msgs(aexec *ex, m0_amsg *v, size_t n, int bound);
 
 /* drain_batch handles messages Go posted, in order, and frees them:
@@ -1972,15 +1981,14 @@ static void drain_msgs(aexec *ex, m0_amsg *v, size_t n, int bound);
  * come). The loop's thread, with the GIL. */
 static void drain_batch(aexec *ex, m0_amsg *v, size_t n)
 {
-	int lazy = !ex->task_kw && ex->resume;
+	int lazy = !ex->task_kw;
 	if (ex->nlater) {
-		if (lazy && stash(ex, v, 0, n) == 0) {
+		if (stash(ex, v, 0, n) == 0) {
 			m0_asgi_free(v, 0);
 			return;
 		}
-		m0_amsg *w = ex->later;
-		size_t k = ex->nlater;
-		ex->later = NULL, ex->nlater = ex->caplater = 0;
+		size_t k;
+		m0_amsg *w = take_later(ex, &k);
 		drain_msgs(ex, w, k, 0);
 	}
 	drain_msgs(ex, v, n, lazy);
@@ -2125,9 +2133,8 @@ static PyObject *asgi_resume(PyObject *self, PyObject *unused)
 	aexec *ex = exec_of((int)py.PyLong_AsLong(self));
 	if (ex && !ex->stopped) {
 		ex->resume_due = 0;
-		m0_amsg *v = ex->later;
-		size_t n = ex->nlater;
-		ex->later = NULL, ex->nlater = ex->caplater = 0;
+		size_t n;
+		m0_amsg *v = take_later(ex, &n);
 		ex->draining_in = 1;
 		drain_msgs(ex, v, n, 1);
 		ex->draining_in = 0;
@@ -2476,8 +2483,10 @@ static PyObject *asgi_teardown(PyObject *self, PyObject *id)
 	for (size_t j = 0; j < ex->nslots; j++)
 		if (ex->slots[j].live)
 			slot_clear(&ex->slots[j]);
-	m0_asgi_free(ex->later, ex->nlater); /* what a stopped loop never resumed */
-	ex->later = NULL, ex->nlater = ex->caplater = 0, ex->resume_due = 0;
+	size_t nlater;
+	m0_amsg *later = take_later(ex, &nlater);
+	m0_asgi_free(later, nlater); /* what a stopped loop never resumed */
+	ex->resume_due = 0;
 	PyObject **refs[] = {&ex->loop, &ex->app, &ex->state, &ex->event, &ex->create_future, &ex->create_task,
 			     &ex->task_kw, &ex->done, &ex->call_soon, &ex->flush, &ex->resume, &ex->inline_io,
 			     &ex->inline_end};
