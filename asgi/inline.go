@@ -640,23 +640,58 @@ func (in *Inline) plain(c *iconn, head, rest []byte) (q *ireq, n int, ok bool) {
 }
 
 // Batch starts the requests read this turn, back to back, and writes what
-// they answered at once (the loop's thread).
+// they answered at once (the loop's thread). Where tasks start lazily
+// (before 3.12) it starts cpython.LazyStarts at most: the rest stay in
+// pend, in order, for a Batch a turn later, after the first steps of
+// those started (or at once, if the loop refuses the callback).
 func (in *Inline) Batch() {
 	in.sched = false
 	// What a call inside a start parses is the next batch's.
 	n := len(in.pend)
+	bound := cpython.LazyStarts
+	if in.ex.Eager {
+		bound = n
+	}
+	done := 0
+	for done < n {
+		done += in.start(in.pend[done:n], bound)
+		if done < n && (in.sched || in.ex.Later() == nil) {
+			in.sched = true
+			break
+		}
+		bound = n // refused: the rest now
+	}
+	rest := copy(in.pend, in.pend[done:])
+	clear(in.pend[rest:])
+	in.pend = in.pend[:rest]
+	in.Answers()
+}
+
+// start starts the first bound requests of batch that are still to be
+// answered, and reports how many of batch it went through.
+func (in *Inline) start(batch []*ireq, bound int) int {
 	// After the connection's last answer, or its client left.
 	skip := func(q *ireq) bool {
 		return q.dropped || in.conns[q.c.fd] != q.c
 	}
+	n, started := len(batch), 0
+	for i, q := range batch {
+		if skip(q) {
+			continue
+		}
+		if started == bound {
+			n = i
+			break
+		}
+		started++
+	}
 	last := -1
 	for i := n - 1; i >= 0 && last < 0; i-- {
-		if !skip(in.pend[i]) {
+		if !skip(batch[i]) {
 			last = i
 		}
 	}
-	for i := 0; i < n; i++ {
-		q := in.pend[i]
+	for i, q := range batch[:n] {
 		if skip(q) {
 			continue
 		}
@@ -666,10 +701,7 @@ func (in *Inline) Batch() {
 			in.opts.Served()
 		}
 	}
-	rest := copy(in.pend, in.pend[n:])
-	clear(in.pend[rest:])
-	in.pend = in.pend[:rest]
-	in.Answers()
+	return n
 }
 
 // Answers takes what the application sent and writes it (the loop's

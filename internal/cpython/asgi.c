@@ -298,7 +298,7 @@ typedef struct {
 	int in_go;            /* inside go_asgi_inline (inline_call) */
 	int start_alone;      /* in the eager step of m0_asgi_start_now's last request: its answer may go at once */
 	PyObject *resume;     /* asgi_resume bound to the id: the rest of a batch, a turn later (lazy tasks) */
-	m0_amsg *later;       /* the rest of a batch that started LAZY_STARTS requests, in order */
+	m0_amsg *later;       /* the rest of a batch that started M0_LAZY_STARTS requests, in order */
 	size_t nlater, caplater;
 	int resume_due;       /* resume is scheduled */
 	int stopped;          /* M0_A_STOP was handled: what waits is never started */
@@ -1923,16 +1923,6 @@ static void rare_event(aexec *ex, int kind, int flags)
 		py.Py_DecRef(b);
 }
 
-/* LAZY_STARTS is how many requests a turn of the loop starts where tasks
- * start lazily (before 3.12): a task's first step runs a turn after its
- * start, so every request started in a turn is alive at once, and past
- * a few dozen (a request makes some fifteen objects the cyclic collector
- * counts; it runs every 700) the collector runs inside the batch, finds
- * them all alive, and moves them to the older generations, whose
- * collections then grow with the connections (at 1,024 connections, a
- * tenth of the loop's thread on the hello world). The rest of the batch
- * waits a turn (asgi_resume), in order, after the steps of those started. */
-#define LAZY_STARTS 64
 
 /* stash keeps v[from:n] for asgi_resume, in order after what it holds;
  * their data is the stash's now. 0, or -1 out of memory (nothing kept). */
@@ -1994,7 +1984,7 @@ static void drain_batch(aexec *ex, m0_amsg *v, size_t n)
 	drain_msgs(ex, v, n, lazy);
 }
 
-/* drain_msgs handles v in order; bound: LAZY_STARTS starts at most, the
+/* drain_msgs handles v in order; bound: M0_LAZY_STARTS starts at most, the
  * rest stashed for asgi_resume. It frees v. */
 static void drain_msgs(aexec *ex, m0_amsg *v, size_t n, int bound)
 {
@@ -2006,7 +1996,7 @@ static void drain_msgs(aexec *ex, m0_amsg *v, size_t n, int bound)
 		switch (m->kind) {
 		case M0_A_HTTP:
 		case M0_A_WS:
-			if (bound && started == LAZY_STARTS && stash(ex, v, i, n) == 0) {
+			if (bound && started == M0_LAZY_STARTS && stash(ex, v, i, n) == 0) {
 				n = i; /* ends the loop; the rest waits a turn */
 				continue;
 			}
@@ -2125,7 +2115,7 @@ static PyObject *asgi_flush(PyObject *self, PyObject *unused)
 static PyMethodDef flush_def = {"_asgi_flush", asgi_flush, METH_NOARGS, NULL};
 
 /* asgi_resume is the callback drain_batch schedules for the rest of a
- * batch (LAZY_STARTS): it handles what waits as asgi_drain would, a turn
+ * batch (M0_LAZY_STARTS): it handles what waits as asgi_drain would, a turn
  * after the requests started before it. self is the executor's id. The
  * loop's thread, with the GIL. */
 static PyObject *asgi_resume(PyObject *self, PyObject *unused)

@@ -22,6 +22,12 @@ import (
 
 const aConn = C.M0_A_CONN
 
+// LazyStarts is how many requests a batch starts at most where tasks
+// start lazily (before 3.12, !Eager): past it, Python's cyclic collector
+// runs inside the batch and finds them all alive (m0py.h). The rest wait,
+// in order, for a later turn, behind the first steps of those started.
+const LazyStarts = C.M0_LAZY_STARTS
+
 // inlines are the executors with an inline front end, by id.
 var inlines sync.Map
 

@@ -426,6 +426,18 @@ void m0_asgi_free(m0_amsg *v, size_t n);
  * t->err (the loop did not start, uvloop missing). */
 int m0_asgi_run(m0_thread *t, int id, uintptr_t app, const char *opts);
 
+/* M0_LAZY_STARTS is how many requests a turn of the loop starts where tasks
+ * start lazily (before 3.12): a task's first step runs a turn after its
+ * start, so every request started in a turn is alive at once, and past
+ * a few dozen (a request makes some fifteen objects the cyclic collector
+ * counts; it runs every 700) the collector runs inside the batch, finds
+ * them all alive, and moves them to the older generations, whose
+ * collections then grow with the connections (at 1,024 connections, a
+ * tenth of the loop's thread on the hello world). The rest of the batch
+ * waits a turn, in order, after the steps of those started: what Go posted
+ * for asgi_resume, the inline front end's own for its next Batch. */
+#define M0_LAZY_STARTS 64
+
 /* The inline front end (M0_INVERTED): Go's network runs on the loop's
  * thread. The loop calls go_asgi_inline(id, op, fd) for a connection
  * posted with M0_A_CONN (M0_I_ADOPT), a watched descriptor readable or
