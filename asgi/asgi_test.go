@@ -26,6 +26,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/m0serve/m0"
 	"github.com/m0serve/m0/asgi"
+	"github.com/m0serve/m0/internal/cpython"
 	"github.com/m0serve/m0/internal/sock"
 	"github.com/m0serve/m0/internal/testutil"
 	"github.com/valyala/fasthttp"
@@ -1528,6 +1529,65 @@ func TestInlineBatch(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPipelinedBatch: more requests than a lazy batch starts
+// (cpython.LazyStarts), pipelined on one connection in one write, are
+// answered in order, on every front end (the inline one starts them over
+// several batches before 3.12); and a connection that leaves with such a
+// batch unanswered costs the others nothing.
+func TestPipelinedBatch(t *testing.T) {
+	const n = 3*cpython.LazyStarts + 7
+	var b bytes.Buffer
+	for i := 0; i < n; i++ {
+		body := fmt.Sprintf("request %d", i)
+		fmt.Fprintf(&b, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	both(t, func(t *testing.T, base string) {
+		addr := strings.TrimPrefix(base, "http://")
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		go c.Write(b.Bytes())
+		br := bufio.NewReader(c)
+		for i := 0; i < n; i++ {
+			resp, err := http.ReadResponse(br, &http.Request{Method: "POST"})
+			if err != nil {
+				t.Fatalf("answer %d: %v", i, err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := fmt.Sprintf("request %d", i); err != nil || resp.StatusCode != 200 || string(got) != want {
+				t.Fatalf("answer %d: %d %q %v, want %q", i, resp.StatusCode, got, err, want)
+			}
+		}
+
+		// Gone after its first answer, the rest of its batch perhaps not
+		// yet started: a new connection is served as before.
+		gone, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone.SetDeadline(time.Now().Add(20 * time.Second))
+		go gone.Write(b.Bytes())
+		if _, err := http.ReadResponse(bufio.NewReader(gone), &http.Request{Method: "POST"}); err != nil {
+			t.Fatal(err)
+		}
+		gone.(*net.TCPConn).SetLinger(0)
+		gone.Close()
+		resp, err := http.Post(base+"/echo", "text/plain", strings.NewReader("after"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(got) != "after" {
+			t.Fatalf("after a connection left mid-batch: %d %q", resp.StatusCode, got)
+		}
+	})
 }
 
 // TestManyAtOnce: where tasks start lazily (before 3.12) a turn of the

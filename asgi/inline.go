@@ -103,7 +103,7 @@ type Inline struct {
 
 	// The loop's thread's alone.
 	conns    map[int]*iconn
-	pend     []*ireq  // read this turn, started at its end
+	pend     []*ireq  // read, to start in order at a turn's end (Batch)
 	dirty    []*iconn // with answers to write, in Answers
 	sched    bool
 	draining bool
@@ -674,16 +674,19 @@ func (in *Inline) start(batch []*ireq, bound int) int {
 	skip := func(q *ireq) bool {
 		return q.dropped || in.conns[q.c.fd] != q.c
 	}
-	n, started := len(batch), 0
-	for i, q := range batch {
-		if skip(q) {
-			continue
+	n := len(batch)
+	if bound < n {
+		started := 0
+		for i, q := range batch {
+			if skip(q) {
+				continue
+			}
+			if started == bound {
+				n = i
+				break
+			}
+			started++
 		}
-		if started == bound {
-			n = i
-			break
-		}
-		started++
 	}
 	last := -1
 	for i := n - 1; i >= 0 && last < 0; i-- {

@@ -1923,7 +1923,6 @@ static void rare_event(aexec *ex, int kind, int flags)
 		py.Py_DecRef(b);
 }
 
-
 /* stash keeps v[from:n] for asgi_resume, in order after what it holds;
  * their data is the stash's now. 0, or -1 out of memory (nothing kept). */
 static int stash(aexec *ex, m0_amsg *v, size_t from, size_t n)
