@@ -652,14 +652,13 @@ func (in *Inline) Batch() {
 	if in.ex.Eager {
 		bound = n
 	}
-	done := 0
-	for done < n {
-		done += in.start(in.pend[done:n], bound)
-		if done < n && (in.sched || in.ex.Later() == nil) {
+	done := in.start(in.pend[:n], bound)
+	if done < n {
+		if in.sched || in.ex.Later() == nil {
 			in.sched = true
-			break
+		} else {
+			done += in.start(in.pend[done:n], n) // the loop refused the callback: the rest now
 		}
-		bound = n // refused: the rest now
 	}
 	rest := copy(in.pend, in.pend[done:])
 	clear(in.pend[rest:])
