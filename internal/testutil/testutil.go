@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +21,50 @@ import (
 
 	"github.com/valyala/fasthttp"
 )
+
+// FreePort is a TCP port on 127.0.0.1 nothing is bound to now, below the
+// kernel's range of ephemeral ports where it can: a port the kernel hands
+// out (what port 0 gives) can be handed again, to a client's connection
+// (the load tool's, a readiness probe's), between the pick and the
+// server's bind, and the server then fails to start.
+func FreePort() (int, error) {
+	lo, hi := belowEphemeral()
+	if hi > lo {
+		start := lo + rand.IntN(hi-lo)
+		for i := range min(hi-lo, 200) {
+			port := lo + (start-lo+i*7919)%(hi-lo) // strided, so a taken run of ports is left quickly
+			if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+				ln.Close()
+				return port, nil
+			}
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// belowEphemeral is the span of ports FreePort picks from: from 10000 up
+// to the first port of /proc/sys/net/ipv4/ip_local_port_range (32768 by
+// default); empty where that range starts too low to leave one.
+func belowEphemeral() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0
+	}
+	first, err := strconv.Atoi(f[0])
+	if err != nil || first < 12000 {
+		return 0, 0
+	}
+	return 10000, first
+}
 
 // TCPPair returns both ends of a loopback TCP connection, closed when the
 // test ends.

@@ -5,6 +5,7 @@ loopback TCP with real clients: requests, http.client, curl and raw sockets.
 """
 
 import os
+import random
 import re
 import signal
 import socket
@@ -47,7 +48,32 @@ HTTP_TIMEOUT = 10  # seconds for any single request
 # small utilities
 
 
+def _below_ephemeral():
+    """The ports free_port picks from: 10000 up to the first of the kernel's
+    ephemeral range, or None where that range starts too low to leave one."""
+    try:
+        first = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return range(10000, first) if first >= 12000 else None
+
+
 def free_port():
+    """A port nothing is bound to now, below the kernel's ephemeral range
+    where it can: a port the kernel hands out (what port 0 gives) can be
+    handed again, to a client's connection, between the pick and the
+    server's bind. The rule of Go's testutil.FreePort."""
+    span = _below_ephemeral()
+    if span:
+        start = random.randrange(len(span))
+        for i in range(min(len(span), 200)):
+            port = span[(start + i * 7919) % len(span)]
+            with socket.socket() as s:
+                try:
+                    s.bind((HOST, port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]

@@ -6,13 +6,13 @@ package procfs
 import (
 	"bytes"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/m0serve/m0/internal/proc"
+	"github.com/m0serve/m0/internal/testutil"
 )
 
 // ClockTicks is sysconf(_SC_CLK_TCK), 100 on Linux.
@@ -105,12 +105,6 @@ func Usage(pids []int) (cpuSeconds float64, rssKiB int64) {
 	return cpuSeconds, rssKiB
 }
 
-// FreePort is a TCP port on 127.0.0.1 nothing listens on now.
-func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort is a TCP port on 127.0.0.1 nothing is bound to now, below the
+// kernel's ephemeral range (testutil.FreePort).
+func FreePort() (int, error) { return testutil.FreePort() }
