@@ -288,12 +288,11 @@ func exit(t *testing.T, app string, env []string, args ...string) (int, string, 
 }
 
 func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	port, err := testutil.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	return strconv.Itoa(port)
 }
 
 func makes(stderr string) []string {
