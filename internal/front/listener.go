@@ -34,6 +34,7 @@ func (l Limits) Listener(ln net.Listener) net.Listener {
 type limitListener struct {
 	net.Listener
 	idle   time.Duration
+	park   *fasthttp.Server // serves again a connection that left it idle (park.go); nil: none leaves
 	mu     sync.Mutex
 	conns  map[*limitConn]struct{} // open connections
 	retry  sock.AcceptRetry
@@ -152,6 +153,9 @@ func track(c net.Conn, p connPhase) {
 		return
 	}
 	if p == phaseIdle {
+		if prev, started := lc.idleSince.Load(), lc.started.Load(); prev != 0 && started > prev {
+			lc.lastGap.Store(started - prev)
+		}
 		lc.idleSince.Store(sock.Mono())
 	}
 	lc.phase.Store(int32(p))
@@ -178,6 +182,13 @@ type limitConn struct {
 	started atomic.Int64
 	wrote   atomic.Bool
 	kept    atomic.Bool // answered a request: a kept-alive connection
+	// Leaving fasthttp while idle (park.go):
+	away    atomic.Bool  // its next Close hands it to a waiting goroutine
+	left    atomic.Bool  // it has left once
+	closed  atomic.Bool  // closed for good
+	lastGap atomic.Int64 // the idle wait before its last request (ns)
+	base    atomic.Int64 // requests fasthttp served before it last came back
+	lastNum atomic.Int64 // the number of its last request served (requestNum)
 	ln      *limitListener
 	linger  atomic.Int64 // a time.Duration
 	once    sync.Once
@@ -185,6 +196,9 @@ type limitConn struct {
 }
 
 func (c *limitConn) Read(p []byte) (int, error) {
+	if c.parks() {
+		return 0, io.EOF // fasthttp ends the connection's turn quietly
+	}
 	n, err := c.Conn.Read(p)
 	for n == 0 && (c.rd.Retry(c.Conn, err) || c.headBound(err)) {
 		n, err = c.Conn.Read(p) // an earlier deadline than the one asked for passed
@@ -323,7 +337,12 @@ func (c *limitConn) CloseWrite() error { return sock.CloseWrite(c.Conn) }
 // its FIN and reads and discards what the client still sends, until the
 // client closes or the linger ends.
 func (c *limitConn) Close() error {
+	if c.away.Swap(false) {
+		go c.wait(c.ln.park)
+		return nil
+	}
 	c.once.Do(func() {
+		c.closed.Store(true)
 		if d := time.Duration(c.linger.Load()); c.refused.Load() && d > 0 {
 			// Read from the socket itself: a strict reading reads as
 			// closed after a refusal.

@@ -47,6 +47,9 @@ func New(h http.Handler, lim Limits) Server {
 			}
 		}
 		ls.serve, ls.shutdown = srv.Serve, srv.ShutdownWithContext
+		if lim.MaxKeepaliveRequests == 0 { // fasthttp counts a connection's requests anew each time it comes back
+			ls.park = srv
+		}
 		return ls
 	}
 	srv := netLimits(&lastAnswer{h: h, draining: &ls.draining}, lim)
@@ -101,6 +104,9 @@ func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
 		// a connection that is closing.
 		CloseOnShutdown: true,
 		ConnState: func(c net.Conn, st fasthttp.ConnState) {
+			if st == fasthttp.StateClosed && gone(c) {
+				return // it left idle, and stays as it was (park.go)
+			}
 			p := connState(st)
 			track(c, p)
 			fastDeadline(c, p, lim.IdleTimeout)
@@ -121,14 +127,18 @@ type limitedServer struct {
 	serve    func(net.Listener) error
 	shutdown func(context.Context) error
 	lim      Limits
-	ln       atomic.Value  // the net.Listener served
-	served   chan struct{} // closed when Serve returns: nothing more is accepted
-	draining atomic.Bool   // every answer from now on is its connection's last
+	park     *fasthttp.Server // the fasthttp server an idle connection leaves and comes back to; nil: none leaves
+	ln       atomic.Value     // the net.Listener served
+	served   chan struct{}    // closed when Serve returns: nothing more is accepted
+	draining atomic.Bool      // every answer from now on is its connection's last
 }
 
 func (s *limitedServer) Serve(ln net.Listener) error {
 	defer close(s.served)
 	l := s.lim.Listener(strict.Listen(ln, s.lim.maxBody()))
+	if ll, ok := l.(*limitListener); ok && s.park != nil {
+		ll.park = s.park
+	}
 	s.ln.Store(l)
 	return s.serve(l)
 }

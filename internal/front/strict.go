@@ -61,7 +61,7 @@ func strictFast(h fasthttp.RequestHandler, obs observe.Refuser, lim Limits, refu
 			return
 		}
 		if s := strict.Of(ctx.Conn()); s != nil {
-			s.Served(int(ctx.ConnRequestNum()))
+			s.Served(requestNum(ctx))
 		}
 		if !ctx.Response.IsBodyStream() {
 			wire.AnswerInTurn()

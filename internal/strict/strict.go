@@ -84,6 +84,15 @@ func (c *Conn) Held() bool {
 	return len(c.held) > 0
 }
 
+// Between reports whether the connection is between requests with
+// nothing of the next one read: no head begun, none passed and not yet
+// read, no hold, no refusal. What the socket holds is not looked at.
+func (c *Conn) Between() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.held) == 0 && len(c.ready) == 0 && c.f.state == inHead && c.f.Err == nil
+}
+
 // Served says request number n (from 1) on the connection was answered,
 // and did not switch protocols (a handler returned without taking the
 // connection over): an upgrade request the reading holds for is over.
