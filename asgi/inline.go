@@ -415,14 +415,21 @@ func (in *Inline) give(fd int, first []byte) {
 	// TCPConn, which readFirst is not): Go's own calls enter the runtime's
 	// syscall state each time, and cost the shed a tenth of its rate
 	// (Starlette, 64 connections, measured).
-	go in.serve(&readFirst{Conn: sock.NewRawIO(nc), first: first})
+	rf := &readFirst{Conn: sock.NewRawIO(nc), first: first}
+	rf.held.Store(len(first) > 0)
+	go in.serve(rf)
 }
 
 // readFirst is a connection whose first bytes were read already.
 type readFirst struct {
 	net.Conn
 	first []byte
+	held  atomic.Bool // first is not all read: Held, from any goroutine
 }
+
+// Held reports whether bytes the inline front end read are still to be
+// read (sock.Pending).
+func (r *readFirst) Held() bool { return r.held.Load() }
 
 // SyscallConn, CloseWrite and ReadFrom are the socket's, as the listener's
 // wrappers above expect of a connection (sock.WatchClose, the linger after
@@ -440,6 +447,7 @@ func (r *readFirst) Read(p []byte) (int, error) {
 	if len(r.first) > 0 {
 		n := copy(p, r.first)
 		r.first = r.first[n:]
+		r.held.Store(len(r.first) > 0)
 		return n, nil
 	}
 	return r.Conn.Read(p)

@@ -143,17 +143,26 @@ func (t *Throttle) Note() (int, bool) {
 	return failed, true
 }
 
-// heldConn is the strict reading's connection, which may hold bytes it
-// read back.
+// heldConn is a connection that may hold bytes it read and has not handed
+// on: the strict reading's (an unfinished head), a handed-off connection's
+// (what the inline front end read before handing it).
 type heldConn interface {
 	net.Conn
 	Held() bool
 }
 
-// Pending reports whether bytes are waiting to be read on c's socket.
+// Pending reports whether bytes are waiting to be read on c: held by a
+// connection it wraps, or on its socket.
 func Pending(c net.Conn) bool {
-	if s, ok := Find[heldConn](c); ok && s.Held() {
-		return true // bytes of an unfinished head, read and held back
+	for l := c; l != nil; {
+		if h, ok := l.(heldConn); ok && h.Held() {
+			return true
+		}
+		u, ok := l.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		l = u.NetConn()
 	}
 	n := 0
 	WithFD(c, func(fd uintptr) { n = readable(int(fd)) })

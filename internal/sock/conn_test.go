@@ -202,3 +202,57 @@ func TestMerge(t *testing.T) {
 		t.Error("the listener below is still open")
 	}
 }
+
+// held is a wrapper holding bytes it read, as the strict reading and a
+// handed-off connection do; under is a wrapper between.
+type held struct {
+	net.Conn
+	n int
+}
+
+func (h *held) Held() bool                            { return h.n > 0 }
+func (h *held) NetConn() net.Conn                     { return h.Conn }
+func (h *held) SyscallConn() (syscall.RawConn, error) { return RawConn(h.Conn) }
+
+type under struct{ net.Conn }
+
+func (u *under) NetConn() net.Conn                     { return u.Conn }
+func (u *under) SyscallConn() (syscall.RawConn, error) { return RawConn(u.Conn) }
+
+// Pending sees bytes held by any wrapper of the chain, not only the top
+// one that holds some, and bytes on the socket.
+func TestPending(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+
+	bottom := &held{Conn: server}
+	top := &held{Conn: &under{Conn: bottom}}
+	if Pending(top) {
+		t.Fatal("pending with nothing held or sent")
+	}
+	bottom.n = 1
+	if !Pending(top) {
+		t.Fatal("bytes held under a wrapper holding none are not pending")
+	}
+	bottom.n = 0
+	client.Write([]byte("x"))
+	for end := time.Now().Add(2 * time.Second); !Pending(top); {
+		if time.Now().After(end) {
+			t.Fatal("a byte on the socket is not pending")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
