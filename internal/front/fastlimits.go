@@ -56,6 +56,11 @@ func fastLimits(s *fasthttp.Server, lim Limits, obs observe.Refuser) {
 			}
 		}()
 		switch {
+		case cameBack(ctx):
+			// Nothing of a next request reached fasthttp (park.go), as
+			// on a kept-alive connection that never left: no answer.
+			answered = false
+			ctx.Conn().Close()
 		case errors.Is(err, fasthttp.ErrBodyTooLarge):
 			rf.tooLarge()
 			ctx.Error(tooLarge, fasthttp.StatusRequestEntityTooLarge)

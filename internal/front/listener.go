@@ -33,15 +33,16 @@ func (l Limits) Listener(ln net.Listener) net.Listener {
 // server would stop serving for good.
 type limitListener struct {
 	net.Listener
-	idle   time.Duration
-	park   *fasthttp.Server // serves again a connection that left it idle (park.go); nil: none leaves
-	mu     sync.Mutex
-	conns  map[*limitConn]struct{} // open connections
-	retry  sock.AcceptRetry
-	made   sync.Once
-	closed chan struct{} // closed by Close
-	shut   sync.Once
-	err    error // Close's
+	idle    time.Duration
+	park    *fasthttp.Server // serves again a connection that left it idle (park.go); nil: none leaves
+	stopped atomic.Bool      // a connection waiting out of fasthttp closes when it wakes (closeWaiting)
+	mu      sync.Mutex
+	conns   map[*limitConn]struct{} // open connections
+	retry   sock.AcceptRetry
+	made    sync.Once
+	closed  chan struct{} // closed by Close
+	shut    sync.Once
+	err     error // Close's
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -152,6 +153,9 @@ func track(c net.Conn, p connPhase) {
 	if !ok {
 		return
 	}
+	if p == phaseActive {
+		lc.back.Store(false)
+	}
 	if p == phaseIdle {
 		if prev, started := lc.idleSince.Load(), lc.started.Load(); prev != 0 && started > prev {
 			lc.lastGap.Store(started - prev)
@@ -183,16 +187,19 @@ type limitConn struct {
 	wrote   atomic.Bool
 	kept    atomic.Bool // answered a request: a kept-alive connection
 	// Leaving fasthttp while idle (park.go):
-	away    atomic.Bool  // its next Close hands it to a waiting goroutine
-	left    atomic.Bool  // it has left once
-	closed  atomic.Bool  // closed for good
-	lastGap atomic.Int64 // the idle wait before its last request (ns)
-	base    atomic.Int64 // requests fasthttp served before it last came back
-	lastNum atomic.Int64 // the number of its last request served (requestNum)
-	ln      *limitListener
-	linger  atomic.Int64 // a time.Duration
-	once    sync.Once
-	err     error
+	away      atomic.Bool  // leaving: fasthttp's Close of it is not a close
+	swallowed atomic.Bool  // a Close was not a close: fasthttp's StateClosed starts its wait
+	waiting   atomic.Bool  // out of fasthttp, waiting for bytes
+	back      atomic.Bool  // came back, and no request began since
+	left      atomic.Bool  // it has left once
+	closed    atomic.Bool  // closed for good
+	lastGap   atomic.Int64 // the idle wait before its last request (ns)
+	base      atomic.Int64 // requests fasthttp served before it last came back
+	lastNum   atomic.Int64 // the number of its last request served (requestNum)
+	ln        *limitListener
+	linger    atomic.Int64 // a time.Duration
+	once      sync.Once
+	err       error
 }
 
 func (c *limitConn) Read(p []byte) (int, error) {
@@ -338,7 +345,8 @@ func (c *limitConn) CloseWrite() error { return sock.CloseWrite(c.Conn) }
 // client closes or the linger ends.
 func (c *limitConn) Close() error {
 	if c.away.Swap(false) {
-		go c.wait(c.ln.park)
+		c.waiting.Store(true) // for closeWaiting, from now on
+		c.swallowed.Store(true)
 		return nil
 	}
 	c.once.Do(func() {

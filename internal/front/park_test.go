@@ -197,3 +197,94 @@ func TestCountedConnectionStays(t *testing.T) {
 		t.Fatalf("after the third answer: %v, want the server's close", err)
 	}
 }
+
+// conns is how many connections the server holds open.
+func conns(srv *limitedServer) int {
+	l := srv.ln.Load().(*limitListener)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
+// A client that closes a connection out of fasthttp has it closed, at once
+// (it came back after a long wait, and left again: a connection that came
+// back leaves again only after a request).
+func TestLeftConnectionClosedByClient(t *testing.T) {
+	addr, srv := parkServer(t, Limits{IdleTimeout: 30 * time.Second})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	for i := range 2 {
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		if st, _ := answer(t, br); st != 200 {
+			t.Fatalf("answer %d", st)
+		}
+		outOfFasthttp(t, srv)
+		if i == 0 {
+			time.Sleep(parkGap + 100*time.Millisecond)
+		}
+	}
+	c.Close()
+	for end := time.Now().Add(2 * time.Second); conns(srv) != 0; {
+		if time.Now().After(end) {
+			t.Fatalf("%d connections still open after the client closed", conns(srv))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A connection that came back and whose next head does not come whole
+// within the idle timeout is closed with no answer, as a kept-alive one that
+// never left is.
+func TestCameBackHeadTimeout(t *testing.T) {
+	const idle = 500 * time.Millisecond
+	addr, srv := parkServer(t, Limits{IdleTimeout: idle})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if st, _ := answer(t, br); st != 200 {
+		t.Fatalf("answer %d", st)
+	}
+	outOfFasthttp(t, srv)
+	io.WriteString(c, "GET / HTTP/1.1\r\n")
+	start := time.Now()
+	if b, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("read %q %v, want a close with no answer", b, err)
+	}
+	if took := time.Since(start); took > 4*idle {
+		t.Fatalf("closed after %v", took)
+	}
+}
+
+// A drain whose time runs out closes the connections waiting out of
+// fasthttp, which fasthttp's own shutdown does not see.
+func TestShutdownClosesWaiting(t *testing.T) {
+	addr, srv := parkServer(t, Limits{IdleTimeout: 30 * time.Second})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if st, _ := answer(t, br); st != 200 {
+		t.Fatalf("answer %d", st)
+	}
+	outOfFasthttp(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond) // under KeptGrace
+	defer cancel()
+	srv.Shutdown(ctx)
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("read %v after the drain, want the server's close", err)
+	}
+}

@@ -104,8 +104,11 @@ func FastServer(h FastHandler, lim Limits) *fasthttp.Server {
 		// a connection that is closing.
 		CloseOnShutdown: true,
 		ConnState: func(c net.Conn, st fasthttp.ConnState) {
-			if st == fasthttp.StateClosed && gone(c) {
-				return // it left idle, and stays as it was (park.go)
+			if st == fasthttp.StateClosed {
+				if lc, ok := leaving(c); ok {
+					go lc.wait() // it left idle, and stays as it was (park.go)
+					return
+				}
 			}
 			p := connState(st)
 			track(c, p)
@@ -192,10 +195,12 @@ func (s *limitedServer) Shutdown(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			l.closeWaiting()
 			return s.shutdown(ctx)
 		case <-tick.C:
 			continue
 		}
 	}
+	l.closeWaiting()
 	return s.shutdown(ctx)
 }
