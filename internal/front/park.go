@@ -34,7 +34,7 @@ const parkGap = time.Second
 // with its read buffer empty. A connection that came back does not leave
 // again before a request began on it.
 func (c *limitConn) parks() bool {
-	if c.ln == nil || c.ln.park == nil || connPhase(c.phase.Load()) != phaseIdle || c.back.Load() {
+	if c.ln == nil || c.ln.park == nil || c.ln.stopped.Load() || connPhase(c.phase.Load()) != phaseIdle || c.back.Load() {
 		return false
 	}
 	if c.left.Load() && c.lastGap.Load() < int64(parkGap) {
@@ -69,7 +69,10 @@ func leaving(c net.Conn) (*limitConn, bool) {
 // connection is closed (a drain), it closes.
 func (c *limitConn) wait() {
 	rc, err := sock.RawConn(c.Conn)
-	if err != nil {
+	if err != nil || c.ln.stopped.Load() {
+		// closeWaiting sets stopped before it looks for waiting
+		// connections, and Close set waiting before this began: one of
+		// the two closes a connection that left as a drain ran out.
 		c.Close()
 		return
 	}
