@@ -55,6 +55,20 @@ func answer(t *testing.T, br *bufio.Reader) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// answered dials addr, has one GET answered 200 on the connection and waits
+// until it has left fasthttp; the connection is closed when the test ends.
+func answered(t *testing.T, addr string, srv *limitedServer) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c := dial(t, addr)
+	br := bufio.NewReader(c)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if st, body := answer(t, br); st != 200 || body != "0" {
+		t.Fatalf("first answer %d %q", st, body)
+	}
+	outOfFasthttp(t, srv)
+	return c, br
+}
+
 // An idle kept-alive connection leaves fasthttp after its first answer and
 // is served again when its next request comes: a plain one, two pipelined
 // in one write, a body, and an upgrade request answered without switching,
@@ -63,20 +77,8 @@ func answer(t *testing.T, br *bufio.Reader) (int, string) {
 // that the request after it is read.
 func TestIdleConnectionLeavesFasthttp(t *testing.T) {
 	addr, srv := parkServer(t, Limits{IdleTimeout: 5 * time.Second})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(c)
+	c, br := answered(t, addr, srv)
 	get := "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
-
-	io.WriteString(c, get)
-	if st, body := answer(t, br); st != 200 || body != "0" {
-		t.Fatalf("first answer %d %q", st, body)
-	}
-	outOfFasthttp(t, srv)
 
 	io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
 	if st, body := answer(t, br); st != 200 || body != "5" {
@@ -111,12 +113,7 @@ func TestIdleConnectionLeavesFasthttp(t *testing.T) {
 // fasthttp through waits shorter than parkGap.
 func TestBusyConnectionStays(t *testing.T) {
 	addr, srv := parkServer(t, Limits{IdleTimeout: 5 * time.Second})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dial(t, addr)
 	br := bufio.NewReader(c)
 	for i := range 50 {
 		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -142,18 +139,7 @@ func TestLeftConnectionCloses(t *testing.T) {
 	}{{"idle timeout", 300 * time.Millisecond, false}, {"drain", 0, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr, srv := parkServer(t, Limits{IdleTimeout: tc.idle})
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(5 * time.Second))
-			br := bufio.NewReader(c)
-			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-			if st, _ := answer(t, br); st != 200 {
-				t.Fatalf("answer %d", st)
-			}
-			outOfFasthttp(t, srv)
+			_, br := answered(t, addr, srv)
 			start := time.Now()
 			if tc.drain {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -179,12 +165,7 @@ func TestCountedConnectionStays(t *testing.T) {
 	if srv.park != nil {
 		t.Fatal("a server counting requests per connection lets connections leave")
 	}
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c := dial(t, addr)
 	br := bufio.NewReader(c)
 	for i := range 3 {
 		time.Sleep(20 * time.Millisecond) // each answer's wait long enough to leave, were it to
@@ -211,22 +192,13 @@ func conns(srv *limitedServer) int {
 // back leaves again only after a request).
 func TestLeftConnectionClosedByClient(t *testing.T) {
 	addr, srv := parkServer(t, Limits{IdleTimeout: 30 * time.Second})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
+	c, br := answered(t, addr, srv)
+	time.Sleep(parkGap + 100*time.Millisecond)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if st, _ := answer(t, br); st != 200 {
+		t.Fatalf("answer %d", st)
 	}
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(c)
-	for i := range 2 {
-		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-		if st, _ := answer(t, br); st != 200 {
-			t.Fatalf("answer %d", st)
-		}
-		outOfFasthttp(t, srv)
-		if i == 0 {
-			time.Sleep(parkGap + 100*time.Millisecond)
-		}
-	}
+	outOfFasthttp(t, srv)
 	c.Close()
 	for end := time.Now().Add(2 * time.Second); conns(srv) != 0; {
 		if time.Now().After(end) {
@@ -242,18 +214,7 @@ func TestLeftConnectionClosedByClient(t *testing.T) {
 func TestCameBackHeadTimeout(t *testing.T) {
 	const idle = 500 * time.Millisecond
 	addr, srv := parkServer(t, Limits{IdleTimeout: idle})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(c)
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	if st, _ := answer(t, br); st != 200 {
-		t.Fatalf("answer %d", st)
-	}
-	outOfFasthttp(t, srv)
+	c, br := answered(t, addr, srv)
 	io.WriteString(c, "GET / HTTP/1.1\r\n")
 	start := time.Now()
 	if b, err := br.ReadByte(); err != io.EOF {
@@ -268,18 +229,7 @@ func TestCameBackHeadTimeout(t *testing.T) {
 // fasthttp, which fasthttp's own shutdown does not see.
 func TestShutdownClosesWaiting(t *testing.T) {
 	addr, srv := parkServer(t, Limits{IdleTimeout: 30 * time.Second})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(c)
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	if st, _ := answer(t, br); st != 200 {
-		t.Fatalf("answer %d", st)
-	}
-	outOfFasthttp(t, srv)
+	c, br := answered(t, addr, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond) // under KeptGrace
 	defer cancel()
 	srv.Shutdown(ctx)
