@@ -154,15 +154,8 @@ type heldConn interface {
 // Pending reports whether bytes are waiting to be read on c: held by a
 // connection it wraps, or on its socket.
 func Pending(c net.Conn) bool {
-	for l := c; l != nil; {
-		if h, ok := l.(heldConn); ok && h.Held() {
-			return true
-		}
-		u, ok := l.(interface{ NetConn() net.Conn })
-		if !ok {
-			break
-		}
-		l = u.NetConn()
+	if Each(c, func(l net.Conn) bool { h, ok := l.(heldConn); return ok && h.Held() }) {
+		return true
 	}
 	n := 0
 	WithFD(c, func(fd uintptr) { n = readable(int(fd)) })

@@ -42,9 +42,24 @@ func ReadFrom(c net.Conn, r io.Reader) (int64, error) {
 // Find returns the connection of type T under c, through the wrappers that
 // give theirs with NetConn (c itself first).
 func Find[T net.Conn](c net.Conn) (T, bool) {
+	var found T
+	ok := Each(c, func(l net.Conn) bool {
+		t, is := l.(T)
+		if is {
+			found = t
+		}
+		return is
+	})
+	return found, ok
+}
+
+// Each calls f with c and each connection under it, through the wrappers
+// that give theirs with NetConn, until f returns true; it reports whether
+// one did.
+func Each(c net.Conn, f func(net.Conn) bool) bool {
 	for c != nil {
-		if t, ok := c.(T); ok {
-			return t, true
+		if f(c) {
+			return true
 		}
 		u, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {
@@ -52,8 +67,7 @@ func Find[T net.Conn](c net.Conn) (T, bool) {
 		}
 		c = u.NetConn()
 	}
-	var zero T
-	return zero, false
+	return false
 }
 
 // Cork holds back c's partial segments (TCP_CORK; nothing on macOS) until the function it
