@@ -187,19 +187,18 @@ type limitConn struct {
 	wrote   atomic.Bool
 	kept    atomic.Bool // answered a request: a kept-alive connection
 	// Leaving fasthttp while idle (park.go):
-	away      atomic.Bool  // leaving: fasthttp's Close of it is not a close
-	swallowed atomic.Bool  // a Close was not a close: fasthttp's StateClosed starts its wait
-	waiting   atomic.Bool  // out of fasthttp, waiting for bytes
-	back      atomic.Bool  // came back, and no request began since
-	left      atomic.Bool  // it has left once
-	closed    atomic.Bool  // closed for good
-	lastGap   atomic.Int64 // the idle wait before its last request (ns)
-	base      atomic.Int64 // requests fasthttp served before it last came back
-	lastNum   atomic.Int64 // the number of its last request served (requestNum)
-	ln        *limitListener
-	linger    atomic.Int64 // a time.Duration
-	once      sync.Once
-	err       error
+	away    atomic.Bool  // leaving: fasthttp's Close of it is not a close
+	waiting atomic.Bool  // out of fasthttp (from its Close that was not one), waiting for bytes
+	back    atomic.Bool  // came back, and no request began since
+	left    atomic.Bool  // it has left once
+	closed  atomic.Bool  // closed for good
+	lastGap atomic.Int64 // the idle wait before its last request (ns)
+	base    atomic.Int64 // requests fasthttp served before it last came back
+	lastNum atomic.Int64 // the number of its last request served (requestNum)
+	ln      *limitListener
+	linger  atomic.Int64 // a time.Duration
+	once    sync.Once
+	err     error
 }
 
 func (c *limitConn) Read(p []byte) (int, error) {
@@ -345,8 +344,7 @@ func (c *limitConn) CloseWrite() error { return sock.CloseWrite(c.Conn) }
 // client closes or the linger ends.
 func (c *limitConn) Close() error {
 	if c.away.Swap(false) {
-		c.waiting.Store(true) // for closeWaiting, from now on
-		c.swallowed.Store(true)
+		c.waiting.Store(true) // fasthttp's StateClosed starts its wait; closeWaiting sees it
 		return nil
 	}
 	c.once.Do(func() {

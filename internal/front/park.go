@@ -53,11 +53,12 @@ func (c *limitConn) parks() bool {
 }
 
 // leaving reports whether fasthttp's StateClosed for c is its leaving, not
-// its close: fasthttp's Close of it was not a close (Close, away), and
-// nothing has closed it since.
+// its close: fasthttp's Close of it was not a close (Close, away, set
+// waiting), and nothing has closed it since. fasthttp reports StateClosed
+// once a serving, and wait clears waiting before the next.
 func leaving(c net.Conn) (*limitConn, bool) {
 	lc, ok := c.(*limitConn)
-	if !ok || !lc.swallowed.Swap(false) || lc.closed.Load() {
+	if !ok || !lc.waiting.Load() || lc.closed.Load() {
 		return nil, false
 	}
 	return lc, true

@@ -29,10 +29,11 @@ func parkServer(t *testing.T, lim Limits) (string, *limitedServer) {
 }
 
 // outOfFasthttp waits until fasthttp serves no connection, every one open
-// having left it idle, and fails the test if that takes a second.
+// having left it idle, and fails the test if that takes 5 s (it takes
+// microseconds: the bound is for a machine stalled under load).
 func outOfFasthttp(t *testing.T, srv *limitedServer) {
 	t.Helper()
-	for end := time.Now().Add(time.Second); srv.park.GetOpenConnectionsCount() != 0; {
+	for end := time.Now().Add(5 * time.Second); srv.park.GetOpenConnectionsCount() != 0; {
 		if time.Now().After(end) {
 			t.Fatalf("fasthttp still serves %d connections", srv.park.GetOpenConnectionsCount())
 		}
@@ -151,7 +152,7 @@ func TestLeftConnectionCloses(t *testing.T) {
 			if _, err := br.ReadByte(); err != io.EOF {
 				t.Fatalf("read %v, want the server's close", err)
 			}
-			if took := time.Since(start); took > 2*time.Second {
+			if took := time.Since(start); took > 4*time.Second {
 				t.Fatalf("closed after %v", took)
 			}
 		})
@@ -200,7 +201,7 @@ func TestLeftConnectionClosedByClient(t *testing.T) {
 	}
 	outOfFasthttp(t, srv)
 	c.Close()
-	for end := time.Now().Add(2 * time.Second); conns(srv) != 0; {
+	for end := time.Now().Add(5 * time.Second); conns(srv) != 0; {
 		if time.Now().After(end) {
 			t.Fatalf("%d connections still open after the client closed", conns(srv))
 		}
@@ -220,7 +221,7 @@ func TestCameBackHeadTimeout(t *testing.T) {
 	if b, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("read %q %v, want a close with no answer", b, err)
 	}
-	if took := time.Since(start); took > 4*idle {
+	if took := time.Since(start); took > 10*idle { // the idle timeout, not a later one
 		t.Fatalf("closed after %v", took)
 	}
 }
@@ -233,7 +234,7 @@ func TestShutdownClosesWaiting(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond) // under KeptGrace
 	defer cancel()
 	srv.Shutdown(ctx)
-	c.SetReadDeadline(time.Now().Add(time.Second))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("read %v after the drain, want the server's close", err)
 	}
